@@ -1,0 +1,55 @@
+/**
+ * What the protocol did, as plain numbers. Every layer that adds a
+ * capability (chunk sources, peers) extends the stats object with its own
+ * section rather than growing this one.
+ */
+export interface ProtocolCounters {
+  /** Opens of sample files. */
+  opens: number
+  /** Opens answered at once from memory, without waiting for a load. */
+  memoryHits: number
+  /** Opens answered with a file other than the one opened. */
+  redirects: number
+  /** Opens that had to wait for a chunk load (their own or one in flight). */
+  waitedOpens: number
+  /** Opens answered with an I/O error because their file could not be read. */
+  failedOpens: number
+  /** Chunk loads completed, demand and readahead. */
+  chunkLoads: number
+  /** Of those, loads started ahead of need. */
+  readaheadLoads: number
+  /** Files placed in memory by loads. */
+  filesLoaded: number
+  /** Files of loaded chunks that were not placed (a whole-chunk reader reads them for nothing). */
+  wastedFiles: number
+  wastedBytes: number
+  /** Files a chunk source failed to deliver. */
+  failedFiles: number
+  /** Per-VC epoch rollovers. */
+  rollovers: number
+  /** Bytes held in slots and staged chunks now, and the most ever. */
+  residentBytes: number
+  peakResidentBytes: number
+  /** Bytes of loads in flight now. */
+  inflightBytes: number
+}
+
+export function zeroCounters (): ProtocolCounters {
+  return {
+    opens: 0,
+    memoryHits: 0,
+    redirects: 0,
+    waitedOpens: 0,
+    failedOpens: 0,
+    chunkLoads: 0,
+    readaheadLoads: 0,
+    filesLoaded: 0,
+    wastedFiles: 0,
+    wastedBytes: 0,
+    failedFiles: 0,
+    rollovers: 0,
+    residentBytes: 0,
+    peakResidentBytes: 0,
+    inflightBytes: 0
+  }
+}

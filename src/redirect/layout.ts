@@ -1,0 +1,167 @@
+/**
+ * Layout: which physical chunk (PC) and which virtual-chunk slot every
+ * sample file has.
+ *
+ * The layout is a pure function of the sorted sample list, the seed, the
+ * chunk size K and the number of virtual chunks (VCs), so every node of a
+ * cluster computes the same one and can compare `hash` at handshake.
+ *
+ * - A redirect group is a class directory. A PC holds files of one group
+ *   only, and a VC serves one group only: that is what makes redirection
+ *   label-safe (DESIGN §2.1).
+ * - Within a group, files are shuffled with the seed before they are cut
+ *   into PCs of K, so near-duplicate neighbours do not share a chunk.
+ * - Each group gets VCs in proportion to its PC count (at least one, never
+ *   more than it has PCs), and its PCs are dealt over them round-robin.
+ *   The PCs mapped to a VC form its PC set, PCS(v).
+ */
+import { createHash } from 'node:crypto'
+import { SeededRandom } from './random'
+
+export type FileId = number
+export type PcId = number
+export type VcId = number
+
+export interface SampleFile {
+  /** Path relative to the dataset root, '/'-separated. */
+  readonly path: string
+  readonly size: number
+  /** The redirect group (the class directory). */
+  readonly group: string
+}
+
+export interface PhysicalChunk {
+  readonly group: number
+  readonly vc: VcId
+  /** files[offset] is the file stored at that offset; may be shorter than K. */
+  readonly files: readonly FileId[]
+}
+
+export interface VirtualChunk {
+  readonly group: number
+  /** PCS(v): the physical chunks that may fill this VC. */
+  readonly pcs: readonly PcId[]
+}
+
+export interface Layout {
+  readonly chunkSize: number
+  readonly seed: number
+  readonly files: readonly SampleFile[]
+  readonly groups: readonly string[]
+  readonly pcs: readonly PhysicalChunk[]
+  readonly vcs: readonly VirtualChunk[]
+  readonly filePc: Uint32Array
+  readonly fileOffset: Uint32Array
+  readonly totalBytes: number
+  /** Identifies the layout across processes and nodes. */
+  readonly hash: string
+}
+
+export interface LayoutOptions {
+  chunkSize: number
+  seed: number
+  /** How many VCs the memory holds; see `planMemory` in budget.ts. */
+  vcCount: number
+}
+
+export function meanFileSize (files: readonly SampleFile[]): number {
+  let total = 0
+  for (const file of files) total += file.size
+  return files.length === 0 ? 0 : total / files.length
+}
+
+/**
+ * Builds the layout. `files` must be sorted by path (the caller's scan
+ * does this) so the result does not depend on directory order.
+ * Throws a RangeError when the VCs cannot give every group one.
+ */
+export function buildLayout (files: readonly SampleFile[], options: LayoutOptions): Layout {
+  const { chunkSize, seed } = options
+  if (!Number.isInteger(chunkSize) || chunkSize < 1) throw new RangeError(`chunk size must be a whole number ≥ 1, got ${chunkSize}`)
+
+  const groups = [...new Set(files.map(file => file.group))].sort()
+  const groupIndex = new Map(groups.map((name, index) => [name, index]))
+  const membersOfGroup: FileId[][] = groups.map(() => [])
+  files.forEach((file, id) => membersOfGroup[groupIndex.get(file.group)!].push(id))
+
+  const random = new SeededRandom(seed)
+  const pcFilesOfGroup = membersOfGroup.map(members => cutIntoChunks(random.shuffle([...members]), chunkSize))
+  const pcCount = pcFilesOfGroup.reduce((sum, chunks) => sum + chunks.length, 0)
+
+  const vcCount = Math.min(options.vcCount, pcCount)
+  if (vcCount < groups.length) {
+    throw new RangeError(`the memory holds ${options.vcCount} chunk(s) but there are ${groups.length} classes, and each class needs at least one`)
+  }
+  const vcShare = shareVcs(pcFilesOfGroup.map(chunks => chunks.length), vcCount)
+
+  const pcs: PhysicalChunk[] = []
+  const vcs: { group: number, pcs: PcId[] }[] = []
+  const filePc = new Uint32Array(files.length)
+  const fileOffset = new Uint32Array(files.length)
+  pcFilesOfGroup.forEach((chunks, group) => {
+    const firstVc = vcs.length
+    for (let i = 0; i < vcShare[group]; i++) vcs.push({ group, pcs: [] })
+    chunks.forEach((chunkFiles, i) => {
+      const vc = firstVc + (i % vcShare[group])
+      const pc = pcs.length
+      pcs.push({ group, vc, files: chunkFiles })
+      vcs[vc].pcs.push(pc)
+      chunkFiles.forEach((file, offset) => { filePc[file] = pc; fileOffset[file] = offset })
+    })
+  })
+
+  let totalBytes = 0
+  for (const file of files) totalBytes += file.size
+  return { chunkSize, seed, files, groups, pcs, vcs, filePc, fileOffset, totalBytes, hash: hashLayout(files, pcs, chunkSize, seed) }
+}
+
+function cutIntoChunks (members: FileId[], chunkSize: number): FileId[][] {
+  const chunks: FileId[][] = []
+  for (let start = 0; start < members.length; start += chunkSize) chunks.push(members.slice(start, start + chunkSize))
+  return chunks
+}
+
+/**
+ * Splits `vcCount` VCs over groups in proportion to their PC counts:
+ * at least one each, at most one per PC, remainders to the largest
+ * fractional parts (ties to the lower group index, for determinism).
+ */
+export function shareVcs (pcCounts: readonly number[], vcCount: number): number[] {
+  const totalPcs = pcCounts.reduce((a, b) => a + b, 0)
+  const quota = pcCounts.map(count => vcCount * count / totalPcs)
+  const share = pcCounts.map((count, g) => Math.min(count, Math.max(1, Math.floor(quota[g]))))
+  let assigned = share.reduce((a, b) => a + b, 0)
+  const groupsBy = (key: (g: number) => number) => pcCounts.map((_, g) => g).sort((a, b) => key(b) - key(a) || a - b)
+
+  // Too many (groups lifted to their minimum of one): take from the most over-served.
+  const overServedFirst = groupsBy(g => share[g] - quota[g])
+  while (assigned > vcCount) {
+    let progressed = false
+    for (const g of overServedFirst) {
+      if (assigned === vcCount) break
+      if (share[g] > 1) { share[g]--; assigned--; progressed = true }
+    }
+    if (!progressed) break
+  }
+  // Too few (rounding down): give to the most under-served that still have PCs to spread.
+  const underServedFirst = groupsBy(g => quota[g] - share[g])
+  while (assigned < vcCount) {
+    let progressed = false
+    for (const g of underServedFirst) {
+      if (assigned === vcCount) break
+      if (share[g] < pcCounts[g]) { share[g]++; assigned++; progressed = true }
+    }
+    if (!progressed) break
+  }
+  return share
+}
+
+function hashLayout (files: readonly SampleFile[], pcs: readonly PhysicalChunk[], chunkSize: number, seed: number): string {
+  const hash = createHash('sha256')
+  hash.update(`K=${chunkSize};seed=${seed};files=${files.length}\n`)
+  pcs.forEach((pc, id) => {
+    hash.update(`pc ${id} vc ${pc.vc}\n`)
+    for (const file of pc.files) hash.update(`${files[file].path}\0${files[file].size}\n`)
+  })
+  return hash.digest('hex').slice(0, 16)
+}

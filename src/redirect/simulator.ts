@@ -1,0 +1,102 @@
+/**
+ * Drives the protocol with trainer-like traces, with no FUSE and no disk.
+ *
+ * Each epoch opens every sample once in a fresh random order (optionally
+ * with extra opens, as DistributedSampler padding or a stray `cat` would
+ * add). `readers` opens are outstanding at once and loads finish in random
+ * order, so waits, readahead and out-of-order fills are exercised just as
+ * the real engine sees them. Time is not modelled: only who gets what.
+ */
+import type { FileId, Layout, VcId } from './layout'
+import { Protocol, type LoadPlan, type RedirectMode } from './protocol'
+import type { ProtocolCounters } from './counters'
+import { SeededRandom } from './random'
+
+export interface SimulationOptions {
+  mode: RedirectMode
+  memoryBytes: number
+  epochs: number
+  seed: number
+  /** Opens outstanding at once (DataLoader workers). */
+  readers?: number
+  /** Extra random opens appended to each epoch. */
+  extraOpensPerEpoch?: number
+  /** Files the chunk source cannot read. */
+  unreadable?: ReadonlySet<FileId>
+  /** Called after every protocol step, e.g. to check memory. */
+  onStep?: (protocol: Protocol) => void
+}
+
+export interface ServedOpen {
+  readonly opened: FileId
+  /** The file whose bytes the open got, or undefined for an I/O error. */
+  readonly served: FileId | undefined
+}
+
+export interface SimulationResult {
+  /** Per epoch, every open in the order it was answered. */
+  readonly epochs: ServedOpen[][]
+  /** Per epoch, every file whose bytes entered memory, once per load. */
+  readonly loaded: FileId[][]
+  readonly counters: ProtocolCounters
+}
+
+interface PendingOpen { file: FileId }
+
+export function simulate (layout: Layout, options: SimulationOptions): SimulationResult {
+  const protocol = new Protocol(layout, { mode: options.mode, memoryBytes: options.memoryBytes, seed: options.seed })
+  const random = new SeededRandom(options.seed + 1)
+  const readers = options.readers ?? 1
+  const unreadable = options.unreadable ?? new Set<FileId>()
+  const epochs: ServedOpen[][] = []
+  const loaded: FileId[][] = []
+
+  for (let epoch = 0; epoch < options.epochs; epoch++) {
+    const trace = random.shuffle(layout.files.map((_, id) => id))
+    for (let i = 0; i < (options.extraOpensPerEpoch ?? 0); i++) trace.push(random.below(layout.files.length))
+    const answered: ServedOpen[] = []
+    const loadedThisEpoch: FileId[] = []
+    const inFlight: { plan: LoadPlan, opener?: PendingOpen }[] = []
+    const waiting = new Map<VcId, PendingOpen[]>()
+    let outstanding = 0
+    let next = 0
+
+    const answer = (open: PendingOpen, served: FileId | undefined): void => {
+      answered.push({ opened: open.file, served })
+      outstanding--
+      const vc = protocol.vcOf(open.file)
+      const ahead = protocol.readahead(vc)
+      if (ahead !== undefined) inFlight.push({ plan: ahead })
+    }
+    const ask = (open: PendingOpen, retry: boolean): void => {
+      const decision = protocol.open(open.file, retry)
+      options.onStep?.(protocol)
+      if (decision.kind === 'serve') answer(open, decision.file)
+      else if (decision.kind === 'load') inFlight.push({ plan: decision.plan, opener: open })
+      else waiting.set(decision.vc, [...(waiting.get(decision.vc) ?? []), open])
+    }
+
+    while (next < trace.length || outstanding > 0) {
+      const canOpen = next < trace.length && outstanding < readers
+      if (canOpen && (inFlight.length === 0 || random.below(2) === 0)) {
+        outstanding++
+        ask({ file: trace[next++] }, false)
+        continue
+      }
+      if (inFlight.length === 0) throw new Error('simulation stalled: opens wait but no load is in flight')
+      const { plan, opener } = inFlight.splice(random.below(inFlight.length), 1)[0]
+      const delivered = new Set(plan.files.filter(file => !unreadable.has(file)))
+      const outcome = protocol.finishLoad(plan, delivered)
+      loadedThisEpoch.push(...outcome.placed)
+      if (outcome.served !== undefined && !outcome.placed.includes(outcome.served)) loadedThisEpoch.push(outcome.served)
+      options.onStep?.(protocol)
+      if (opener !== undefined) answer(opener, outcome.served)
+      const woken = waiting.get(plan.vc) ?? []
+      waiting.delete(plan.vc)
+      for (const open of woken) ask(open, true)
+    }
+    epochs.push(answered)
+    loaded.push(loadedThisEpoch)
+  }
+  return { epochs, loaded, counters: { ...protocol.counters } }
+}

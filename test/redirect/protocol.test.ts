@@ -1,0 +1,103 @@
+import t from 'tap'
+import { planMemory } from '../../src/redirect/budget'
+import { buildLayout, type FileId, type Layout } from '../../src/redirect/layout'
+import type { RedirectMode } from '../../src/redirect/protocol'
+import { simulate, type ServedOpen } from '../../src/redirect/simulator'
+import { makeSamples, UNEVEN_CLASSES } from '../helpers/samples'
+
+const files = makeSamples(11, UNEVEN_CLASSES)
+const datasetBytes = files.reduce((sum, f) => sum + f.size, 0)
+
+function layoutFor (memoryFraction: number, chunkSize = 16): { layout: Layout, memoryBytes: number } {
+  const memoryBytes = Math.round(datasetBytes * memoryFraction)
+  const { vcCount } = planMemory(files, chunkSize, memoryBytes)
+  return { layout: buildLayout(files, { chunkSize, seed: 5, vcCount }), memoryBytes }
+}
+
+function multiset (ids: (FileId | undefined)[]): number[] {
+  return ids.map(id => id ?? -1).sort((a, b) => a - b)
+}
+const everyFile = files.map((_, id) => id)
+
+for (const mode of ['strict', 'pool'] as RedirectMode[]) {
+  for (const readers of [1, 8]) {
+    t.test(`${mode}, ${readers} reader(s), 3 epochs: labels safe, every file exactly once per epoch`, async t => {
+      const { layout, memoryBytes } = layoutFor(0.25)
+      const result = simulate(layout, { mode, memoryBytes, epochs: 3, seed: readers, readers })
+      t.equal(result.epochs.length, 3)
+      for (const [e, epoch] of result.epochs.entries()) {
+        t.ok(epoch.every(open => open.served !== undefined && files[open.served].group === files[open.opened].group), `epoch ${e}: every open got a file of its own class`)
+        t.same(multiset(epoch.map(open => open.served)), everyFile, `epoch ${e}: the served multiset is the dataset`)
+      }
+      t.ok(result.counters.redirects > 0, 'redirection happened')
+      t.ok(result.counters.chunkLoads < files.length, 'chunk loads are fewer than files')
+    })
+  }
+
+  t.test(`${mode}: a file's bytes enter memory at most once per epoch`, async t => {
+    const { layout, memoryBytes } = layoutFor(0.25)
+    const result = simulate(layout, { mode, memoryBytes, epochs: 4, seed: 3, readers: 8 })
+    for (const [e, loaded] of result.loaded.entries()) {
+      t.equal(new Set(loaded).size, loaded.length, `epoch ${e}: no file loaded twice`)
+    }
+  })
+
+  t.test(`${mode}: extra opens roll VCs over without errors, stalls or wrong labels`, async t => {
+    const { layout, memoryBytes } = layoutFor(0.25)
+    const result = simulate(layout, { mode, memoryBytes, epochs: 5, seed: 9, readers: 4, extraOpensPerEpoch: 37 })
+    for (const epoch of result.epochs) {
+      t.equal(epoch.length, files.length + 37)
+      t.ok(epoch.every(open => open.served !== undefined && files[open.served].group === files[open.opened].group))
+    }
+    t.ok(result.counters.rollovers >= layout.vcs.length * 4, 'every VC rolled over in every later epoch')
+  })
+
+  t.test(`${mode}: memory (resident + in flight) never exceeds the budget`, async t => {
+    for (const fraction of [0.1, 0.25, 0.5]) {
+      const { layout, memoryBytes } = layoutFor(fraction, 8)
+      let peak = 0
+      simulate(layout, {
+        mode,
+        memoryBytes,
+        epochs: 3,
+        seed: 4,
+        readers: 8,
+        onStep: p => { peak = Math.max(peak, p.slots.residentBytes + p.counters.inflightBytes) }
+      })
+      t.ok(peak <= memoryBytes, `memory ${fraction}: peak ${peak} ≤ budget ${memoryBytes}`)
+    }
+  })
+
+  t.test(`${mode}: an unreadable file fails one open per epoch; every other file is still served exactly once`, async t => {
+    const { layout, memoryBytes } = layoutFor(0.25)
+    const unreadable = new Set([3, 400, 1000])
+    const result = simulate(layout, { mode, memoryBytes, epochs: 3, seed: 2, readers: 8, unreadable })
+    for (const epoch of result.epochs) {
+      const failed = epoch.filter(open => open.served === undefined)
+      t.equal(failed.length, unreadable.size, 'one failed open per unreadable file')
+      t.same(multiset(epoch.filter(o => o.served !== undefined).map(o => o.served)), everyFile.filter(id => !unreadable.has(id)))
+    }
+  })
+}
+
+t.test('off: every open gets exactly the file it opened, still loaded by chunk', async t => {
+  const { layout, memoryBytes } = layoutFor(0.25)
+  const result = simulate(layout, { mode: 'off', memoryBytes, epochs: 3, seed: 6, readers: 8 })
+  for (const epoch of result.epochs) t.ok(epoch.every((open: ServedOpen) => open.served === open.opened))
+  t.equal(result.counters.redirects, 0)
+  t.ok(result.counters.memoryHits > 0, 'some opens were answered from chunks loaded for others')
+})
+
+t.test('strict with memory for the whole dataset reads each file once per epoch and wastes nothing', async t => {
+  const { layout, memoryBytes } = layoutFor(2)
+  const result = simulate(layout, { mode: 'strict', memoryBytes, epochs: 3, seed: 1, readers: 8 })
+  t.equal(result.counters.wastedFiles, 0)
+})
+
+t.test('pool reads every chunk exactly once per epoch (no waste)', async t => {
+  const { layout, memoryBytes } = layoutFor(0.25)
+  const result = simulate(layout, { mode: 'pool', memoryBytes, epochs: 3, seed: 1, readers: 8 })
+  t.equal(result.counters.wastedFiles, 0)
+  t.ok(result.counters.chunkLoads <= 3 * layout.pcs.length)
+})
+

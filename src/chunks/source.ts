@@ -1,0 +1,23 @@
+/**
+ * A chunk source delivers the bytes of a physical chunk's files. The
+ * engine does not care whether they come from a directory of loose files,
+ * a pack file or a peer; each source reports what it read in its own
+ * stats section.
+ */
+import type { FileId } from '../redirect/layout'
+
+export interface ChunkRequest {
+  readonly pc: number
+  /** The files wanted, in offset order. */
+  readonly files: readonly FileId[]
+}
+
+export interface ChunkSource {
+  /**
+   * Resolves with the bytes of every file it could read; files missing from
+   * the map failed (the source logs why). Never rejects for a single bad file.
+   */
+  fetch (request: ChunkRequest): Promise<Map<FileId, Buffer>>
+  stats (): Record<string, number | string>
+  close (): Promise<void>
+}

@@ -1,0 +1,104 @@
+/**
+ * The redirfs command line. Every failure a user can cause ends in one
+ * line on stderr and a non-zero exit, never a stack trace.
+ */
+import { Command, InvalidArgumentError, Option } from 'commander'
+import path from 'node:path'
+import type { MountConfig } from '../daemon/config'
+import { RedirfsError } from '../errors'
+import { REDIRECT_MODES, type RedirectMode } from '../redirect/protocol'
+import { parseSize } from '../util/size'
+import { runInBackground, runInForeground } from './mount-command'
+import { formatStats, readStats } from './stats-command'
+import { unmount } from './umount-command'
+
+const program = new Command()
+
+function wholeNumber (what: string, min: number, max: number) {
+  return (text: string): number => {
+    const value = Number(text)
+    if (!/^\d+$/.test(text.trim()) || value < min || value > max) throw new InvalidArgumentError(`${what} must be a whole number from ${min} to ${max}`)
+    return value
+  }
+}
+
+function size (what: string) {
+  return (text: string): number => {
+    try { return parseSize(text, what) } catch (err) { throw new InvalidArgumentError((err as Error).message) }
+  }
+}
+
+program
+  .name('redirfs')
+  .description('A FUSE filesystem that serves an ImageFolder dataset to training jobs by label-safe file redirection:\n' +
+    'an open of a sample may be answered with another unconsumed sample of the same class that is already in memory,\n' +
+    'so the disk is read only in large chunks. Every sample is still seen exactly once per epoch.')
+  .showHelpAfterError('(run with --help for usage)')
+
+program.command('mount')
+  .description('present <source> (an ImageFolder tree) at <mountpoint>; returns once the mount is ready')
+  .argument('<source>', 'dataset root: one directory per class')
+  .argument('<mountpoint>', 'an empty directory, or the source itself to mount over it')
+  .option('--memory <size>', 'memory budget for samples, e.g. 512M, 2G', size('--memory'), parseSize('1G', '--memory'))
+  .option('--chunk-size <K>', 'files per chunk: larger means fewer, bigger disk reads', wholeNumber('--chunk-size', 1, 65535), 64)
+  .addOption(new Option('--redirect <mode>', 'strict: the Redox protocol; pool: any in-memory sample of the chunk, no wasted reads; off: no redirection (exact files, chunked reads)').choices(REDIRECT_MODES as string[]).default('pool'))
+  .option('--seed <n>', 'seed of the chunk layout and of runtime choices', wholeNumber('--seed', 0, 2 ** 31 - 1), 0)
+  .option('--include <listfile>', 'show only the samples listed (relative paths, one per line): for training on a subset')
+  .option('--extensions <list>', 'comma-separated sample extensions (default: common image and audio types)')
+  .option('--foreground', 'stay attached; Ctrl-C unmounts', false)
+  .option('--allow-other', 'let other users read the mount (needs user_allow_other in /etc/fuse.conf for non-root)', false)
+  .option('--log-file <path>', 'daemon log (default: next to the runtime record in /run/redirfs)')
+  .addOption(new Option('--log-level <level>', 'log detail').choices(['error', 'warn', 'info', 'debug']).default('info'))
+  .action(async (source: string, mountpoint: string, options) => {
+    const config: MountConfig = {
+      source: path.resolve(source),
+      mountpoint: path.resolve(mountpoint),
+      memoryBytes: options.memory,
+      chunkSize: options.chunkSize,
+      mode: options.redirect as RedirectMode,
+      seed: options.seed,
+      allowOther: options.allowOther,
+      includeFile: options.include !== undefined ? path.resolve(options.include) : undefined,
+      extensions: options.extensions?.split(',').map((e: string) => e.trim().toLowerCase()).filter(Boolean).map((e: string) => (e.startsWith('.') ? e : `.${e}`)),
+      logFile: options.logFile !== undefined ? path.resolve(options.logFile) : undefined,
+      logLevel: options.logLevel
+    }
+    if (options.foreground) return await runInForeground(config)
+    const args = ['mount', config.source, config.mountpoint, '--memory', String(config.memoryBytes), '--chunk-size', String(config.chunkSize),
+      '--redirect', config.mode, '--seed', String(config.seed), '--log-level', config.logLevel]
+    if (config.allowOther) args.push('--allow-other')
+    if (config.includeFile !== undefined) args.push('--include', config.includeFile)
+    if (config.extensions !== undefined) args.push('--extensions', config.extensions.join(','))
+    const logFile = await runInBackground(config, args)
+    process.stdout.write(`redirfs: mounted ${config.source} at ${config.mountpoint} (${config.mode}; log ${logFile})\n`)
+  })
+
+program.command('umount')
+  .alias('unmount')
+  .description('unmount and stop the daemon; --force also recovers a mount whose daemon died')
+  .argument('<mountpoint>')
+  .option('--force', 'unmount even if busy or dead (lazy unmount, then kill the daemon)', false)
+  .action(async (mountpoint: string, options) => {
+    await unmount(path.resolve(mountpoint), options.force)
+  })
+
+program.command('stats')
+  .description('print the counters of a mount: loads, waste, hits, redirects, memory')
+  .argument('<mountpoint>')
+  .option('--json', 'the raw counters as JSON', false)
+  .action(async (mountpoint: string, options) => {
+    const stats = await readStats(path.resolve(mountpoint))
+    process.stdout.write((options.json ? JSON.stringify(stats, null, 2) : formatStats(stats)) + '\n')
+  })
+
+export async function main (argv: string[]): Promise<void> {
+  try {
+    await program.parseAsync(argv)
+  } catch (err) {
+    const message = err instanceof RedirfsError ? err.message : `unexpected error: ${(err as Error).message}`
+    process.stderr.write(`redirfs: ${message}\n`)
+    process.exitCode = 1
+  }
+}
+
+if (require.main === module) void main(process.argv)

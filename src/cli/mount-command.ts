@@ -1,0 +1,79 @@
+/**
+ * `redirfs mount`: in the foreground the mount lives in this process; in
+ * the background (the default) this process starts the daemon, waits for
+ * it to report the mount ready or failed, and exits accordingly, so that
+ * `redirfs mount a b && python train.py` is safe.
+ */
+import { spawn } from 'node:child_process'
+import { openSync } from 'node:fs'
+import path from 'node:path'
+import { startMount } from '../daemon/daemon'
+import type { MountConfig } from '../daemon/config'
+import { createLogger } from '../daemon/logger'
+import { registryDir } from '../daemon/registry'
+import { RedirfsError } from '../errors'
+import { createHash } from 'node:crypto'
+
+type Notice = { ready: true } | { error: string }
+
+/** Runs the mount in this process until SIGINT/SIGTERM. */
+export async function runInForeground (config: MountConfig): Promise<void> {
+  const log = createLogger(config.logLevel, config.logFile)
+  const notify = (notice: Notice): void => { if (process.send !== undefined) process.send(notice) }
+  let running
+  try {
+    running = await startMount(config, log)
+  } catch (err) {
+    const message = err instanceof RedirfsError ? err.message : `unexpected error: ${(err as Error).stack ?? String(err)}`
+    log.error({ err: message }, 'mount failed')
+    notify({ error: err instanceof RedirfsError ? err.message : `unexpected error: ${(err as Error).message}` })
+    throw err
+  }
+  notify({ ready: true })
+  if (process.send !== undefined) process.disconnect()
+  if (process.stderr.isTTY && config.logFile !== undefined) process.stderr.write(`redirfs: mounted ${config.source} at ${config.mountpoint}\n`)
+
+  await new Promise<void>(resolve => {
+    let stopping = false
+    const stop = (signal: string): void => {
+      if (stopping) return
+      stopping = true
+      log.info({ signal }, 'stopping')
+      running.stop().finally(resolve)
+    }
+    process.on('SIGINT', () => stop('SIGINT'))
+    process.on('SIGTERM', () => stop('SIGTERM'))
+  })
+}
+
+export function defaultLogFile (mountpoint: string): string {
+  return path.join(registryDir(), createHash('sha1').update(mountpoint).digest('hex').slice(0, 16) + '.log')
+}
+
+/** Starts the daemon detached and resolves once it reports the mount ready. */
+export async function runInBackground (config: MountConfig, cliArgs: string[]): Promise<string> {
+  const logFile = config.logFile ?? defaultLogFile(config.mountpoint)
+  const { mkdirSync } = await import('node:fs')
+  mkdirSync(path.dirname(logFile), { recursive: true })
+  const out = openSync(logFile, 'a')
+  const child = spawn(process.execPath, [...process.execArgv, require.main!.filename, ...cliArgs, '--foreground', '--log-file', logFile], {
+    detached: true,
+    stdio: ['ignore', out, out, 'ipc']
+  })
+  return await new Promise<string>((resolve, reject) => {
+    let settled = false
+    child.on('message', (notice: Notice) => {
+      settled = true
+      if ('ready' in notice) {
+        child.unref()
+        child.disconnect()
+        resolve(logFile)
+      } else {
+        reject(new RedirfsError(notice.error))
+      }
+    })
+    child.on('exit', code => {
+      if (!settled) reject(new RedirfsError(`the daemon exited (code ${code}) before the mount was ready; see ${logFile}`))
+    })
+  })
+}

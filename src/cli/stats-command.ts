@@ -1,0 +1,32 @@
+/** `redirfs stats`: the daemon's counters, read from `<mnt>/.redirfs/stats`. */
+import { promises as fs } from 'node:fs'
+import path from 'node:path'
+import { RedirfsError } from '../errors'
+import { formatSize } from '../util/size'
+
+export async function readStats (mountpoint: string): Promise<any> {
+  const text = await fs.readFile(path.join(mountpoint, '.redirfs', 'stats'), 'utf8').catch((err: NodeJS.ErrnoException) => {
+    throw new RedirfsError(err.code === 'ENOENT' ? `${mountpoint} is not a redirfs mount` : `cannot read stats of ${mountpoint}: ${err.code ?? err.message}`)
+  })
+  return JSON.parse(text)
+}
+
+const percent = (part: number, whole: number): string => whole === 0 ? '-' : `${(100 * part / whole).toFixed(1)}%`
+
+export function formatStats (s: any): string {
+  const p = s.protocol
+  const rows: [string, string][] = [
+    ['mount', `${s.dataset} at ${s.mountpoint} (pid ${s.pid}, up ${s.uptimeSeconds}s)`],
+    ['mode', `${s.mode}, chunk size ${s.chunkSize}, seed ${s.seed}`],
+    ['layout', `${s.layout.samples} samples in ${s.layout.classes} classes, ${s.layout.physicalChunks} physical / ${s.layout.virtualChunks} virtual chunks, ${formatSize(s.layout.datasetBytes)}`],
+    ['memory', `${formatSize(p.residentBytes)} resident, ${formatSize(p.inflightBytes)} loading, peak ${formatSize(p.peakResidentBytes)} of ${formatSize(s.memory.budgetBytes)} budget`],
+    ['opens', `${p.opens} samples: ${p.memoryHits} from memory (${percent(p.memoryHits, p.opens)}), ${p.waitedOpens} waited for a load (${percent(p.waitedOpens, p.opens)}), ${p.failedOpens} failed`],
+    ['redirects', `${p.redirects} (${percent(p.redirects, p.opens)} of opens got another file of their class)`],
+    ['loads', `${p.chunkLoads} chunk loads (${p.readaheadLoads} ahead of need), ${p.filesLoaded} files placed`],
+    ['waste', `${p.wastedFiles} files / ${formatSize(p.wastedBytes)} of loaded chunks not placed`],
+    ['rollovers', `${p.rollovers} (per virtual chunk)`],
+    ['source', Object.entries(s.source).map(([k, v]) => `${k} ${k.endsWith('Bytes') || k === 'bytesRead' ? formatSize(v as number) : String(v)}`).join(', ')],
+    ['files', `${s.fs.openHandles} open handles, ${s.fs.passthroughOpens} pass-through opens`]
+  ]
+  return rows.map(([k, v]) => `${k.padEnd(10)} ${v}`).join('\n')
+}

@@ -1,0 +1,16 @@
+/** Everything a mount is made from, as validated by the CLI. */
+import type { RedirectMode } from '../redirect/protocol'
+
+export interface MountConfig {
+  source: string
+  mountpoint: string
+  memoryBytes: number
+  chunkSize: number
+  mode: RedirectMode
+  seed: number
+  allowOther: boolean
+  includeFile?: string
+  extensions?: string[]
+  logFile?: string
+  logLevel: string
+}

@@ -1,0 +1,107 @@
+/**
+ * The mount daemon: checks its inputs, scans the source, builds the layout
+ * and the engine, mounts, and serves until SIGINT or SIGTERM.
+ *
+ * The source is opened as a directory handle before mounting and read
+ * through /proc/self/fd, so the mountpoint may be the source itself.
+ */
+import { promises as fs } from 'node:fs'
+import type { Logger } from 'pino'
+import { readIncludeList, scanTree } from '../chunks/scan'
+import { DirectorySource } from '../chunks/directory-source'
+import { Engine } from '../engine/engine'
+import { RedirfsError } from '../errors'
+import { FsAdapter } from '../fs/adapter'
+import { mountFilesystem, type MountedFilesystem } from '../fs/mount'
+import { planMemory } from '../redirect/budget'
+import { buildLayout } from '../redirect/layout'
+import { Protocol } from '../redirect/protocol'
+import { formatSize } from '../util/size'
+import { mountAt } from '../util/mounts'
+import type { MountConfig } from './config'
+import { removeRecord, writeRecord } from './registry'
+
+export interface RunningMount {
+  stop (): Promise<void>
+}
+
+async function checkSource (source: string): Promise<void> {
+  const stat = await fs.stat(source).catch((err: NodeJS.ErrnoException) => {
+    throw new RedirfsError(err.code === 'ENOENT' ? `source ${source} does not exist` : `cannot read source ${source}: ${err.code ?? err.message}`)
+  })
+  if (!stat.isDirectory()) throw new RedirfsError(`source ${source} is not a directory`)
+}
+
+async function checkMountpoint (mountpoint: string, source: string): Promise<void> {
+  const stat = await fs.stat(mountpoint).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOTCONN') throw new RedirfsError(`mountpoint ${mountpoint} is a dead mount (transport endpoint is not connected); run: redirfs umount --force ${mountpoint}`)
+    throw new RedirfsError(err.code === 'ENOENT' ? `mountpoint ${mountpoint} does not exist` : `cannot use mountpoint ${mountpoint}: ${err.code ?? err.message}`)
+  })
+  if (!stat.isDirectory()) throw new RedirfsError(`mountpoint ${mountpoint} is not a directory`)
+  const existing = await mountAt(mountpoint)
+  if (existing !== undefined && mountpoint !== source) throw new RedirfsError(`mountpoint ${mountpoint} is busy: ${existing.source} (${existing.type}) is mounted there`)
+  if (existing !== undefined && existing.source === 'redirfs') throw new RedirfsError(`mountpoint ${mountpoint} is busy: redirfs is already mounted there`)
+  if (mountpoint !== source && (await fs.readdir(mountpoint)).length > 0) throw new RedirfsError(`mountpoint ${mountpoint} is not empty (mount over the source itself, or use an empty directory)`)
+}
+
+export async function startMount (config: MountConfig, log: Logger): Promise<RunningMount> {
+  await checkSource(config.source)
+  await checkMountpoint(config.mountpoint, config.source)
+  const include = config.includeFile !== undefined ? await readIncludeList(config.includeFile) : undefined
+
+  const sourceDir = await fs.open(config.source, 'r')
+  const sourceRoot = `/proc/self/fd/${sourceDir.fd}`
+  const tree = await scanTree(sourceRoot, { include, extensions: config.extensions, onWarning: message => log.warn(message) })
+
+  const memory = planMemory(tree.samples, config.chunkSize, config.memoryBytes)
+  const classes = new Set(tree.samples.map(s => s.group)).size
+  if (config.memoryBytes < memory.minimumBytes) {
+    throw new RedirfsError(`--memory ${formatSize(config.memoryBytes)} is too small: each of the ${classes} classes needs one chunk of ${config.chunkSize} files (mean ${formatSize(memory.meanFileSize)}); use --memory ${formatSize(memory.minimumBytes)} or more, or a smaller --chunk-size`)
+  }
+  const layout = buildLayout(tree.samples, { chunkSize: config.chunkSize, seed: config.seed, vcCount: memory.vcCount })
+  const protocol = new Protocol(layout, { mode: config.mode, memoryBytes: config.memoryBytes, seed: config.seed })
+  const source = new DirectorySource(sourceRoot, tree.samples, log)
+  const engine = new Engine(protocol, source, log)
+  const startedAt = Date.now()
+
+  const adapter: FsAdapter = new FsAdapter({
+    sourceRoot,
+    tree,
+    engine,
+    log,
+    stats: () => ({
+      pid: process.pid,
+      dataset: config.source,
+      mountpoint: config.mountpoint,
+      mode: config.mode,
+      chunkSize: config.chunkSize,
+      seed: config.seed,
+      uptimeSeconds: Math.round((Date.now() - startedAt) / 1000),
+      layout: { samples: layout.files.length, classes: layout.groups.length, physicalChunks: layout.pcs.length, virtualChunks: layout.vcs.length, datasetBytes: layout.totalBytes, hash: layout.hash },
+      memory: { budgetBytes: config.memoryBytes, boundBytes: adapter.handles.boundBytes },
+      ...engine.stats(),
+      fs: { openHandles: adapter.handles.size, ...adapter.counters }
+    })
+  })
+
+  let mounted: MountedFilesystem
+  try {
+    mounted = await mountFilesystem(config.mountpoint, adapter.operations(), { allowOther: config.allowOther })
+  } catch (err) {
+    throw new RedirfsError(`cannot mount at ${config.mountpoint}: ${(err as Error).message}`)
+  }
+  await writeRecord({ pid: process.pid, mountpoint: config.mountpoint, source: config.source, logFile: config.logFile, startedAt: new Date().toISOString() })
+  log.info({ source: config.source, mountpoint: config.mountpoint, mode: config.mode, samples: layout.files.length, classes: layout.groups.length, pcs: layout.pcs.length, vcs: layout.vcs.length, layoutHash: layout.hash }, 'mounted')
+
+  return {
+    stop: async () => {
+      const stillMounted = (await mountAt(config.mountpoint))?.source === 'redirfs'
+      if (stillMounted) await mounted.unmount().catch(err => log.error({ err: (err as Error).message }, 'unmount failed'))
+      await engine.drain()
+      await adapter.handles.closeAll()
+      await sourceDir.close()
+      await removeRecord(config.mountpoint)
+      log.info({ mountpoint: config.mountpoint }, 'unmounted')
+    }
+  }
+}

@@ -1,0 +1,143 @@
+/**
+ * The FUSE operations, kept thin: resolve the path in the scanned tree,
+ * ask the engine what a sample open is bound to, read plain files through,
+ * and refuse every change with EROFS.
+ *
+ * The mount uses direct_io and uncached attributes (see mount.ts), because
+ * a redirected handle's bytes have another length than the opened file.
+ */
+import { constants as fsConstants, promises as fs } from 'node:fs'
+import path from 'node:path'
+import type { Logger } from 'pino'
+import type { ScanResult, TreeEntry } from '../chunks/scan'
+import type { Engine } from '../engine/engine'
+import { CONTROL_DIR, isControlPath, STATS_FILE } from './control'
+import { errno, errnoOf } from './errno'
+import { HandleTable } from './handles'
+
+type Callback = (...args: any[]) => void
+
+export interface AdapterOptions {
+  /** Where the source is read from (a /proc/self/fd path survives an overmount). */
+  sourceRoot: string
+  tree: ScanResult
+  engine: Engine
+  /** The object `<mnt>/.redirfs/stats` shows. */
+  stats: () => object
+  log: Logger
+}
+
+const WRITE_ACCESS = fsConstants.O_WRONLY | fsConstants.O_RDWR
+const EROFS_OPS = ['write', 'create', 'truncate', 'ftruncate', 'unlink', 'rename', 'mkdir', 'rmdir', 'symlink', 'link', 'chmod', 'chown', 'utimens', 'mknod', 'setxattr', 'removexattr']
+
+export class FsAdapter {
+  readonly handles = new HandleTable()
+  readonly counters = { passthroughOpens: 0, failedOpens: 0 }
+  private readonly mountedAt = new Date()
+
+  constructor (private readonly options: AdapterOptions) {}
+
+  private entry (fusePath: string): TreeEntry | undefined {
+    return this.options.tree.entries.get(fusePath === '/' ? '' : fusePath.slice(1))
+  }
+
+  private attributes (fusePath: string): object | undefined {
+    if (fusePath === CONTROL_DIR) return this.syntheticAttributes(0o40555, 0)
+    if (fusePath === STATS_FILE) return this.syntheticAttributes(0o100444, this.statsBytes().length)
+    const entry = this.entry(fusePath)
+    if (entry === undefined) return undefined
+    const { stat } = entry
+    return {
+      mode: stat.mode,
+      uid: stat.uid,
+      gid: stat.gid,
+      size: this.handles.boundSize(fusePath) ?? stat.size,
+      nlink: stat.nlink,
+      ino: stat.ino,
+      blksize: stat.blksize,
+      blocks: stat.blocks,
+      atime: stat.atime,
+      mtime: stat.mtime,
+      ctime: stat.ctime
+    }
+  }
+
+  private syntheticAttributes (mode: number, size: number): object {
+    const root = this.entry('/')!.stat
+    return { mode, size, uid: root.uid, gid: root.gid, nlink: 1, atime: this.mountedAt, mtime: new Date(), ctime: this.mountedAt }
+  }
+
+  private statsBytes (): Buffer {
+    return Buffer.from(JSON.stringify(this.options.stats(), null, 2) + '\n')
+  }
+
+  private async openFile (fusePath: string, flags: number): Promise<number> {
+    if ((flags & WRITE_ACCESS) !== 0 || (flags & fsConstants.O_TRUNC) !== 0) throw Object.assign(new Error('read-only'), { code: 'EROFS' })
+    if (fusePath === STATS_FILE) return this.handles.add({ kind: 'bytes', path: fusePath, bytes: this.statsBytes() })
+    if (fusePath === CONTROL_DIR) throw Object.assign(new Error('is a directory'), { code: 'EISDIR' })
+    const entry = this.entry(fusePath)
+    if (entry === undefined) throw Object.assign(new Error('no such file'), { code: 'ENOENT' })
+    if (entry.children !== undefined) throw Object.assign(new Error('is a directory'), { code: 'EISDIR' })
+    if (entry.sample !== undefined) {
+      const served = await this.options.engine.open(entry.sample)
+      return this.handles.add({ kind: 'bytes', path: fusePath, bytes: served.bytes })
+    }
+    this.counters.passthroughOpens++
+    const file = await fs.open(path.join(this.options.sourceRoot, fusePath), 'r')
+    return this.handles.add({ kind: 'passthrough', path: fusePath, file })
+  }
+
+  /** The operations object for fuse-native. */
+  operations (): Record<string, Callback> {
+    const ops: Record<string, Callback> = {
+      getattr: (fusePath: string, cb: Callback) => {
+        const attributes = this.attributes(fusePath)
+        attributes === undefined ? cb(errno('ENOENT')) : cb(0, attributes)
+      },
+      readdir: (fusePath: string, cb: Callback) => {
+        const entry = isControlPath(fusePath) ? undefined : this.entry(fusePath)
+        if (fusePath === CONTROL_DIR) return cb(0, ['stats'])
+        if (entry === undefined) return cb(errno('ENOENT'))
+        if (entry.children === undefined) return cb(errno('ENOTDIR'))
+        cb(0, entry.children)
+      },
+      access: (fusePath: string, mode: number, cb: Callback) => {
+        if (this.attributes(fusePath) === undefined) return cb(errno('ENOENT'))
+        cb((mode & fsConstants.W_OK) !== 0 ? errno('EROFS') : 0)
+      },
+      statfs: (_fusePath: string, cb: Callback) => {
+        fs.statfs(this.options.sourceRoot).then(
+          s => cb(0, { bsize: s.bsize, frsize: s.bsize, blocks: s.blocks, bfree: 0, bavail: 0, files: s.files, ffree: 0, favail: 0, fsid: 0, flag: 1, namemax: 255 }),
+          err => cb(errnoOf(err)))
+      },
+      open: (fusePath: string, flags: number, cb: Callback) => {
+        this.openFile(fusePath, flags).then(
+          handle => cb(0, handle),
+          err => {
+            const code = errnoOf(err)
+            if (code === errno('EIO')) {
+              this.counters.failedOpens++
+              this.options.log.error({ path: fusePath, err: (err as Error).message }, 'open failed')
+            }
+            cb(code)
+          })
+      },
+      read: (_fusePath: string, number: number, buffer: Buffer, length: number, position: number, cb: Callback) => {
+        const handle = this.handles.get(number)
+        if (handle === undefined) return cb(errno('EBADF'))
+        if (handle.kind === 'bytes') {
+          if (position >= handle.bytes.length) return cb(0)
+          return cb(handle.bytes.copy(buffer, 0, position, Math.min(position + length, handle.bytes.length)))
+        }
+        handle.file.read(buffer, 0, length, position).then(({ bytesRead }) => cb(bytesRead), err => cb(errnoOf(err)))
+      },
+      release: (_fusePath: string, number: number, cb: Callback) => {
+        const handle = this.handles.remove(number)
+        if (handle?.kind === 'passthrough') return void handle.file.close().then(() => cb(0), () => cb(0))
+        cb(0)
+      }
+    }
+    for (const name of EROFS_OPS) ops[name] = (...args: any[]) => (args[args.length - 1] as Callback)(errno('EROFS'))
+    return ops
+  }
+}

@@ -1,0 +1,41 @@
+/**
+ * Mounting and unmounting with fuse-native.
+ *
+ * - fuse-native has no option for direct_io or a zero attr_timeout and drops
+ *   option values of 0, but passes the fsname through verbatim; so the
+ *   options ride in the fsname (DESIGN §4).
+ * - Its unmount shells out to `fusermount`, which Debian 12 does not always
+ *   ship; as root, util-linux's `umount -l` does the same job.
+ * - The unmount must never run synchronously from the daemon: the kernel
+ *   would ask this very process (blocked) about the mount, and deadlock.
+ */
+import { execFile } from 'node:child_process'
+import Fuse from 'fuse-native'
+
+Fuse.unmount = (mountpoint: string, cb: (err: Error | null) => void) => {
+  execFile('umount', ['-l', mountpoint], err => cb(err))
+}
+
+export interface MountOptions {
+  allowOther: boolean
+}
+
+export interface MountedFilesystem {
+  unmount (): Promise<void>
+}
+
+/** Time FUSE allows an operation; an open may wait for a chunk load on slow storage. */
+const OPEN_TIMEOUT_MS = 120_000
+const DEFAULT_TIMEOUT_MS = 15_000
+
+export async function mountFilesystem (mountpoint: string, operations: Record<string, (...args: any[]) => void>, options: MountOptions): Promise<MountedFilesystem> {
+  const fuse = new Fuse(mountpoint, operations, {
+    fsname: 'redirfs,direct_io,attr_timeout=0',
+    allowOther: options.allowOther,
+    timeout: { default: DEFAULT_TIMEOUT_MS, open: OPEN_TIMEOUT_MS } as unknown as number
+  })
+  await new Promise<void>((resolve, reject) => fuse.mount(err => (err ? reject(err) : resolve())))
+  return {
+    unmount: async () => await new Promise<void>((resolve, reject) => fuse.unmount(err => (err ? reject(err) : resolve())))
+  }
+}

@@ -86,7 +86,7 @@ export async function startMount (config: MountConfig, log: Logger): Promise<Run
 
   let mounted: MountedFilesystem
   try {
-    mounted = await mountFilesystem(config.mountpoint, adapter.operations(), { allowOther: config.allowOther })
+    mounted = await mountFilesystem(config.mountpoint, adapter.operations(), { allowOther: config.allowOther, overSource: config.mountpoint === config.source })
   } catch (err) {
     throw new RedirfsError(`cannot mount at ${config.mountpoint}: ${(err as Error).message}`)
   }

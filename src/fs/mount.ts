@@ -18,6 +18,8 @@ Fuse.unmount = (mountpoint: string, cb: (err: Error | null) => void) => {
 
 export interface MountOptions {
   allowOther: boolean
+  /** libfuse 2 refuses a non-empty mountpoint without this; an overmount is non-empty by definition. */
+  overSource: boolean
 }
 
 export interface MountedFilesystem {
@@ -30,7 +32,7 @@ const DEFAULT_TIMEOUT_MS = 15_000
 
 export async function mountFilesystem (mountpoint: string, operations: Record<string, (...args: any[]) => void>, options: MountOptions): Promise<MountedFilesystem> {
   const fuse = new Fuse(mountpoint, operations, {
-    fsname: 'redirfs,direct_io,attr_timeout=0',
+    fsname: 'redirfs,direct_io,attr_timeout=0' + (options.overSource ? ',nonempty' : ''),
     allowOther: options.allowOther,
     timeout: { default: DEFAULT_TIMEOUT_MS, open: OPEN_TIMEOUT_MS } as unknown as number
   })

@@ -1,0 +1,127 @@
+// The mount lifecycle through the real CLI: bad input, overmount, umount,
+// a killed daemon, foreground signals.
+import { spawn } from 'node:child_process'
+import { promises as fs, mkdirSync, writeFileSync } from 'node:fs'
+import path from 'node:path'
+import t from 'tap'
+import { readStats } from '../../src/cli/stats-command'
+import { classOf, generateDataset } from '../helpers/dataset'
+import { CLI, emptyDir, forceUnmount, isMounted, mount, redirfs } from '../helpers/mount'
+import { readEpoch } from '../helpers/readers'
+
+const dataset = generateDataset(4)
+t.teardown(async () => { await fs.rm(dataset.root, { recursive: true, force: true }) })
+
+const isAlive = (pid: number): boolean => { try { process.kill(pid, 0); return true } catch { return false } }
+
+t.test('bad input gets one line on stderr and a non-zero exit', async t => {
+  const mountpoint = emptyDir()
+  const notEmpty = emptyDir()
+  writeFileSync(path.join(notEmpty, 'x'), 'x')
+  const noSamples = emptyDir('redirfs-nosamples-')
+  mkdirSync(path.join(noSamples, 'cls'))
+  writeFileSync(path.join(noSamples, 'cls', 'a.txt'), 'x')
+  const aFile = path.join(noSamples, 'cls', 'a.txt')
+  t.teardown(() => forceUnmount(mountpoint))
+
+  const cases: [string, string[], RegExp][] = [
+    ['missing source', ['mount', '/nonexistent/data', mountpoint], /source \/nonexistent\/data does not exist/],
+    ['source not a directory', ['mount', aFile, mountpoint], /is not a directory/],
+    ['no samples', ['mount', noSamples, mountpoint], /no sample files found/],
+    ['mountpoint missing', ['mount', dataset.root, '/nonexistent/mnt'], /mountpoint \/nonexistent\/mnt does not exist/],
+    ['mountpoint not empty', ['mount', dataset.root, notEmpty], /is not empty/],
+    ['memory smaller than a chunk per class', ['mount', dataset.root, mountpoint, '--memory', '10K'], /--memory 10\.0 KiB is too small: each of the 12 classes needs one chunk/],
+    ['bad size', ['mount', dataset.root, mountpoint, '--memory', 'lots'], /--memory must be a size like 512M or 2G/],
+    ['bad chunk size', ['mount', dataset.root, mountpoint, '--chunk-size', '0'], /--chunk-size must be a whole number/],
+    ['bad mode', ['mount', dataset.root, mountpoint, '--redirect', 'maybe'], /Allowed choices are strict, pool, off/],
+    ['missing include list', ['mount', dataset.root, mountpoint, '--include', '/nonexistent/list'], /cannot read include list/],
+    ['umount of something not mounted', ['umount', mountpoint], /is not mounted/],
+    ['stats of something not mounted', ['stats', mountpoint], /is not a redirfs mount/]
+  ]
+  for (const [what, args, message] of cases) {
+    const result = await redirfs(...args)
+    t.not(result.code, 0, `${what}: non-zero exit`)
+    t.match(result.stderr, message, `${what}: says why`)
+    t.notMatch(result.stderr, /\n\s+at /, `${what}: no stack trace`)
+  }
+  t.notOk(isMounted(mountpoint), 'nothing was mounted')
+})
+
+t.test('a second mount on a busy mountpoint is refused', async t => {
+  const mountpoint = emptyDir()
+  await mount(t, dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4')
+  const again = await redirfs('mount', dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4')
+  t.not(again.code, 0)
+  t.match(again.stderr, /is busy/)
+})
+
+t.test('mounting over the source itself serves the covered files', async t => {
+  const copy = generateDataset(5)
+  t.teardown(async () => { await fs.rm(copy.root, { recursive: true, force: true }) })
+  await mount(t, copy.root, copy.root, '--memory', '300K', '--chunk-size', '4', '--redirect', 'pool')
+  t.ok(isMounted(copy.root))
+  for (let epoch = 0; epoch < 2; epoch++) {
+    const read = await readEpoch(copy.root, copy.samples, epoch)
+    const served = read.map(r => copy.byContent.get(r.content))
+    t.equal(read.filter((r, i) => served[i] === undefined || classOf(served[i]!) !== classOf(r.opened)).length, 0)
+    t.same([...served].sort(), copy.samples)
+  }
+})
+
+t.test('umount leaves nothing mounted and stops the daemon', async t => {
+  const mountpoint = emptyDir()
+  await mount(t, dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4')
+  const { pid } = await readStats(mountpoint)
+  const result = await redirfs('umount', mountpoint)
+  t.equal(result.code, 0, result.stderr)
+  t.notOk(isMounted(mountpoint))
+  t.notOk(isAlive(pid), 'the daemon exited')
+  t.same(await fs.readdir(mountpoint), [], 'the mountpoint is an empty directory again')
+})
+
+t.test('umount refuses while a file is open there, and --force does it anyway', async t => {
+  const mountpoint = emptyDir()
+  await mount(t, dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4')
+  const { pid } = await readStats(mountpoint)
+  const handle = await fs.open(path.join(mountpoint, 'README.txt'), 'r')
+  t.teardown(async () => { await handle.close().catch(() => {}) })
+  const busy = await redirfs('umount', mountpoint)
+  t.not(busy.code, 0)
+  t.match(busy.stderr, /busy/)
+  t.ok(isMounted(mountpoint))
+  const forced = await redirfs('umount', '--force', mountpoint)
+  t.equal(forced.code, 0, forced.stderr)
+  t.notOk(isMounted(mountpoint))
+  t.notOk(isAlive(pid))
+})
+
+t.test('a killed daemon: umount --force recovers the mountpoint and a remount works', async t => {
+  const mountpoint = emptyDir()
+  await mount(t, dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4')
+  const { pid } = await readStats(mountpoint)
+  process.kill(pid, 'SIGKILL')
+  for (let i = 0; i < 50 && isAlive(pid); i++) await new Promise(resolve => setTimeout(resolve, 20))
+  await t.rejects(fs.readdir(mountpoint), { code: 'ENOTCONN' })
+  const refused = await redirfs('mount', dataset.root, mountpoint)
+  t.match(refused.stderr, /dead mount.*redirfs umount --force/)
+  const forced = await redirfs('umount', '--force', mountpoint)
+  t.equal(forced.code, 0, forced.stderr)
+  t.notOk(isMounted(mountpoint))
+  await mount(t, dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4')
+  t.equal((await readEpoch(mountpoint, dataset.samples, 1)).length, dataset.samples.length)
+})
+
+t.test('--foreground stays attached and unmounts cleanly on SIGTERM and SIGINT', async t => {
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    const mountpoint = emptyDir()
+    t.teardown(() => forceUnmount(mountpoint))
+    const child = spawn(CLI, ['mount', dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4', '--foreground', '--log-level', 'error'], { stdio: 'ignore' })
+    t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
+    for (let i = 0; i < 200 && !isMounted(mountpoint); i++) await new Promise(resolve => setTimeout(resolve, 25))
+    t.ok(isMounted(mountpoint), `${signal}: mounted`)
+    const exited = new Promise<number | null>(resolve => child.on('exit', code => resolve(code)))
+    child.kill(signal)
+    t.equal(await exited, 0, `${signal}: exit 0`)
+    t.notOk(isMounted(mountpoint), `${signal}: unmounted`)
+  }
+})

@@ -1,0 +1,45 @@
+// Mounting through the real CLI, with teardown that leaves nothing
+// mounted and no daemon running even when the test fails.
+import { execFile } from 'node:child_process'
+import { mkdtempSync, readFileSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { promisify } from 'node:util'
+
+const run = promisify(execFile)
+export const CLI = path.resolve(__dirname, '../../bin/redirfs')
+
+export interface CliResult { code: number, stdout: string, stderr: string }
+
+export async function redirfs (...args: string[]): Promise<CliResult> {
+  try {
+    const { stdout, stderr } = await run(CLI, args, { timeout: 60_000 })
+    return { code: 0, stdout, stderr }
+  } catch (err) {
+    const e = err as { code?: number, stdout?: string, stderr?: string }
+    return { code: typeof e.code === 'number' ? e.code : -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' }
+  }
+}
+
+export function emptyDir (prefix = 'redirfs-mnt-'): string {
+  return mkdtempSync(path.join(os.tmpdir(), prefix))
+}
+
+export function isMounted (mountpoint: string): boolean {
+  return readFileSync('/proc/mounts', 'utf8').split('\n').some(line => line.split(' ')[1] === mountpoint.replace(/ /g, '\\040'))
+}
+
+interface Teardown { teardown: (fn: () => Promise<void> | void) => void, fail: (msg: string) => void }
+
+/** Mounts and registers an unmount for teardown; fails the test if the mount does not come up. */
+export async function mount (t: Teardown, source: string, mountpoint: string, ...options: string[]): Promise<void> {
+  t.teardown(async () => { await forceUnmount(mountpoint) })
+  const result = await redirfs('mount', source, mountpoint, ...options)
+  if (result.code !== 0) throw new Error(`mount failed: ${result.stderr}`)
+}
+
+export async function forceUnmount (mountpoint: string): Promise<void> {
+  if (!isMounted(mountpoint)) return
+  await redirfs('umount', '--force', mountpoint)
+  if (isMounted(mountpoint)) await run('umount', ['-l', mountpoint]).catch(() => {})
+}

@@ -1,0 +1,47 @@
+// Reading a mount as a trainer does: every sample path once per epoch,
+// in a random order, by several concurrent readers.
+import { promises as fs } from 'node:fs'
+import path from 'node:path'
+import { SeededRandom } from '../../src/redirect/random'
+import { sha1 } from './dataset'
+
+export interface ReadSample {
+  readonly opened: string
+  readonly content: string
+  /** What fstat reported on the open handle. */
+  readonly statSize: number
+  readonly length: number
+}
+
+export async function readFileAsTrainer (mountpoint: string, relative: string): Promise<ReadSample> {
+  const handle = await fs.open(path.join(mountpoint, relative), 'r')
+  try {
+    const { size } = await handle.stat()
+    const chunks: Buffer[] = []
+    // Read in small pieces until EOF, as a decoder streaming the file would.
+    for (let position = 0; ; ) {
+      const buffer = Buffer.alloc(1000)
+      const { bytesRead } = await handle.read(buffer, 0, buffer.length, position)
+      if (bytesRead === 0) break
+      chunks.push(buffer.subarray(0, bytesRead))
+      position += bytesRead
+    }
+    const bytes = Buffer.concat(chunks)
+    return { opened: relative, content: sha1(bytes), statSize: size, length: bytes.length }
+  } finally {
+    await handle.close()
+  }
+}
+
+export async function readEpoch (mountpoint: string, samples: readonly string[], seed: number, readers = 8): Promise<ReadSample[]> {
+  const order = new SeededRandom(seed).shuffle([...samples])
+  const results: ReadSample[] = []
+  let next = 0
+  await Promise.all(Array.from({ length: readers }, async () => {
+    while (next < order.length) {
+      const relative = order[next++]
+      results.push(await readFileAsTrainer(mountpoint, relative))
+    }
+  }))
+  return results
+}

@@ -11,6 +11,7 @@ import { parseSize } from '../util/size'
 import { runInBackground, runInForeground } from './mount-command'
 import { formatStats, readStats } from './stats-command'
 import { unmount } from './umount-command'
+import { formatSimulationTable, runSimulations } from './simulate-command'
 
 const program = new Command()
 
@@ -89,6 +90,40 @@ program.command('stats')
   .action(async (mountpoint: string, options) => {
     const stats = await readStats(path.resolve(mountpoint))
     process.stdout.write((options.json ? JSON.stringify(stats, null, 2) : formatStats(stats)) + '\n')
+  })
+
+function list<T> (parse: (text: string) => T) {
+  return (text: string): T[] => text.split(',').map(item => parse(item.trim()))
+}
+
+function fraction (text: string): number {
+  const value = Number(text)
+  if (!(value > 0 && value <= 1)) throw new InvalidArgumentError('memory fractions must be numbers in (0, 1], e.g. 0.25')
+  return value
+}
+
+function mode (text: string): RedirectMode {
+  if (!(REDIRECT_MODES as string[]).includes(text)) throw new InvalidArgumentError(`modes are ${REDIRECT_MODES.join(', ')}`)
+  return text as RedirectMode
+}
+
+program.command('simulate')
+  .description('run the protocol on random traces (no FUSE, no disk) and print chunk loads, read amplification, waste and batch randomness per mode, chunk size and memory')
+  .option('--source <dir>', 'take the file list and sizes from a real ImageFolder instead of a synthetic one')
+  .option('--files <n>', 'synthetic dataset: number of files', wholeNumber('--files', 1, 50_000_000), 100_000)
+  .option('--classes <n>', 'synthetic dataset: number of classes (uneven sizes)', wholeNumber('--classes', 1, 1_000_000), 100)
+  .option('--mean-size <size>', 'synthetic dataset: mean file size', size('--mean-size'), 110 * 1024)
+  .option('--modes <list>', 'modes to compare', list(mode), ['strict', 'pool'])
+  .option('--chunk-sizes <list>', 'chunk sizes K', list(wholeNumber('--chunk-sizes', 1, 65535)), [16, 64])
+  .option('--memory <list>', 'memory as fractions of the dataset', list(fraction), [0.1, 0.25, 0.5])
+  .option('--epochs <n>', 'epochs per run', wholeNumber('--epochs', 1, 1000), 3)
+  .option('--batch-size <n>', 'batch size for the randomness measure', wholeNumber('--batch-size', 2, 100_000), 256)
+  .option('--readers <n>', 'concurrent opens (DataLoader workers)', wholeNumber('--readers', 1, 1024), 8)
+  .option('--seed <n>', 'seed', wholeNumber('--seed', 0, 2 ** 31 - 1), 0)
+  .option('--json', 'print the rows as JSON', false)
+  .action(async options => {
+    const rows = await runSimulations({ ...options, memoryFractions: options.memory, source: options.source !== undefined ? path.resolve(options.source) : undefined })
+    process.stdout.write((options.json ? JSON.stringify(rows, null, 2) : formatSimulationTable(rows)) + '\n')
   })
 
 export async function main (argv: string[]): Promise<void> {

@@ -247,7 +247,8 @@ export class Protocol {
 
   /**
    * A load to start ahead of need for `vc`, if one is worth it and fits in
-   * memory: strict refills a VC once half its slots are empty; pool stages
+   * memory: strict refills a VC once three quarters of its slots are empty
+   * (earlier refills land on more occupied slots and cost loads); pool stages
    * the next chunk once a quarter or less is left. Readahead never rolls an
    * epoch over (that would hand this epoch's opens next epoch's files).
    */
@@ -256,7 +257,7 @@ export class Protocol {
     const capacity = this.slots.capacity[vc]
     let pc: PcId | undefined
     if (this.options.mode === 'strict') {
-      if (this.slots.emptySlots(vc) * 2 < capacity) return undefined
+      if (this.slots.emptySlots(vc) * 4 < capacity * 3) return undefined
       pc = chooseRefill(this.layout, this.slots, this.random, vc)
     } else if (this.options.mode === 'pool') {
       if (this.slots.staged(vc) !== undefined || this.slots.validSlots(vc) * 4 > capacity) return undefined

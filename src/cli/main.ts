@@ -9,7 +9,7 @@ import { RedirfsError } from '../errors'
 import { REDIRECT_MODES, type RedirectMode } from '../redirect/protocol'
 import { parseSize } from '../util/size'
 import { runInBackground, runInForeground } from './mount-command'
-import { formatStats, readStats } from './stats-command'
+import { formatStats, readStats, resetEpochs } from './stats-command'
 import { unmount } from './umount-command'
 import { formatSimulationTable, runSimulations } from './simulate-command'
 
@@ -81,6 +81,14 @@ program.command('umount')
   .option('--force', 'unmount even if busy or dead (lazy unmount, then kill the daemon)', false)
   .action(async (mountpoint: string, options) => {
     await unmount(path.resolve(mountpoint), options.force)
+  })
+
+program.command('reset')
+  .description('start a fresh epoch: run this before training again on a mount where an earlier run stopped mid-epoch')
+  .argument('<mountpoint>')
+  .action(async (mountpoint: string) => {
+    await resetEpochs(path.resolve(mountpoint))
+    process.stdout.write(`redirfs: ${mountpoint} starts a fresh epoch\n`)
   })
 
 program.command('stats')

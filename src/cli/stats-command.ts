@@ -1,4 +1,8 @@
-/** `redirfs stats`: the daemon's counters, read from `<mnt>/.redirfs/stats`. */
+/**
+ * `redirfs stats` reads the daemon's counters from `<mnt>/.redirfs/stats`;
+ * `redirfs reset` signals the daemon (SIGUSR1) and waits until its reset
+ * counter shows the reset was done.
+ */
 import { promises as fs } from 'node:fs'
 import path from 'node:path'
 import { RedirfsError } from '../errors'
@@ -24,9 +28,18 @@ export function formatStats (s: any): string {
     ['redirects', `${p.redirects} (${percent(p.redirects, p.opens)} of opens got another file of their class)`],
     ['loads', `${p.chunkLoads} chunk loads (${p.readaheadLoads} ahead of need), ${p.filesLoaded} files placed`],
     ['waste', `${p.wastedFiles} files / ${formatSize(p.wastedBytes)} of loaded chunks not placed`],
-    ['rollovers', `${p.rollovers} (per virtual chunk)`],
+    ['rollovers', `${p.rollovers} (per virtual chunk), ${p.resets} resets`],
     ['source', Object.entries(s.source).map(([k, v]) => `${k} ${k.endsWith('Bytes') || k === 'bytesRead' ? formatSize(v as number) : String(v)}`).join(', ')],
     ['files', `${s.fs.openHandles} open handles, ${s.fs.passthroughOpens} pass-through opens`]
   ]
   return rows.map(([k, v]) => `${k.padEnd(10)} ${v}`).join('\n')
+}
+
+export async function resetEpochs (mountpoint: string): Promise<void> {
+  const before = await readStats(mountpoint)
+  process.kill(before.pid, 'SIGUSR1')
+  for (const deadline = Date.now() + 10_000; Date.now() < deadline; await new Promise(resolve => setTimeout(resolve, 20))) {
+    if ((await readStats(mountpoint)).protocol.resets > before.protocol.resets) return
+  }
+  throw new RedirfsError(`the daemon of ${mountpoint} (pid ${before.pid}) did not confirm the reset`)
 }

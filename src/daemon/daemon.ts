@@ -4,6 +4,7 @@
  *
  * The source is opened as a directory handle before mounting and read
  * through /proc/self/fd, so the mountpoint may be the source itself.
+ * SIGUSR1 resets the epoch state (`redirfs reset`).
  */
 import { promises as fs } from 'node:fs'
 import type { Logger } from 'pino'
@@ -91,10 +92,13 @@ export async function startMount (config: MountConfig, log: Logger): Promise<Run
     throw new RedirfsError(`cannot mount at ${config.mountpoint}: ${(err as Error).message}`)
   }
   await writeRecord({ pid: process.pid, mountpoint: config.mountpoint, source: config.source, logFile: config.logFile, startedAt: new Date().toISOString() })
+  const reset = (): void => { engine.reset() }
+  process.on('SIGUSR1', reset)
   log.info({ source: config.source, mountpoint: config.mountpoint, mode: config.mode, samples: layout.files.length, classes: layout.groups.length, pcs: layout.pcs.length, vcs: layout.vcs.length, layoutHash: layout.hash }, 'mounted')
 
   return {
     stop: async () => {
+      process.off('SIGUSR1', reset)
       const stillMounted = (await mountAt(config.mountpoint))?.source === 'redirfs'
       if (stillMounted) await mounted.unmount().catch(err => log.error({ err: (err as Error).message }, 'unmount failed'))
       await engine.drain()

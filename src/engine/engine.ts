@@ -96,6 +96,14 @@ export class Engine {
     void load.finally(() => this.loadsInFlight.delete(load))
   }
 
+  /** Starts a fresh epoch everywhere; frees the bytes of files that were waiting in memory. */
+  reset (): number {
+    const dropped = this.protocol.reset()
+    for (const file of dropped) this.resident.delete(file)
+    this.log.info({ dropped: dropped.length }, 'epoch state reset')
+    return dropped.length
+  }
+
   /** Waits for readahead loads to end (for a clean shutdown). */
   async drain (): Promise<void> {
     while (this.loadsInFlight.size > 0) await Promise.allSettled([...this.loadsInFlight])

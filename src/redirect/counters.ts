@@ -27,6 +27,8 @@ export interface ProtocolCounters {
   failedFiles: number
   /** Per-VC epoch rollovers. */
   rollovers: number
+  /** Explicit resets of every VC's epoch (`redirfs reset`). */
+  resets: number
   /** Bytes held in slots and staged chunks now, and the most ever. */
   residentBytes: number
   peakResidentBytes: number
@@ -48,6 +50,7 @@ export function zeroCounters (): ProtocolCounters {
     wastedBytes: 0,
     failedFiles: 0,
     rollovers: 0,
+    resets: 0,
     residentBytes: 0,
     peakResidentBytes: 0,
     inflightBytes: 0

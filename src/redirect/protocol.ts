@@ -269,6 +269,19 @@ export class Protocol {
     return this.planLoad(vc, pc)
   }
 
+  /**
+   * Starts a fresh epoch everywhere, for when the trainer's epochs no longer
+   * line up with the VCs' (a run stopped mid-epoch). Files in memory are
+   * dropped (the caller frees their bytes); loads in flight complete into
+   * the new epoch.
+   */
+  reset (): FileId[] {
+    const dropped = this.slots.reset()
+    this.counters.resets++
+    this.noteMemory()
+    return dropped
+  }
+
   private noteMemory (): void {
     this.counters.residentBytes = this.slots.residentBytes
     const inMemory = this.slots.residentBytes + this.counters.inflightBytes

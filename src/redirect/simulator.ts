@@ -23,6 +23,10 @@ export interface SimulationOptions {
   extraOpensPerEpoch?: number
   /** Files the chunk source cannot read. */
   unreadable?: ReadonlySet<FileId>
+  /** Opens per epoch, when an epoch is cut short (a run stopped mid-epoch); default: every file once. */
+  opensPerEpoch?: number
+  /** Continue from this protocol's state instead of a fresh one. */
+  protocol?: Protocol
   /** Called after every protocol step, e.g. to check memory. */
   onStep?: (protocol: Protocol) => void
 }
@@ -44,7 +48,7 @@ export interface SimulationResult {
 interface PendingOpen { file: FileId }
 
 export function simulate (layout: Layout, options: SimulationOptions): SimulationResult {
-  const protocol = new Protocol(layout, { mode: options.mode, memoryBytes: options.memoryBytes, seed: options.seed })
+  const protocol = options.protocol ?? new Protocol(layout, { mode: options.mode, memoryBytes: options.memoryBytes, seed: options.seed })
   const random = new SeededRandom(options.seed + 1)
   const readers = options.readers ?? 1
   const unreadable = options.unreadable ?? new Set<FileId>()
@@ -54,6 +58,7 @@ export function simulate (layout: Layout, options: SimulationOptions): Simulatio
   for (let epoch = 0; epoch < options.epochs; epoch++) {
     const trace = random.shuffle(layout.files.map((_, id) => id))
     for (let i = 0; i < (options.extraOpensPerEpoch ?? 0); i++) trace.push(random.below(layout.files.length))
+    if (options.opensPerEpoch !== undefined) trace.length = Math.min(trace.length, options.opensPerEpoch)
     const answered: ServedOpen[] = []
     const loadedThisEpoch: FileId[] = []
     const inFlight: { plan: LoadPlan, opener?: PendingOpen }[] = []
@@ -94,6 +99,11 @@ export function simulate (layout: Layout, options: SimulationOptions): Simulatio
       const woken = waiting.get(plan.vc) ?? []
       waiting.delete(plan.vc)
       for (const open of woken) ask(open, true)
+    }
+    // Readahead still in flight completes, as it would in the engine.
+    for (const { plan } of inFlight.splice(0)) {
+      const outcome = protocol.finishLoad(plan, new Set(plan.files.filter(file => !unreadable.has(file))))
+      loadedThisEpoch.push(...outcome.placed)
     }
     epochs.push(answered)
     loaded.push(loadedThisEpoch)

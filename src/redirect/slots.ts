@@ -109,6 +109,26 @@ export class SlotTable {
     return this.layout.pcs[pc].files.filter(file => !this.isConsumed(file))
   }
 
+  /**
+   * Forgets every epoch: empties all slots and staged chunks and clears
+   * every consumed bit. Returns the files dropped from memory.
+   */
+  reset (): FileId[] {
+    const dropped: FileId[] = []
+    for (let vc = 0; vc < this.layout.vcs.length; vc++) {
+      for (const offset of this.validOffsets(vc)) dropped.push(this.take(vc, offset))
+    }
+    for (const files of this.stagedFiles.values()) {
+      for (const file of files) { dropped.push(file); this.residentBytes -= this.layout.files[file].size }
+    }
+    this.stagedFiles.clear()
+    this.consumedBits.fill(0)
+    this.layout.vcs.forEach((vc, v) => {
+      this.unconsumedCount[v] = vc.pcs.reduce((sum, pc) => sum + this.layout.pcs[pc].files.length, 0)
+    })
+    return dropped
+  }
+
   isLoading (vc: VcId): boolean { return this.loadingBits[vc] === 1 }
   setLoading (vc: VcId, loading: boolean): void { this.loadingBits[vc] = loading ? 1 : 0 }
 

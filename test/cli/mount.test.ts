@@ -125,3 +125,16 @@ t.test('--foreground stays attached and unmounts cleanly on SIGTERM and SIGINT',
     t.notOk(isMounted(mountpoint), `${signal}: unmounted`)
   }
 })
+
+t.test('after a run stopped mid-epoch, redirfs reset makes the next epochs exact again', async t => {
+  const mountpoint = emptyDir()
+  await mount(t, dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4', '--redirect', 'strict')
+  await readEpoch(mountpoint, dataset.samples.slice(0, 70), 1)
+  const result = await redirfs('reset', mountpoint)
+  t.equal(result.code, 0, result.stderr)
+  t.equal((await readStats(mountpoint)).protocol.resets, 1)
+  for (let epoch = 0; epoch < 2; epoch++) {
+    const read = await readEpoch(mountpoint, dataset.samples, 10 + epoch)
+    t.same(read.map(r => dataset.byContent.get(r.content)).sort(), dataset.samples, `epoch ${epoch}: every sample once`)
+  }
+})

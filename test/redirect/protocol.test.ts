@@ -1,7 +1,7 @@
 import t from 'tap'
 import { planMemory } from '../../src/redirect/budget'
 import { buildLayout, type FileId, type Layout } from '../../src/redirect/layout'
-import type { RedirectMode } from '../../src/redirect/protocol'
+import { Protocol, type RedirectMode } from '../../src/redirect/protocol'
 import { simulate, type ServedOpen } from '../../src/redirect/simulator'
 import { makeSamples, UNEVEN_CLASSES } from '../helpers/samples'
 
@@ -101,3 +101,18 @@ t.test('pool reads every chunk exactly once per epoch (no waste)', async t => {
   t.ok(result.counters.chunkLoads <= 3 * layout.pcs.length)
 })
 
+
+for (const mode of ['strict', 'pool'] as RedirectMode[]) {
+  t.test(`${mode}: after a run stopped mid-epoch, epochs stay misaligned until a reset realigns them`, async t => {
+    const { layout, memoryBytes } = layoutFor(0.25)
+    const duplicatesAfterAbort = (reset: boolean): number => {
+      const protocol = new Protocol(layout, { mode, memoryBytes, seed: 1 })
+      simulate(layout, { mode, memoryBytes, epochs: 1, seed: 1, readers: 8, protocol, opensPerEpoch: Math.floor(files.length / 3) })
+      if (reset) protocol.reset()
+      const result = simulate(layout, { mode, memoryBytes, epochs: 3, seed: 2, readers: 8, protocol })
+      return result.epochs.reduce((sum, epoch) => sum + epoch.length - new Set(epoch.map(o => o.served)).size, 0)
+    }
+    t.ok(duplicatesAfterAbort(false) > 0, 'without a reset, later epochs repeat samples')
+    t.equal(duplicatesAfterAbort(true), 0, 'after a reset, every epoch is exact again')
+  })
+}

@@ -14,17 +14,10 @@ import { promises as fs, type Stats } from 'node:fs'
 import path from 'node:path'
 import { RedirfsError } from '../errors'
 import type { SampleFile } from '../redirect/layout'
+import type { DatasetTree, EntryAttributes, FileReader, OpenFile, TreeEntry } from './tree'
 
 /** ImageFolder's image extensions, plus common audio ones. */
 export const DEFAULT_SAMPLE_EXTENSIONS = ['.jpg', '.jpeg', '.png', '.ppm', '.bmp', '.pgm', '.tif', '.tiff', '.webp', '.wav', '.flac', '.mp3', '.ogg']
-
-export interface TreeEntry {
-  readonly stat: Stats
-  /** Names inside a directory, sorted; undefined for files. */
-  readonly children?: string[]
-  /** Index into `samples` when the file is a sample. */
-  sample?: number
-}
 
 export interface ScanOptions {
   /** Lower-case extensions, with the dot. */
@@ -34,15 +27,12 @@ export interface ScanOptions {
   onWarning?: (message: string) => void
 }
 
-export interface ScanResult {
-  /** Keyed by relative path: '' is the root, 'cat/001.jpg' a file. */
-  readonly entries: Map<string, TreeEntry>
-  /** Sorted by path. */
-  readonly samples: SampleFile[]
-}
+const attributesOf = (stat: Stats): EntryAttributes => ({
+  mode: stat.mode, size: stat.size, uid: stat.uid, gid: stat.gid, nlink: stat.nlink, atimeMs: stat.atimeMs, mtimeMs: stat.mtimeMs, ctimeMs: stat.ctimeMs
+})
 
 /** `root` is where the source is read from (it may be a /proc/self/fd path). */
-export async function scanTree (root: string, options: ScanOptions = {}): Promise<ScanResult> {
+export async function scanTree (root: string, options: ScanOptions = {}): Promise<DatasetTree> {
   const extensions = new Set(options.extensions ?? DEFAULT_SAMPLE_EXTENSIONS)
   const warn = options.onWarning ?? (() => {})
   const entries = new Map<string, TreeEntry>()
@@ -50,7 +40,7 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
 
   const visit = async (relative: string, stat: Stats): Promise<void> => {
     if (!stat.isDirectory()) {
-      entries.set(relative, { stat })
+      entries.set(relative, { attributes: attributesOf(stat) })
       if (isSample(relative, stat)) samplePaths.push(relative)
       return
     }
@@ -67,7 +57,7 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
       await visit(child, childStat)
       shown.push(name)
     }))
-    entries.set(relative, { stat, children: shown.sort() })
+    entries.set(relative, { attributes: attributesOf(stat), children: shown.sort() })
   }
 
   const isSample = (relative: string, stat: Stats): boolean =>
@@ -78,7 +68,7 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
   const samples = samplePaths.map((relative, index): SampleFile => {
     const entry = entries.get(relative)!
     entry.sample = index
-    return { path: relative, size: entry.stat.size, group: relative.slice(0, relative.indexOf('/')) }
+    return { path: relative, size: entry.attributes.size, group: relative.slice(0, relative.indexOf('/')) }
   })
   if (options.include !== undefined) {
     const missing = [...options.include].filter(listed => entries.get(listed)?.sample === undefined)
@@ -98,4 +88,17 @@ export async function readIncludeList (file: string): Promise<Set<string>> {
   const paths = text.split('\n').map(line => line.trim().replace(/^\.\//, '')).filter(line => line !== '' && !line.startsWith('#'))
   if (paths.length === 0) throw new RedirfsError(`include list ${file} names no paths`)
   return new Set(paths)
+}
+
+/** Non-sample files of a scanned directory, read in place. */
+export class DirectoryFileReader implements FileReader {
+  constructor (private readonly root: string) {}
+
+  async open (relativePath: string): Promise<OpenFile> {
+    const file = await fs.open(path.join(this.root, relativePath), 'r')
+    return {
+      read: async (buffer, length, position) => (await file.read(buffer, 0, length, position)).bytesRead,
+      close: async () => await file.close()
+    }
+  }
 }

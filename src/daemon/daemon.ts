@@ -8,7 +8,7 @@
  */
 import { promises as fs } from 'node:fs'
 import type { Logger } from 'pino'
-import { readIncludeList, scanTree } from '../chunks/scan'
+import { DirectoryFileReader, readIncludeList, scanTree } from '../chunks/scan'
 import { DirectorySource } from '../chunks/directory-source'
 import { Engine } from '../engine/engine'
 import { RedirfsError } from '../errors'
@@ -66,8 +66,9 @@ export async function startMount (config: MountConfig, log: Logger): Promise<Run
   const startedAt = Date.now()
 
   const adapter: FsAdapter = new FsAdapter({
-    sourceRoot,
     tree,
+    files: new DirectoryFileReader(sourceRoot),
+    statfsPath: sourceRoot,
     engine,
     log,
     stats: () => ({

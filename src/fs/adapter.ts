@@ -7,9 +7,8 @@
  * a redirected handle's bytes have another length than the opened file.
  */
 import { constants as fsConstants, promises as fs } from 'node:fs'
-import path from 'node:path'
 import type { Logger } from 'pino'
-import type { ScanResult, TreeEntry } from '../chunks/scan'
+import type { DatasetTree, FileReader, TreeEntry } from '../chunks/tree'
 import type { Engine } from '../engine/engine'
 import { CONTROL_DIR, isControlPath, STATS_FILE } from './control'
 import { errno, errnoOf } from './errno'
@@ -18,9 +17,11 @@ import { HandleTable } from './handles'
 type Callback = (...args: any[]) => void
 
 export interface AdapterOptions {
-  /** Where the source is read from (a /proc/self/fd path survives an overmount). */
-  sourceRoot: string
-  tree: ScanResult
+  tree: DatasetTree
+  /** Serves non-sample files exactly. */
+  files: FileReader
+  /** A path on the filesystem holding the data, for statfs. */
+  statfsPath: string
   engine: Engine
   /** The object `<mnt>/.redirfs/stats` shows. */
   stats: () => object
@@ -46,24 +47,21 @@ export class FsAdapter {
     if (fusePath === STATS_FILE) return this.syntheticAttributes(0o100444, this.statsBytes().length)
     const entry = this.entry(fusePath)
     if (entry === undefined) return undefined
-    const { stat } = entry
+    const a = entry.attributes
     return {
-      mode: stat.mode,
-      uid: stat.uid,
-      gid: stat.gid,
-      size: this.handles.boundSize(fusePath) ?? stat.size,
-      nlink: stat.nlink,
-      ino: stat.ino,
-      blksize: stat.blksize,
-      blocks: stat.blocks,
-      atime: stat.atime,
-      mtime: stat.mtime,
-      ctime: stat.ctime
+      mode: a.mode,
+      uid: a.uid,
+      gid: a.gid,
+      size: this.handles.boundSize(fusePath) ?? a.size,
+      nlink: a.nlink,
+      atime: new Date(a.atimeMs),
+      mtime: new Date(a.mtimeMs),
+      ctime: new Date(a.ctimeMs)
     }
   }
 
   private syntheticAttributes (mode: number, size: number): object {
-    const root = this.entry('/')!.stat
+    const root = this.entry('/')!.attributes
     return { mode, size, uid: root.uid, gid: root.gid, nlink: 1, atime: this.mountedAt, mtime: new Date(), ctime: this.mountedAt }
   }
 
@@ -83,7 +81,7 @@ export class FsAdapter {
       return this.handles.add({ kind: 'bytes', path: fusePath, bytes: served.bytes })
     }
     this.counters.passthroughOpens++
-    const file = await fs.open(path.join(this.options.sourceRoot, fusePath), 'r')
+    const file = await this.options.files.open(fusePath.slice(1))
     return this.handles.add({ kind: 'passthrough', path: fusePath, file })
   }
 
@@ -106,7 +104,7 @@ export class FsAdapter {
         cb((mode & fsConstants.W_OK) !== 0 ? errno('EROFS') : 0)
       },
       statfs: (_fusePath: string, cb: Callback) => {
-        fs.statfs(this.options.sourceRoot).then(
+        fs.statfs(this.options.statfsPath).then(
           s => cb(0, { bsize: s.bsize, frsize: s.bsize, blocks: s.blocks, bfree: 0, bavail: 0, files: s.files, ffree: 0, favail: 0, fsid: 0, flag: 1, namemax: 255 }),
           err => cb(errnoOf(err)))
       },
@@ -129,7 +127,7 @@ export class FsAdapter {
           if (position >= handle.bytes.length) return cb(0)
           return cb(handle.bytes.copy(buffer, 0, position, Math.min(position + length, handle.bytes.length)))
         }
-        handle.file.read(buffer, 0, length, position).then(({ bytesRead }) => cb(bytesRead), err => cb(errnoOf(err)))
+        handle.file.read(buffer, length, position).then(bytesRead => cb(bytesRead), err => cb(errnoOf(err)))
       },
       release: (_fusePath: string, number: number, cb: Callback) => {
         const handle = this.handles.remove(number)

@@ -4,11 +4,11 @@
  * binding of a path is what getattr reports for that path meanwhile, so
  * `fstat` and `lseek(SEEK_END)` on the handle see the bytes it reads.
  */
-import type { FileHandle } from 'node:fs/promises'
+import type { OpenFile } from '../chunks/tree'
 
 export type Handle =
   | { readonly kind: 'bytes', readonly path: string, readonly bytes: Buffer }
-  | { readonly kind: 'passthrough', readonly path: string, readonly file: FileHandle }
+  | { readonly kind: 'passthrough', readonly path: string, readonly file: OpenFile }
 
 export class HandleTable {
   private readonly handles = new Map<number, Handle>()

@@ -1,0 +1,43 @@
+/**
+ * The dataset tree a mount presents, whether it came from scanning a
+ * directory or from a pack's index: every entry's attributes, each
+ * directory's children, and which files are samples.
+ */
+import type { SampleFile } from '../redirect/layout'
+
+export interface EntryAttributes {
+  readonly mode: number
+  readonly size: number
+  readonly uid: number
+  readonly gid: number
+  readonly nlink: number
+  readonly atimeMs: number
+  readonly mtimeMs: number
+  readonly ctimeMs: number
+}
+
+export interface TreeEntry {
+  readonly attributes: EntryAttributes
+  /** Names inside a directory, sorted; undefined for files. */
+  readonly children?: string[]
+  /** Index into `samples` when the file is a sample. */
+  sample?: number
+}
+
+export interface DatasetTree {
+  /** Keyed by relative path: '' is the root, 'cat/001.jpg' a file. */
+  readonly entries: Map<string, TreeEntry>
+  /** Sorted by path. */
+  readonly samples: SampleFile[]
+}
+
+/** An open non-sample file, served exactly. */
+export interface OpenFile {
+  read (buffer: Buffer, length: number, position: number): Promise<number>
+  close (): Promise<void>
+}
+
+/** Where the bytes of non-sample files come from. */
+export interface FileReader {
+  open (relativePath: string): Promise<OpenFile>
+}

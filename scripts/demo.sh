@@ -13,7 +13,7 @@ trap cleanup EXIT
 
 /usr/bin/python3 scripts/demo_train.py generate "$work/data"
 size=$(du -sb "$work/data" | cut -f1)
-./bin/redirfs mount "$work/data" "$mnt" --memory $((size / 4)) --chunk-size 8 --redirect "${REDIRFS_DEMO_MODE:-pool}"
+./bin/redirfs mount "$work/data" "$mnt" --memory $((size / 4)) --chunk-size 8 --redirect "${REDIRFS_DEMO_MODE:-strict}"
 /usr/bin/python3 scripts/demo_train.py train "$mnt"
 echo
 ./bin/redirfs stats "$mnt"

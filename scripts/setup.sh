@@ -21,4 +21,16 @@ fi
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   npm ci --no-audit --no-fund --loglevel=error
 fi
+
+# The native chunk reader (node-addon-api), against the installed Node's headers.
+addon=native/build/Release/redirfs_native.node
+if [ ! -f "$addon" ] || [ native/redirfs_native.cc -nt "$addon" ] || [ native/binding.gyp -nt "$addon" ]; then
+  nodedir=()
+  [ -f /usr/include/node/node.h ] && nodedir=(--nodedir=/usr)
+  if ! (cd native && ../node_modules/.bin/node-gyp rebuild "${nodedir[@]}" > build.log 2>&1); then
+    echo "setup: building the native chunk reader failed (it needs g++, make, python3 and Node's headers); see native/build.log" >&2
+    exit 1
+  fi
+fi
+
 npx tsc -p tsconfig.json

@@ -7,7 +7,10 @@ import path from 'node:path'
 import type { MountConfig } from '../daemon/config'
 import { RedirfsError } from '../errors'
 import { REDIRECT_MODES, type RedirectMode } from '../redirect/protocol'
-import { parseSize } from '../util/size'
+import { SingleBar, Presets } from 'cli-progress'
+import { verifyPack } from '../pack/verify'
+import { writePack } from '../pack/writer'
+import { formatSize, parseSize } from '../util/size'
 import { runInBackground, runInForeground } from './mount-command'
 import { formatStats, readStats, resetEpochs } from './stats-command'
 import { unmount } from './umount-command'
@@ -50,28 +53,60 @@ program.command('mount')
   .option('--allow-other', 'let other users read the mount (needs user_allow_other in /etc/fuse.conf for non-root)', false)
   .option('--log-file <path>', 'daemon log (default: next to the runtime record in /run/redirfs)')
   .addOption(new Option('--log-level <level>', 'log detail').choices(['error', 'warn', 'info', 'debug']).default('info'))
-  .action(async (source: string, mountpoint: string, options) => {
+  .action(async (source: string, mountpoint: string, options, command: Command) => {
     const config: MountConfig = {
       source: path.resolve(source),
       mountpoint: path.resolve(mountpoint),
       memoryBytes: options.memory,
       chunkSize: options.chunkSize,
+      chunkSizeGiven: command.getOptionValueSource('chunkSize') !== 'default',
       mode: options.redirect as RedirectMode,
       seed: options.seed,
       allowOther: options.allowOther,
       includeFile: options.include !== undefined ? path.resolve(options.include) : undefined,
-      extensions: options.extensions?.split(',').map((e: string) => e.trim().toLowerCase()).filter(Boolean).map((e: string) => (e.startsWith('.') ? e : `.${e}`)),
+      extensions: parseExtensions(options.extensions),
       logFile: options.logFile !== undefined ? path.resolve(options.logFile) : undefined,
       logLevel: options.logLevel
     }
     if (options.foreground) return await runInForeground(config)
-    const args = ['mount', config.source, config.mountpoint, '--memory', String(config.memoryBytes), '--chunk-size', String(config.chunkSize),
+    const args = ['mount', config.source, config.mountpoint, '--memory', String(config.memoryBytes),
       '--redirect', config.mode, '--seed', String(config.seed), '--log-level', config.logLevel]
+    if (config.chunkSizeGiven) args.push('--chunk-size', String(config.chunkSize))
     if (config.allowOther) args.push('--allow-other')
     if (config.includeFile !== undefined) args.push('--include', config.includeFile)
     if (config.extensions !== undefined) args.push('--extensions', config.extensions.join(','))
     const logFile = await runInBackground(config, args)
     process.stdout.write(`redirfs: mounted ${config.source} at ${config.mountpoint} (${config.mode}; log ${logFile})\n`)
+  })
+
+program.command('pack')
+  .description('write <source> as contiguous chunks plus an index (with checksums) into <out>, for one sequential read per chunk')
+  .argument('<source>', 'dataset root: one directory per class')
+  .argument('<out>', 'the pack directory to create (must not exist)')
+  .option('--chunk-size <K>', 'files per chunk (a pack is always mounted with this K)', wholeNumber('--chunk-size', 1, 65535), 64)
+  .option('--seed <n>', 'seed of the within-class shuffle', wholeNumber('--seed', 0, 2 ** 31 - 1), 0)
+  .option('--include <listfile>', 'pack only the samples listed (relative paths, one per line)')
+  .option('--extensions <list>', 'comma-separated sample extensions (default: common image and audio types)')
+  .action(async (source: string, out: string, options) => {
+    const summary = await withProgress('packing', async onProgress => await writePack(path.resolve(source), path.resolve(out), {
+      chunkSize: options.chunkSize,
+      seed: options.seed,
+      includeFile: options.include !== undefined ? path.resolve(options.include) : undefined,
+      extensions: parseExtensions(options.extensions),
+      onProgress,
+      onWarning: message => process.stderr.write(`redirfs: warning: ${message}\n`)
+    }))
+    process.stdout.write(`redirfs: packed ${summary.samples} samples in ${summary.chunks} chunks (${formatSize(summary.sampleBytes)}) and ${summary.others} other files into ${out}\n`)
+  })
+
+program.command('verify')
+  .description('check every chunk and file of a pack against its checksums; exit 1 on any problem')
+  .argument('<pack>')
+  .action(async (pack: string) => {
+    const report = await withProgress('verifying', async onProgress => await verifyPack(path.resolve(pack), onProgress))
+    for (const problem of report.problems) process.stdout.write(`${problem}\n`)
+    if (report.problems.length > 0) throw new RedirfsError(`${pack}: ${report.problems.length} problem(s) in ${report.chunks} chunks and ${report.files} files`)
+    process.stdout.write(`redirfs: ${pack} is intact (${report.chunks} chunks, ${report.files} files)\n`)
   })
 
 program.command('umount')
@@ -99,6 +134,28 @@ program.command('stats')
     const stats = await readStats(path.resolve(mountpoint))
     process.stdout.write((options.json ? JSON.stringify(stats, null, 2) : formatStats(stats)) + '\n')
   })
+
+function parseExtensions (text: string | undefined): string[] | undefined {
+  return text?.split(',').map(e => e.trim().toLowerCase()).filter(Boolean).map(e => (e.startsWith('.') ? e : `.${e}`))
+}
+
+/** A progress bar with rate and ETA on a terminal; nothing otherwise. */
+async function withProgress<T> (label: string, work: (onProgress: (done: number, total: number) => void) => Promise<T>): Promise<T> {
+  const bar = new SingleBar({
+    format: `${label} {bar} {percentage}% | {doneMiB}/{totalMiB} MiB | {rateMiB} MiB/s | ETA {eta_formatted}`,
+    hideCursor: true
+  }, Presets.shades_classic)
+  const started = Date.now()
+  let running = false
+  try {
+    return await work((done, total) => {
+      const payload = { doneMiB: (done / 2 ** 20).toFixed(0), totalMiB: (total / 2 ** 20).toFixed(0), rateMiB: (done / 2 ** 20 / Math.max(0.001, (Date.now() - started) / 1000)).toFixed(1) }
+      if (!running) { bar.start(total, done, payload); running = true } else bar.update(done, payload)
+    })
+  } finally {
+    if (running) bar.stop()
+  }
+}
 
 function list<T> (parse: (text: string) => T) {
   return (text: string): T[] => text.split(',').map(item => parse(item.trim()))

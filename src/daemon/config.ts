@@ -6,6 +6,8 @@ export interface MountConfig {
   mountpoint: string
   memoryBytes: number
   chunkSize: number
+  /** Whether --chunk-size was given (a pack has its own). */
+  chunkSizeGiven: boolean
   mode: RedirectMode
   seed: number
   allowOther: boolean

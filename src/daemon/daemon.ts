@@ -10,6 +10,10 @@ import { promises as fs } from 'node:fs'
 import type { Logger } from 'pino'
 import { DirectoryFileReader, readIncludeList, scanTree } from '../chunks/scan'
 import { DirectorySource } from '../chunks/directory-source'
+import type { ChunkSource } from '../chunks/source'
+import type { DatasetTree, FileReader } from '../chunks/tree'
+import { isPack, loadPackIndex } from '../pack/pack-index'
+import { PackFileReader, PackSource } from '../pack/pack-source'
 import { Engine } from '../engine/engine'
 import { RedirfsError } from '../errors'
 import { FsAdapter } from '../fs/adapter'
@@ -45,30 +49,91 @@ async function checkMountpoint (mountpoint: string, source: string): Promise<voi
   if (mountpoint !== source && (await fs.readdir(mountpoint)).length > 0) throw new RedirfsError(`mountpoint ${mountpoint} is not empty (mount over the source itself, or use an empty directory)`)
 }
 
+interface OpenedDataset {
+  tree: DatasetTree
+  files: FileReader
+  source: ChunkSource
+  statfsPath: string
+  chunkSize: number
+  layoutSeed: number
+  /** For a pack: the chunk of each sample as written, to check against the layout. */
+  packedChunkOf?: (sample: number) => number
+  close (): Promise<void>
+}
+
+/** A plain ImageFolder directory, read through a handle opened before mounting. */
+async function openDirectory (config: MountConfig, log: Logger): Promise<OpenedDataset> {
+  const include = config.includeFile !== undefined ? await readIncludeList(config.includeFile) : undefined
+  const sourceDir = await fs.open(config.source, 'r')
+  const sourceRoot = `/proc/self/fd/${sourceDir.fd}`
+  try {
+    const tree = await scanTree(sourceRoot, { include, extensions: config.extensions, onWarning: message => log.warn(message) })
+    return {
+      tree,
+      files: new DirectoryFileReader(sourceRoot),
+      source: new DirectorySource(sourceRoot, tree.samples, log),
+      statfsPath: sourceRoot,
+      chunkSize: config.chunkSize,
+      layoutSeed: config.seed,
+      close: async () => await sourceDir.close()
+    }
+  } catch (err) {
+    await sourceDir.close()
+    throw err
+  }
+}
+
+/** A pack: its layout was fixed when it was written. */
+async function openPack (config: MountConfig, log: Logger): Promise<OpenedDataset> {
+  if (config.includeFile !== undefined) throw new RedirfsError('--include does not apply to a pack: pack the subset instead (redirfs pack --include <list>)')
+  const pack = await loadPackIndex(config.source)
+  if (config.chunkSizeGiven && config.chunkSize !== pack.header.chunkSize) {
+    throw new RedirfsError(`the pack was written with chunk size ${pack.header.chunkSize}; its chunks cannot be mounted with --chunk-size ${config.chunkSize}`)
+  }
+  const source = new PackSource(pack, log)
+  return {
+    tree: pack.tree,
+    files: new PackFileReader(pack),
+    source,
+    statfsPath: config.source,
+    chunkSize: pack.header.chunkSize,
+    layoutSeed: pack.header.seed,
+    packedChunkOf: sample => pack.arrays.chunk[pack.sampleEntry[sample]],
+    close: async () => await source.close()
+  }
+}
+
 export async function startMount (config: MountConfig, log: Logger): Promise<RunningMount> {
   await checkSource(config.source)
   await checkMountpoint(config.mountpoint, config.source)
-  const include = config.includeFile !== undefined ? await readIncludeList(config.includeFile) : undefined
+  const dataset = await (await isPack(config.source) ? openPack(config, log) : openDirectory(config, log))
+  try {
+    return await serve(config, dataset, log)
+  } catch (err) {
+    await dataset.close()
+    throw err
+  }
+}
 
-  const sourceDir = await fs.open(config.source, 'r')
-  const sourceRoot = `/proc/self/fd/${sourceDir.fd}`
-  const tree = await scanTree(sourceRoot, { include, extensions: config.extensions, onWarning: message => log.warn(message) })
-
-  const memory = planMemory(tree.samples, config.chunkSize, config.memoryBytes)
+async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger): Promise<RunningMount> {
+  const { tree, chunkSize } = dataset
+  const memory = planMemory(tree.samples, chunkSize, config.memoryBytes)
   const classes = new Set(tree.samples.map(s => s.group)).size
   if (config.memoryBytes < memory.minimumBytes) {
-    throw new RedirfsError(`--memory ${formatSize(config.memoryBytes)} is too small: each of the ${classes} classes needs one chunk of ${config.chunkSize} files (mean ${formatSize(memory.meanFileSize)}); use --memory ${formatSize(memory.minimumBytes)} or more, or a smaller --chunk-size`)
+    throw new RedirfsError(`--memory ${formatSize(config.memoryBytes)} is too small: each of the ${classes} classes needs one chunk of ${chunkSize} files (mean ${formatSize(memory.meanFileSize)}); use --memory ${formatSize(memory.minimumBytes)} or more, or a smaller --chunk-size`)
   }
-  const layout = buildLayout(tree.samples, { chunkSize: config.chunkSize, seed: config.seed, vcCount: memory.vcCount })
+  const layout = buildLayout(tree.samples, { chunkSize, seed: dataset.layoutSeed, vcCount: memory.vcCount })
+  if (dataset.packedChunkOf !== undefined && layout.files.some((_, id) => layout.filePc[id] !== dataset.packedChunkOf!(id))) {
+    throw new RedirfsError(`the pack's chunks do not match the layout computed from its index (written by another version of redirfs?); repack it`)
+  }
   const protocol = new Protocol(layout, { mode: config.mode, memoryBytes: config.memoryBytes, seed: config.seed })
-  const source = new DirectorySource(sourceRoot, tree.samples, log)
-  const engine = new Engine(protocol, source, log)
+  const engine = new Engine(protocol, dataset.source, log)
   const startedAt = Date.now()
 
   const adapter: FsAdapter = new FsAdapter({
     tree,
-    files: new DirectoryFileReader(sourceRoot),
-    statfsPath: sourceRoot,
+    files: dataset.files,
+    statfsPath: dataset.statfsPath,
     engine,
     log,
     stats: () => ({
@@ -76,7 +141,7 @@ export async function startMount (config: MountConfig, log: Logger): Promise<Run
       dataset: config.source,
       mountpoint: config.mountpoint,
       mode: config.mode,
-      chunkSize: config.chunkSize,
+      chunkSize,
       seed: config.seed,
       uptimeSeconds: Math.round((Date.now() - startedAt) / 1000),
       layout: { samples: layout.files.length, classes: layout.groups.length, physicalChunks: layout.pcs.length, virtualChunks: layout.vcs.length, datasetBytes: layout.totalBytes, hash: layout.hash },
@@ -104,7 +169,7 @@ export async function startMount (config: MountConfig, log: Logger): Promise<Run
       if (stillMounted) await mounted.unmount().catch(err => log.error({ err: (err as Error).message }, 'unmount failed'))
       await engine.drain()
       await adapter.handles.closeAll()
-      await sourceDir.close()
+      await dataset.close()
       await removeRecord(config.mountpoint)
       log.info({ mountpoint: config.mountpoint }, 'unmounted')
     }

@@ -75,30 +75,48 @@ export function meanFileSize (files: readonly SampleFile[]): number {
  * does this) so the result does not depend on directory order.
  * Throws a RangeError when the VCs cannot give every group one.
  */
-export function buildLayout (files: readonly SampleFile[], options: LayoutOptions): Layout {
-  const { chunkSize, seed } = options
-  if (!Number.isInteger(chunkSize) || chunkSize < 1) throw new RangeError(`chunk size must be a whole number ≥ 1, got ${chunkSize}`)
+export interface PhysicalChunking {
+  readonly groups: readonly string[]
+  /** Per group, its chunks in order; each chunk lists file ids by offset. */
+  readonly chunksOfGroup: readonly FileId[][][]
+}
 
+/**
+ * Cuts the files into physical chunks: per group (in sorted order), the
+ * group's files shuffled with the seed, then cut into runs of K. A pack
+ * stores its chunks in exactly this order.
+ */
+export function cutPhysicalChunks (files: readonly SampleFile[], chunkSize: number, seed: number): PhysicalChunking {
+  if (!Number.isInteger(chunkSize) || chunkSize < 1) throw new RangeError(`chunk size must be a whole number ≥ 1, got ${chunkSize}`)
   const groups = [...new Set(files.map(file => file.group))].sort()
   const groupIndex = new Map(groups.map((name, index) => [name, index]))
   const membersOfGroup: FileId[][] = groups.map(() => [])
   files.forEach((file, id) => membersOfGroup[groupIndex.get(file.group)!].push(id))
-
   const random = new SeededRandom(seed)
-  const pcFilesOfGroup = membersOfGroup.map(members => cutIntoChunks(random.shuffle([...members]), chunkSize))
-  const pcCount = pcFilesOfGroup.reduce((sum, chunks) => sum + chunks.length, 0)
+  return { groups, chunksOfGroup: membersOfGroup.map(members => cutIntoChunks(random.shuffle([...members]), chunkSize)) }
+}
+
+/**
+ * Builds the layout. `files` must be sorted by path (the caller's scan
+ * does this) so the result does not depend on directory order.
+ * Throws a RangeError when the VCs cannot give every group one.
+ */
+export function buildLayout (files: readonly SampleFile[], options: LayoutOptions): Layout {
+  const { chunkSize, seed } = options
+  const { groups, chunksOfGroup } = cutPhysicalChunks(files, chunkSize, seed)
+  const pcCount = chunksOfGroup.reduce((sum, chunks) => sum + chunks.length, 0)
 
   const vcCount = Math.min(options.vcCount, pcCount)
   if (vcCount < groups.length) {
     throw new RangeError(`the memory holds ${options.vcCount} chunk(s) but there are ${groups.length} classes, and each class needs at least one`)
   }
-  const vcShare = shareVcs(pcFilesOfGroup.map(chunks => chunks.length), vcCount)
+  const vcShare = shareVcs(chunksOfGroup.map(chunks => chunks.length), vcCount)
 
   const pcs: PhysicalChunk[] = []
   const vcs: { group: number, pcs: PcId[] }[] = []
   const filePc = new Uint32Array(files.length)
   const fileOffset = new Uint32Array(files.length)
-  pcFilesOfGroup.forEach((chunks, group) => {
+  chunksOfGroup.forEach((chunks, group) => {
     const firstVc = vcs.length
     for (let i = 0; i < vcShare[group]; i++) vcs.push({ group, pcs: [] })
     chunks.forEach((chunkFiles, i) => {

@@ -1,0 +1,9 @@
+{
+  "targets": [{
+    "target_name": "redirfs_native",
+    "sources": ["redirfs_native.cc"],
+    "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
+    "defines": ["NAPI_VERSION=8", "NAPI_DISABLE_CPP_EXCEPTIONS"],
+    "cflags_cc": ["-O2", "-std=c++17", "-Wall"]
+  }]
+}

@@ -1,0 +1,52 @@
+/**
+ * The native chunk reader (native/redirfs_native.cc), loaded once.
+ * Built by `npm run setup`; its absence is a clear error, not a stack trace.
+ */
+import { closeSync, constants, openSync } from 'node:fs'
+import path from 'node:path'
+import { RedirfsError } from '../errors'
+
+interface NativeBinding {
+  readAligned (fd: number, offset: number, length: number, direct: boolean): Promise<Buffer>
+  readFiles (paths: string[]): Promise<(Buffer | Error)[]>
+  alignment: number
+}
+
+const ADDON = path.resolve(__dirname, '../../native/build/Release/redirfs_native.node')
+let binding: NativeBinding | undefined
+
+export function native (): NativeBinding {
+  if (binding === undefined) {
+    try {
+      binding = require(ADDON) as NativeBinding
+    } catch (err) {
+      throw new RedirfsError(`the native chunk reader is not built (${ADDON}: ${(err as Error).message.split('\n')[0]}); run: npm run setup`)
+    }
+  }
+  return binding
+}
+
+/**
+ * A file read in aligned ranges, with O_DIRECT where the filesystem allows
+ * it, so the page cache does not keep a second copy of chunk bytes.
+ */
+export class ChunkFile {
+  private constructor (readonly fd: number, readonly direct: boolean) {}
+
+  static open (file: string): ChunkFile {
+    native()
+    try {
+      return new ChunkFile(openSync(file, constants.O_RDONLY | constants.O_DIRECT), true)
+    } catch (err) {
+      // tmpfs and some FUSE filesystems refuse O_DIRECT: read buffered, then drop the pages.
+      if ((err as NodeJS.ErrnoException).code !== 'EINVAL') throw err
+      return new ChunkFile(openSync(file, constants.O_RDONLY), false)
+    }
+  }
+
+  async read (offset: number, length: number): Promise<Buffer> {
+    return await native().readAligned(this.fd, offset, length, this.direct)
+  }
+
+  close (): void { closeSync(this.fd) }
+}

@@ -1,0 +1,137 @@
+/**
+ * The pack format, version 1. A pack is a directory:
+ *
+ *   chunks.bin  every physical chunk's files back to back, in layout order;
+ *               each chunk starts on a 4 KiB boundary so it can be read
+ *               with one aligned O_DIRECT read
+ *   others.bin  the non-sample files, so the mounted tree is complete
+ *   index.bin   the tree and where everything is, with checksums
+ *
+ * index.bin: the magic, a u32 version, a u32 header length and a JSON
+ * header; then, each on an 8-byte boundary, typed arrays (entries:
+ * size, atime, mtime, ctime, location as f64; mode, uid, gid, crc32, chunk,
+ * path end as u32; kind as u8; chunks: offset and length as f64, crc32 as
+ * u32), then the UTF-8 paths back to back; and last a u32 CRC-32 of every
+ * byte before it. Entries are sorted by path, so a directory precedes its
+ * children and samples come in the order the layout numbers them.
+ */
+import { crc32 } from 'node:zlib'
+import { RedirfsError } from '../errors'
+
+export const PACK_MAGIC = Buffer.from('RDXPACK\0', 'latin1')
+export const PACK_VERSION = 1
+export const CHUNK_ALIGNMENT = 4096
+export const NO_CHUNK = 0xffffffff
+
+export const enum EntryKind { Directory = 0, Sample = 1, Other = 2 }
+
+export interface PackHeader {
+  format: 'redirfs-pack'
+  version: number
+  chunkSize: number
+  seed: number
+  entries: number
+  samples: number
+  chunks: number
+  pathBytes: number
+  sampleBytes: number
+  createdAt: string
+}
+
+export interface PackArrays {
+  size: Float64Array
+  atimeMs: Float64Array
+  mtimeMs: Float64Array
+  ctimeMs: Float64Array
+  /** Byte offset in chunks.bin (samples) or others.bin (other files). */
+  location: Float64Array
+  mode: Uint32Array
+  uid: Uint32Array
+  gid: Uint32Array
+  crc: Uint32Array
+  chunk: Uint32Array
+  pathEnd: Uint32Array
+  kind: Uint8Array
+  chunkOffset: Float64Array
+  chunkLength: Float64Array
+  chunkCrc: Uint32Array
+}
+
+const ENTRY_F64 = ['size', 'atimeMs', 'mtimeMs', 'ctimeMs', 'location'] as const
+const ENTRY_U32 = ['mode', 'uid', 'gid', 'crc', 'chunk', 'pathEnd'] as const
+
+export function allocateArrays (entries: number, chunks: number): PackArrays {
+  const arrays: Record<string, unknown> = {}
+  for (const name of ENTRY_F64) arrays[name] = new Float64Array(entries)
+  for (const name of ENTRY_U32) arrays[name] = new Uint32Array(entries)
+  arrays.kind = new Uint8Array(entries)
+  arrays.chunkOffset = new Float64Array(chunks)
+  arrays.chunkLength = new Float64Array(chunks)
+  arrays.chunkCrc = new Uint32Array(chunks)
+  return arrays as unknown as PackArrays
+}
+
+function sections (a: PackArrays): ArrayBufferView[] {
+  return [...ENTRY_F64.map(n => a[n]), a.chunkOffset, a.chunkLength, ...ENTRY_U32.map(n => a[n]), a.chunkCrc, a.kind]
+}
+
+const pad8 = (n: number): number => (8 - (n % 8)) % 8
+
+export function encodeIndex (header: PackHeader, arrays: PackArrays, paths: Buffer): Buffer {
+  const json = Buffer.from(JSON.stringify(header))
+  const parts: Buffer[] = [PACK_MAGIC, u32(header.version), u32(json.length), json]
+  let length = PACK_MAGIC.length + 8 + json.length
+  const align = (): void => { const p = pad8(length); if (p > 0) { parts.push(Buffer.alloc(p)); length += p } }
+  align()
+  for (const section of sections(arrays)) {
+    parts.push(Buffer.from(section.buffer, section.byteOffset, section.byteLength))
+    length += section.byteLength
+    align()
+  }
+  parts.push(paths)
+  const body = Buffer.concat(parts)
+  return Buffer.concat([body, u32(crc32(body))])
+}
+
+export interface DecodedIndex { header: PackHeader, arrays: PackArrays, paths: Buffer }
+
+export function decodeIndex (bytes: Buffer, file: string): DecodedIndex {
+  const bad = (why: string): RedirfsError => new RedirfsError(`${file} is not a valid redirfs pack index: ${why}`)
+  if (bytes.length < PACK_MAGIC.length + 12 || !bytes.subarray(0, PACK_MAGIC.length).equals(PACK_MAGIC)) throw bad('wrong magic')
+  const version = bytes.readUInt32LE(PACK_MAGIC.length)
+  if (version !== PACK_VERSION) throw bad(`format version ${version}, this redirfs reads version ${PACK_VERSION}`)
+  const body = bytes.subarray(0, bytes.length - 4)
+  if (crc32(body) !== bytes.readUInt32LE(bytes.length - 4)) throw bad('index checksum mismatch (damaged or incomplete)')
+  // Typed-array views need aligned memory: copy once into a fresh buffer.
+  const aligned = Buffer.from(new Uint8Array(body))
+  const jsonLength = aligned.readUInt32LE(PACK_MAGIC.length + 4)
+  let position = PACK_MAGIC.length + 8
+  const header = JSON.parse(aligned.toString('utf8', position, position + jsonLength)) as PackHeader
+  if (header.format !== 'redirfs-pack') throw bad('unknown format')
+  position += jsonLength
+  position += pad8(position)
+  const arrays = allocateArrays(0, 0) as unknown as Record<string, ArrayBufferView>
+  const take = <T extends ArrayBufferView>(make: (buffer: ArrayBuffer, offset: number, count: number) => T, count: number, bytesPer: number): T => {
+    const view = make(aligned.buffer as ArrayBuffer, aligned.byteOffset + position, count)
+    position += count * bytesPer
+    position += pad8(position)
+    return view
+  }
+  const f64 = (b: ArrayBuffer, o: number, c: number): Float64Array => new Float64Array(b, o, c)
+  const u32v = (b: ArrayBuffer, o: number, c: number): Uint32Array => new Uint32Array(b, o, c)
+  const u8 = (b: ArrayBuffer, o: number, c: number): Uint8Array => new Uint8Array(b, o, c)
+  for (const name of ENTRY_F64) arrays[name] = take(f64, header.entries, 8)
+  arrays.chunkOffset = take(f64, header.chunks, 8)
+  arrays.chunkLength = take(f64, header.chunks, 8)
+  for (const name of ENTRY_U32) arrays[name] = take(u32v, header.entries, 4)
+  arrays.chunkCrc = take(u32v, header.chunks, 4)
+  arrays.kind = take(u8, header.entries, 1)
+  if (position + header.pathBytes !== aligned.length) throw bad('section sizes do not add up')
+  return { header, arrays: arrays as unknown as PackArrays, paths: aligned.subarray(position) }
+}
+
+function u32 (value: number): Buffer {
+  const b = Buffer.alloc(4)
+  b.writeUInt32LE(value >>> 0)
+  return b
+}

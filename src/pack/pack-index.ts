@@ -1,0 +1,95 @@
+/**
+ * A loaded pack: the tree it presents, its samples in layout order, and
+ * where every byte lives. Entries are small objects over the index's typed
+ * arrays (attributes are built when asked for), so a million-file index
+ * costs little more than its paths.
+ */
+import { promises as fs } from 'node:fs'
+import path from 'node:path'
+import { RedirfsError } from '../errors'
+import type { DatasetTree, EntryAttributes, TreeEntry } from '../chunks/tree'
+import type { SampleFile } from '../redirect/layout'
+import { decodeIndex, EntryKind, PACK_MAGIC, type PackArrays, type PackHeader } from './format'
+
+export const INDEX_FILE = 'index.bin'
+export const CHUNKS_FILE = 'chunks.bin'
+export const OTHERS_FILE = 'others.bin'
+
+class PackEntry implements TreeEntry {
+  children?: string[]
+  sample?: number
+  constructor (private readonly arrays: PackArrays, readonly index: number) {}
+
+  get attributes (): EntryAttributes {
+    const a = this.arrays
+    const i = this.index
+    return { mode: a.mode[i], size: a.size[i], uid: a.uid[i], gid: a.gid[i], nlink: a.kind[i] === EntryKind.Directory ? 2 : 1, atimeMs: a.atimeMs[i], mtimeMs: a.mtimeMs[i], ctimeMs: a.ctimeMs[i] }
+  }
+}
+
+export interface PackIndex {
+  readonly directory: string
+  readonly header: PackHeader
+  readonly arrays: PackArrays
+  readonly tree: DatasetTree
+  /** Entry index of each sample id. */
+  readonly sampleEntry: Uint32Array
+  /** Entry index by relative path, for other files. */
+  entryIndex (relativePath: string): number | undefined
+  path (entry: number): string
+}
+
+/** True when `directory` holds a pack index (by its magic). */
+export async function isPack (directory: string): Promise<boolean> {
+  const handle = await fs.open(path.join(directory, INDEX_FILE), 'r').catch(() => undefined)
+  if (handle === undefined) return false
+  try {
+    const magic = Buffer.alloc(PACK_MAGIC.length)
+    await handle.read(magic, 0, magic.length, 0)
+    return magic.equals(PACK_MAGIC)
+  } finally {
+    await handle.close()
+  }
+}
+
+export async function loadPackIndex (directory: string): Promise<PackIndex> {
+  const file = path.join(directory, INDEX_FILE)
+  const bytes = await fs.readFile(file).catch((err: NodeJS.ErrnoException) => {
+    throw new RedirfsError(err.code === 'ENOENT' ? `${directory} is not a redirfs pack (no ${INDEX_FILE}; an interrupted pack leaves none)` : `cannot read ${file}: ${err.code ?? err.message}`)
+  })
+  const { header, arrays, paths } = decodeIndex(bytes, file)
+  const entries = new Map<string, TreeEntry>()
+  const samples: SampleFile[] = []
+  const sampleEntry = new Uint32Array(header.samples)
+  const groups = new Map<string, string>()
+  const intern = (name: string): string => { const known = groups.get(name); if (known !== undefined) return known; groups.set(name, name); return name }
+  const pathOf = (i: number): string => paths.toString('utf8', i === 0 ? 0 : arrays.pathEnd[i - 1], arrays.pathEnd[i])
+
+  for (let i = 0; i < header.entries; i++) {
+    const relative = pathOf(i)
+    const entry = new PackEntry(arrays, i)
+    if (arrays.kind[i] === EntryKind.Directory) entry.children = []
+    if (relative !== '') {
+      const slash = relative.lastIndexOf('/')
+      const parent = entries.get(slash < 0 ? '' : relative.slice(0, slash))
+      if (parent?.children === undefined) throw new RedirfsError(`${file} is damaged: ${relative} has no parent directory`)
+      parent.children.push(relative.slice(slash + 1))
+    }
+    if (arrays.kind[i] === EntryKind.Sample) {
+      entry.sample = samples.length
+      sampleEntry[samples.length] = i
+      samples.push({ path: relative, size: arrays.size[i], group: intern(relative.slice(0, relative.indexOf('/'))) })
+    }
+    entries.set(relative, entry)
+  }
+  if (samples.length !== header.samples) throw new RedirfsError(`${file} is damaged: ${samples.length} samples, header says ${header.samples}`)
+  return {
+    directory,
+    header,
+    arrays,
+    tree: { entries, samples },
+    sampleEntry,
+    entryIndex: (relativePath: string) => (entries.get(relativePath) as PackEntry | undefined)?.index,
+    path: pathOf
+  }
+}

@@ -1,0 +1,87 @@
+/**
+ * Chunk source for a pack: one aligned read per chunk, checked against the
+ * chunk's CRC-32 before any byte of it is served. A chunk that is short
+ * (truncated file) or fails its checksum delivers nothing: every open that
+ * would have been given one of its files gets EIO, and it is logged and
+ * counted. Delivered files are copied out of the chunk buffer, so bytes the
+ * protocol does not place are freed with the chunk.
+ */
+import { promises as fs } from 'node:fs'
+import path from 'node:path'
+import { crc32 } from 'node:zlib'
+import type { Logger } from 'pino'
+import { ChunkFile } from '../chunks/native'
+import type { ChunkRequest, ChunkSource } from '../chunks/source'
+import type { FileReader, OpenFile } from '../chunks/tree'
+import { RedirfsError } from '../errors'
+import { CHUNKS_FILE, OTHERS_FILE, type PackIndex } from './pack-index'
+
+export class PackSource implements ChunkSource {
+  private readonly file: ChunkFile
+  private chunksRead = 0
+  private bytesRead = 0
+  private corruptChunks = 0
+
+  constructor (private readonly pack: PackIndex, private readonly log: Logger) {
+    this.file = ChunkFile.open(path.join(pack.directory, CHUNKS_FILE))
+  }
+
+  async fetch (request: ChunkRequest): Promise<Map<number, Buffer>> {
+    const { arrays } = this.pack
+    const offset = arrays.chunkOffset[request.pc]
+    const length = arrays.chunkLength[request.pc]
+    const delivered = new Map<number, Buffer>()
+    let chunk: Buffer
+    try {
+      chunk = await this.file.read(offset, length)
+    } catch (err) {
+      this.log.error({ chunk: request.pc, err: (err as Error).message }, 'cannot read chunk')
+      return delivered
+    }
+    this.chunksRead++
+    this.bytesRead += chunk.length
+    const problem = chunk.length < length ? `truncated (${chunk.length} of ${length} bytes)` : crc32(chunk) !== arrays.chunkCrc[request.pc] ? 'checksum mismatch' : undefined
+    if (problem !== undefined) {
+      this.corruptChunks++
+      this.log.error({ chunk: request.pc, problem }, 'chunk failed its check; its files are not served')
+      return delivered
+    }
+    for (const id of request.files) {
+      const entry = this.pack.sampleEntry[id]
+      const start = arrays.location[entry] - offset
+      delivered.set(id, Buffer.from(chunk.subarray(start, start + arrays.size[entry])))
+    }
+    return delivered
+  }
+
+  stats (): Record<string, number | string> {
+    return { kind: 'pack', directIo: String(this.file.direct), chunksRead: this.chunksRead, bytesRead: this.bytesRead, corruptChunks: this.corruptChunks }
+  }
+
+  async close (): Promise<void> { this.file.close() }
+}
+
+/** Non-sample files of a pack, read from others.bin and checked against their CRC-32. */
+export class PackFileReader implements FileReader {
+  constructor (private readonly pack: PackIndex) {}
+
+  async open (relativePath: string): Promise<OpenFile> {
+    const entry = this.pack.entryIndex(relativePath)
+    if (entry === undefined) throw Object.assign(new Error('no such file'), { code: 'ENOENT' })
+    const { arrays } = this.pack
+    const size = arrays.size[entry]
+    const handle = await fs.open(path.join(this.pack.directory, OTHERS_FILE), 'r')
+    try {
+      // Non-sample files are small (labels, notes): check the whole file once at open.
+      const bytes = Buffer.alloc(size)
+      const { bytesRead } = await handle.read(bytes, 0, size, arrays.location[entry])
+      if (bytesRead !== size || crc32(bytes) !== arrays.crc[entry]) throw new RedirfsError(`${relativePath} in the pack is damaged`, 'EIO')
+      return {
+        read: async (buffer, length, position) => bytes.copy(buffer, 0, position, Math.min(position + length, size)),
+        close: async () => {}
+      }
+    } finally {
+      await handle.close()
+    }
+  }
+}

@@ -1,0 +1,165 @@
+/**
+ * `redirfs pack`: writes a dataset as contiguous physical chunks.
+ *
+ * Chunks are cut exactly as the mount's layout cuts them (same K, same
+ * seed), so a mounted pack reads each chunk with one read. Memory stays at
+ * about one chunk of file bytes whatever the dataset size: files are read a
+ * chunk at a time and written out before the next chunk is read.
+ *
+ * Atomic: everything is written into `<out>.partial-<pid>`, fsynced, and
+ * only then renamed to `<out>`; an interrupted pack leaves no `<out>`, and
+ * a `.partial` directory has no index that could pass for a pack.
+ */
+import { promises as fs } from 'node:fs'
+import path from 'node:path'
+import { crc32 } from 'node:zlib'
+import { native } from '../chunks/native'
+import { readIncludeList, scanTree } from '../chunks/scan'
+import { RedirfsError } from '../errors'
+import { cutPhysicalChunks } from '../redirect/layout'
+import { allocateArrays, CHUNK_ALIGNMENT, encodeIndex, EntryKind, NO_CHUNK, PACK_VERSION, type PackHeader } from './format'
+import { CHUNKS_FILE, INDEX_FILE, OTHERS_FILE } from './pack-index'
+
+export interface PackOptions {
+  chunkSize: number
+  seed: number
+  extensions?: string[]
+  includeFile?: string
+  /** Called as bytes are written: (done, total). */
+  onProgress?: (done: number, total: number) => void
+  onWarning?: (message: string) => void
+}
+
+export interface PackSummary {
+  samples: number
+  others: number
+  chunks: number
+  sampleBytes: number
+  indexBytes: number
+}
+
+export async function writePack (source: string, out: string, options: PackOptions): Promise<PackSummary> {
+  const sourceStat = await fs.stat(source).catch(() => undefined)
+  if (sourceStat === undefined) throw new RedirfsError(`source ${source} does not exist`)
+  if (!sourceStat.isDirectory()) throw new RedirfsError(`source ${source} is not a directory`)
+  if (await fs.stat(out).then(() => true, () => false)) throw new RedirfsError(`${out} already exists; remove it or choose another output`)
+  if (!(await fs.stat(path.dirname(out)).then(s => s.isDirectory(), () => false))) throw new RedirfsError(`the directory of ${out} does not exist`)
+
+  const include = options.includeFile !== undefined ? await readIncludeList(options.includeFile) : undefined
+  const tree = await scanTree(source, { include, extensions: options.extensions, onWarning: options.onWarning })
+  const { chunksOfGroup } = cutPhysicalChunks(tree.samples, options.chunkSize, options.seed)
+  const chunks = chunksOfGroup.flat()
+  const paths = [...tree.entries.keys()].sort()
+  const entryOf = new Map(paths.map((p, i) => [p, i]))
+  const arrays = allocateArrays(paths.length, chunks.length)
+  const sampleBytes = tree.samples.reduce((sum, s) => sum + s.size, 0)
+  const otherBytes = paths.reduce((sum, p) => { const e = tree.entries.get(p)!; return sum + (e.children === undefined && e.sample === undefined ? e.attributes.size : 0) }, 0)
+
+  let pathEnd = 0
+  paths.forEach((relative, i) => {
+    const entry = tree.entries.get(relative)!
+    const a = entry.attributes
+    arrays.size[i] = a.size; arrays.atimeMs[i] = a.atimeMs; arrays.mtimeMs[i] = a.mtimeMs; arrays.ctimeMs[i] = a.ctimeMs
+    arrays.mode[i] = a.mode; arrays.uid[i] = a.uid; arrays.gid[i] = a.gid
+    arrays.kind[i] = entry.children !== undefined ? EntryKind.Directory : entry.sample !== undefined ? EntryKind.Sample : EntryKind.Other
+    arrays.chunk[i] = NO_CHUNK
+    pathEnd += Buffer.byteLength(relative)
+    arrays.pathEnd[i] = pathEnd
+  })
+
+  const partial = `${out}.partial-${process.pid}`
+  await fs.mkdir(partial)
+  try {
+    let written = 0
+    const progress = (bytes: number): void => { written += bytes; options.onProgress?.(written, sampleBytes + otherBytes) }
+    const readBatch = async (relatives: string[]): Promise<Buffer[]> => {
+      const results = await native().readFiles(relatives.map(r => path.join(source, r)))
+      return results.map((result, i) => {
+        if (result instanceof Error) throw new RedirfsError(`cannot read ${relatives[i]}: ${result.message}`)
+        const expected = tree.entries.get(relatives[i])!.attributes.size
+        if (result.length !== expected) throw new RedirfsError(`${relatives[i]} changed while packing (${expected} bytes when scanned, ${result.length} now)`)
+        return result
+      })
+    }
+
+    // chunks.bin: each chunk aligned; the next chunk is read while this one is written.
+    const chunkFile = await fs.open(path.join(partial, CHUNKS_FILE), 'w')
+    let position = 0
+    let next = chunks.length > 0 ? readBatch(chunks[0].map(id => tree.samples[id].path)) : undefined
+    for (let c = 0; c < chunks.length; c++) {
+      const bytes = await next!
+      next = c + 1 < chunks.length ? readBatch(chunks[c + 1].map(id => tree.samples[id].path)) : undefined
+      position += (CHUNK_ALIGNMENT - (position % CHUNK_ALIGNMENT)) % CHUNK_ALIGNMENT
+      arrays.chunkOffset[c] = position
+      let chunkCrc = 0
+      let offset = position
+      chunks[c].forEach((id, k) => {
+        const entry = entryOf.get(tree.samples[id].path)!
+        arrays.location[entry] = offset
+        arrays.crc[entry] = crc32(bytes[k])
+        arrays.chunk[entry] = c
+        chunkCrc = crc32(bytes[k], chunkCrc)
+        offset += bytes[k].length
+      })
+      const data = Buffer.concat(bytes)
+      await chunkFile.write(data, 0, data.length, position)
+      arrays.chunkLength[c] = data.length
+      arrays.chunkCrc[c] = chunkCrc
+      position += data.length
+      progress(data.length)
+    }
+    // Pad the end so the last chunk's aligned read is whole blocks.
+    const tail = (CHUNK_ALIGNMENT - (position % CHUNK_ALIGNMENT)) % CHUNK_ALIGNMENT
+    if (tail > 0) await chunkFile.write(Buffer.alloc(tail), 0, tail, position)
+    await chunkFile.sync()
+    await chunkFile.close()
+
+    // others.bin: non-sample files, back to back.
+    const otherFile = await fs.open(path.join(partial, OTHERS_FILE), 'w')
+    let otherPosition = 0
+    let others = 0
+    for (const [i, relative] of paths.entries()) {
+      if (arrays.kind[i] !== EntryKind.Other) continue
+      const [bytes] = await readBatch([relative])
+      arrays.location[i] = otherPosition
+      arrays.crc[i] = crc32(bytes)
+      await otherFile.write(bytes, 0, bytes.length, otherPosition)
+      otherPosition += bytes.length
+      others++
+      progress(bytes.length)
+    }
+    await otherFile.sync()
+    await otherFile.close()
+
+    const header: PackHeader = {
+      format: 'redirfs-pack',
+      version: PACK_VERSION,
+      chunkSize: options.chunkSize,
+      seed: options.seed,
+      entries: paths.length,
+      samples: tree.samples.length,
+      chunks: chunks.length,
+      pathBytes: pathEnd,
+      sampleBytes,
+      createdAt: new Date().toISOString()
+    }
+    const index = encodeIndex(header, arrays, Buffer.from(paths.join('')))
+    const indexFile = await fs.open(path.join(partial, INDEX_FILE), 'w')
+    await indexFile.write(index)
+    await indexFile.sync()
+    await indexFile.close()
+
+    await syncDirectory(partial)
+    await fs.rename(partial, out)
+    await syncDirectory(path.dirname(out))
+    return { samples: tree.samples.length, others, chunks: chunks.length, sampleBytes, indexBytes: index.length }
+  } catch (err) {
+    await fs.rm(partial, { recursive: true, force: true })
+    throw err
+  }
+}
+
+async function syncDirectory (directory: string): Promise<void> {
+  const handle = await fs.open(directory, 'r')
+  try { await handle.sync() } finally { await handle.close() }
+}

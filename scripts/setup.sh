@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(libfuse2 fuse3 python3-torch python3-torchvision python3-pil python3-numpy python3-opencv python3-sklearn)
+packages=(libfuse2 fuse3 python3-torch python3-torchvision python3-pil python3-numpy python3-opencv python3-sklearn util-linux-extra)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -70,7 +70,8 @@ export class Engine {
       served = { file: outcome.served, bytes }
     }
     this.wake(plan.vc)
-    this.startReadahead(plan.vc)
+    // Let the woken opens retry first: readahead must not take the VC from under them.
+    setImmediate(() => this.startReadahead(plan.vc))
     return served
   }
 

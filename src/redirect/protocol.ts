@@ -58,6 +58,12 @@ export class Protocol {
   readonly slots: SlotTable
   private readonly random: SeededRandom
   private nextPlanId = 1
+  /**
+   * PCs whose last load lost files. Readahead skips them (retrying a broken
+   * chunk ahead of need would only fail again, and keep the VC busy); a
+   * demand load may still take one, which charges a lost file to its open.
+   */
+  private readonly failedPcs = new Set<PcId>()
 
   constructor (readonly layout: Layout, readonly options: ProtocolOptions) {
     this.slots = new SlotTable(layout)
@@ -137,6 +143,7 @@ export class Protocol {
   /** A VC's epoch ends when an open needs a load and no file of PCS(v) is left to load. */
   private rollOver (vc: VcId): void {
     this.slots.clearConsumed(vc)
+    for (const pc of this.layout.vcs[vc].pcs) this.failedPcs.delete(pc)
     this.counters.rollovers++
   }
 
@@ -145,8 +152,8 @@ export class Protocol {
     return this.slots.take(vc, offsets[this.random.below(offsets.length)])
   }
 
-  private randomUnconsumedPc (vc: VcId): PcId | undefined {
-    const candidates = this.layout.vcs[vc].pcs.filter(pc => this.slots.unconsumedFilesOf(pc).length > 0)
+  private randomUnconsumedPc (vc: VcId, exclude?: ReadonlySet<PcId>): PcId | undefined {
+    const candidates = this.layout.vcs[vc].pcs.filter(pc => exclude?.has(pc) !== true && this.slots.unconsumedFilesOf(pc).length > 0)
     return candidates.length === 0 ? undefined : candidates[this.random.below(candidates.length)]
   }
 
@@ -181,7 +188,10 @@ export class Protocol {
     this.counters.inflightBytes -= plan.bytes
     this.counters.chunkLoads++
     if (plan.requester === undefined) this.counters.readaheadLoads++
-    this.counters.failedFiles += plan.files.filter(file => !delivered.has(file)).length
+    const lost = plan.files.filter(file => !delivered.has(file)).length
+    this.counters.failedFiles += lost
+    if (lost > 0) this.failedPcs.add(plan.pc)
+    else this.failedPcs.delete(plan.pc)
 
     const placed: FileId[] = []
     let served: FileId | undefined
@@ -258,10 +268,10 @@ export class Protocol {
     let pc: PcId | undefined
     if (this.options.mode === 'strict') {
       if (this.slots.emptySlots(vc) * 4 < capacity * 3) return undefined
-      pc = chooseRefill(this.layout, this.slots, this.random, vc)
+      pc = chooseRefill(this.layout, this.slots, this.random, vc, undefined, this.failedPcs)
     } else if (this.options.mode === 'pool') {
       if (this.slots.staged(vc) !== undefined || this.slots.validSlots(vc) * 4 > capacity) return undefined
-      pc = this.randomUnconsumedPc(vc)
+      pc = this.randomUnconsumedPc(vc, this.failedPcs)
     }
     if (pc === undefined) return undefined
     const bytes = this.slots.unconsumedFilesOf(pc).reduce((sum, file) => sum + this.layout.files[file].size, 0)
@@ -277,6 +287,7 @@ export class Protocol {
    */
   reset (): FileId[] {
     const dropped = this.slots.reset()
+    this.failedPcs.clear()
     this.counters.resets++
     this.noteMemory()
     return dropped

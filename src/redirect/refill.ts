@@ -24,12 +24,14 @@ export function usefulFill (layout: Layout, slots: SlotTable, vc: VcId, pc: PcId
 /**
  * The PC of PCS(v) to load. With `targetOffset`, only PCs that can fill
  * that slot qualify; without (readahead), any PC that fills something.
+ * PCs in `exclude` never qualify.
  * Undefined when no PC qualifies.
  */
-export function chooseRefill (layout: Layout, slots: SlotTable, random: SeededRandom, vc: VcId, targetOffset?: number): PcId | undefined {
+export function chooseRefill (layout: Layout, slots: SlotTable, random: SeededRandom, vc: VcId, targetOffset?: number, exclude?: ReadonlySet<PcId>): PcId | undefined {
   let best: PcId[] = []
   let bestFill = 0
   for (const pc of layout.vcs[vc].pcs) {
+    if (exclude?.has(pc) === true) continue
     if (targetOffset !== undefined) {
       const target = layout.pcs[pc].files[targetOffset]
       if (target === undefined || slots.isConsumed(target)) continue

@@ -116,3 +116,16 @@ for (const mode of ['strict', 'pool'] as RedirectMode[]) {
     t.equal(duplicatesAfterAbort(true), 0, 'after a reset, every epoch is exact again')
   })
 }
+
+t.test('readahead never re-plans a chunk whose last load lost files, so a broken chunk cannot keep its VC busy', async t => {
+  for (const mode of ['strict', 'pool'] as RedirectMode[]) {
+    const { layout, memoryBytes } = layoutFor(0.5)
+    const protocol = new Protocol(layout, { mode, memoryBytes: memoryBytes * 10, seed: 1 })
+    const vc = layout.vcs.findIndex(v => v.pcs.length >= 2)
+    const first = protocol.readahead(vc)!
+    t.ok(first !== undefined, `${mode}: an empty VC reads ahead`)
+    protocol.finishLoad(first, new Set())
+    const second = protocol.readahead(vc)
+    t.not(second?.pc, first.pc, `${mode}: the failed chunk is not planned again ahead of need`)
+  }
+})

@@ -1,0 +1,172 @@
+// Packs: written, verified, mounted for real, damaged on purpose.
+import { execFile, spawn } from 'node:child_process'
+import { promises as fs, existsSync, readdirSync, statSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { promisify } from 'node:util'
+import t from 'tap'
+import { readStats } from '../../src/cli/stats-command'
+import { loadPackIndex } from '../../src/pack/pack-index'
+import { classOf, generateDataset, sha1 } from '../helpers/dataset'
+import { CLI, emptyDir, mount, redirfs } from '../helpers/mount'
+import { readEpoch, readFileAsTrainer } from '../helpers/readers'
+
+const run = promisify(execFile)
+const dataset = generateDataset(6)
+const work = emptyDir('redirfs-packs-')
+const pack = path.join(work, 'pack')
+t.teardown(async () => {
+  await fs.rm(dataset.root, { recursive: true, force: true })
+  await fs.rm(work, { recursive: true, force: true })
+})
+
+t.before(async () => {
+  const result = await redirfs('pack', dataset.root, pack, '--chunk-size', '4', '--seed', '2')
+  if (result.code !== 0) throw new Error(result.stderr)
+})
+
+async function damagedCopy (name: string, damage: (chunks: string) => Promise<void>): Promise<string> {
+  const copy = path.join(work, name)
+  await fs.cp(pack, copy, { recursive: true })
+  await damage(path.join(copy, 'chunks.bin'))
+  return copy
+}
+
+t.test('a fresh pack verifies clean', async t => {
+  const result = await redirfs('verify', pack)
+  t.equal(result.code, 0, result.stderr)
+  t.match(result.stdout, /is intact/)
+})
+
+for (const mode of ['strict', 'pool']) {
+  t.test(`${mode} over a pack: 3 epochs, 8 readers, labels right and every sample once per epoch`, async t => {
+    const mountpoint = emptyDir()
+    await mount(t, pack, mountpoint, '--memory', '170K', '--redirect', mode)
+    for (let epoch = 0; epoch < 3; epoch++) {
+      const read = await readEpoch(mountpoint, dataset.samples, 50 + epoch)
+      const served = read.map(r => dataset.byContent.get(r.content))
+      t.equal(read.filter((r, i) => served[i] === undefined || classOf(served[i]!) !== classOf(r.opened)).length, 0, `epoch ${epoch}: labels right`)
+      t.same([...served].sort(), dataset.samples, `epoch ${epoch}: every sample once`)
+    }
+    const stats = await readStats(mountpoint)
+    t.equal(stats.source.kind, 'pack')
+    t.equal(stats.chunkSize, 4, 'the pack\'s chunk size')
+    t.ok(stats.source.chunksRead > 0)
+  })
+}
+
+t.test('a mounted pack presents the original tree and non-sample files byte for byte', async t => {
+  const mountpoint = emptyDir()
+  await mount(t, pack, mountpoint, '--memory', '170K', '--redirect', 'off')
+  const walk = (root: string, relative = ''): string[] => readdirSync(path.join(root, relative)).sort().flatMap(name => {
+    const child = relative === '' ? name : `${relative}/${name}`
+    return statSync(path.join(root, child)).isDirectory() ? [child + '/', ...walk(root, child)] : [child]
+  })
+  t.same(walk(mountpoint), walk(dataset.root))
+  for (const relative of walk(dataset.root)) {
+    const a = statSync(path.join(dataset.root, relative))
+    const b = statSync(path.join(mountpoint, relative))
+    t.same([b.size, b.mode], [a.size, a.mode], relative)
+    t.ok(Math.abs(b.mtimeMs - a.mtimeMs) < 1, `${relative}: mtime`)
+  }
+  for (const [relative, bytes] of dataset.others) t.equal(sha1(await fs.readFile(path.join(mountpoint, relative))), sha1(bytes), relative)
+})
+
+t.test('a flipped byte in a chunk is reported by verify and never served by the mount', async t => {
+  const index = await loadPackIndex(pack)
+  const victim = index.sampleEntry[7]
+  const victimPath = index.path(victim)
+  const chunk = index.arrays.chunk[victim]
+  const damaged = await damagedCopy('flipped', async chunks => {
+    const handle = await fs.open(chunks, 'r+')
+    const position = index.arrays.location[victim] + 100
+    const byte = Buffer.alloc(1)
+    await handle.read(byte, 0, 1, position)
+    byte[0] ^= 0xff
+    await handle.write(byte, 0, 1, position)
+    await handle.close()
+  })
+  const report = await redirfs('verify', damaged)
+  t.equal(report.code, 1)
+  t.match(report.stdout, `chunk ${chunk} (class ${classOf(victimPath)}): checksum mismatch in ${victimPath}`)
+
+  const mountpoint = emptyDir()
+  await mount(t, damaged, mountpoint, '--memory', '170K', '--redirect', 'off')
+  const inChunk = new Set(index.tree.samples.filter((_, id) => index.arrays.chunk[index.sampleEntry[id]] === chunk).map(s => s.path))
+  for (const relative of dataset.samples) {
+    if (inChunk.has(relative)) {
+      await t.rejects(readFileAsTrainer(mountpoint, relative), { code: 'EIO' }, `${relative} is in the damaged chunk`)
+    } else {
+      t.equal(dataset.byContent.get((await readFileAsTrainer(mountpoint, relative)).content), relative)
+    }
+  }
+  t.ok((await readStats(mountpoint)).source.corruptChunks >= 1)
+})
+
+t.test('a truncated chunk file is reported by verify and its lost chunks are never served', async t => {
+  const index = await loadPackIndex(pack)
+  const lastChunk = index.header.chunks - 1
+  const damaged = await damagedCopy('truncated', async chunks => { await fs.truncate(chunks, index.arrays.chunkOffset[lastChunk] + 10) })
+  const report = await redirfs('verify', damaged)
+  t.equal(report.code, 1)
+  t.match(report.stdout, `chunk ${lastChunk} `)
+  t.match(report.stdout, /truncated/)
+
+  const mountpoint = emptyDir()
+  await mount(t, damaged, mountpoint, '--memory', '170K', '--redirect', 'strict')
+  const lost = index.tree.samples.filter((_, id) => index.arrays.chunk[index.sampleEntry[id]] === lastChunk).length
+  const results = await Promise.allSettled(dataset.samples.map(async relative => await readFileAsTrainer(mountpoint, relative)))
+  const served = results.flatMap(r => (r.status === 'fulfilled' ? [r.value] : []))
+  t.equal(results.filter(r => r.status === 'rejected').length, lost, 'one EIO per file of the lost chunk')
+  t.ok(results.every(r => r.status === 'fulfilled' || (r.reason as NodeJS.ErrnoException).code === 'EIO'))
+  t.ok(served.every(r => dataset.byContent.has(r.content) && classOf(dataset.byContent.get(r.content)!) === classOf(r.opened)), 'what is served is intact and of the right class')
+})
+
+t.test('an interrupted pack leaves nothing that looks like a pack', async t => {
+  const big = path.join(work, 'big-source')
+  for (let c = 0; c < 4; c++) {
+    await fs.mkdir(path.join(big, `class${c}`), { recursive: true })
+    for (let i = 0; i < 400; i++) await fs.writeFile(path.join(big, `class${c}`, `${i}.jpg`), Buffer.alloc(200_000, i))
+  }
+  const out = path.join(work, 'interrupted')
+  const child = spawn(CLI, ['pack', big, out, '--chunk-size', '8'], { stdio: 'ignore' })
+  t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
+  const partial = `${out}.partial-${child.pid}`
+  for (let i = 0; i < 2000 && !(existsSync(path.join(partial, 'chunks.bin')) && statSync(path.join(partial, 'chunks.bin')).size > 0); i++) {
+    await new Promise(resolve => setTimeout(resolve, 5))
+  }
+  child.kill('SIGKILL')
+  await new Promise(resolve => child.on('exit', resolve))
+  t.ok(existsSync(partial), 'the pack was caught mid-way')
+  t.notOk(existsSync(out), 'no pack at the output path')
+  t.notOk(existsSync(path.join(partial, 'index.bin')), 'the partial directory has no index')
+  const verify = await redirfs('verify', partial)
+  t.equal(verify.code, 1)
+  t.match(verify.stderr, /is not a redirfs pack/)
+})
+
+t.test('pack refuses an existing output, and a pack refuses another chunk size', async t => {
+  const exists = await redirfs('pack', dataset.root, pack)
+  t.equal(exists.code, 1)
+  t.match(exists.stderr, /already exists/)
+  const mountpoint = emptyDir()
+  const wrongK = await redirfs('mount', pack, mountpoint, '--chunk-size', '16')
+  t.equal(wrongK.code, 1)
+  t.match(wrongK.stderr, /written with chunk size 4/)
+})
+
+t.test('the daemon does not keep a second copy of a pack in the page cache', async t => {
+  const index = await loadPackIndex(pack)
+  const chunks = path.join(pack, 'chunks.bin')
+  const resident = async (): Promise<number> => Number((await run('fincore', ['--bytes', '--noheadings', '--output', 'RES', chunks])).stdout.trim())
+  await fs.writeFile('/proc/sys/vm/drop_caches', '1')
+  const mountpoint = emptyDir()
+  await mount(t, pack, mountpoint, '--memory', '170K', '--redirect', 'pool')
+  await readEpoch(mountpoint, dataset.samples, 3)
+  const afterMount = await resident()
+  t.ok(afterMount <= 0.1 * statSync(chunks).size, `page cache holds ${afterMount} of ${statSync(chunks).size} bytes after reading every chunk`)
+  // The control: a buffered read of the same file does fill the page cache.
+  await fs.readFile(chunks)
+  t.ok(await resident() > 0.5 * statSync(chunks).size, 'a buffered read would have cached it')
+  t.ok(index.header.chunks > 0)
+})

@@ -1,17 +1,22 @@
 /**
  * Chunk source for a plain ImageFolder directory: no conversion step.
  *
- * A chunk's files are scattered on disk, so a load reads them concurrently
- * (bounded, so one load cannot flood the disk queue or the thread pool) and
+ * A chunk's files are scattered on disk, so a load reads them in a few
+ * batches that run in parallel on the thread pool (the native reader reads
+ * a whole batch per trip, where fs.readFile costs four trips per file), and
  * reads only the files the protocol can place; the chunk as a unit exists
- * only in the layout.
+ * only in the layout. Concurrency is bounded across loads, so one load
+ * cannot flood the disk queue.
  */
-import { promises as fs } from 'node:fs'
 import path from 'node:path'
 import pLimit from 'p-limit'
 import type { Logger } from 'pino'
 import type { SampleFile } from '../redirect/layout'
+import { native } from './native'
 import type { ChunkRequest, ChunkSource } from './source'
+
+/** Files per native batch: small enough that a chunk's batches run in parallel. */
+const BATCH_FILES = 8
 
 export class DirectorySource implements ChunkSource {
   private readonly limit: ReturnType<typeof pLimit>
@@ -23,24 +28,29 @@ export class DirectorySource implements ChunkSource {
     private readonly root: string,
     private readonly files: readonly SampleFile[],
     private readonly log: Logger,
-    concurrency = 16
+    /** Batches in flight at once, across all loads. */
+    concurrency = 8
   ) {
+    native()
     this.limit = pLimit(concurrency)
   }
 
   async fetch (request: ChunkRequest): Promise<Map<number, Buffer>> {
     const delivered = new Map<number, Buffer>()
-    await Promise.all(request.files.map(id => this.limit(async () => {
-      const file = this.files[id]
-      try {
-        const bytes = await fs.readFile(path.join(this.root, file.path))
-        delivered.set(id, bytes)
+    const batches: number[][] = []
+    for (let i = 0; i < request.files.length; i += BATCH_FILES) batches.push(request.files.slice(i, i + BATCH_FILES))
+    await Promise.all(batches.map(batch => this.limit(async () => {
+      const results = await native().readFiles(batch.map(id => path.join(this.root, this.files[id].path)))
+      results.forEach((result, i) => {
+        if (result instanceof Error) {
+          this.readErrors++
+          this.log.error({ file: this.files[batch[i]].path, pc: request.pc, err: result.message }, 'cannot read sample file')
+          return
+        }
+        delivered.set(batch[i], result)
         this.filesRead++
-        this.bytesRead += bytes.length
-      } catch (err) {
-        this.readErrors++
-        this.log.error({ file: file.path, pc: request.pc, err: (err as Error).message }, 'cannot read sample file')
-      }
+        this.bytesRead += result.length
+      })
     })))
     return delivered
   }

@@ -102,8 +102,9 @@ export function decodeIndex (bytes: Buffer, file: string): DecodedIndex {
   if (version !== PACK_VERSION) throw bad(`format version ${version}, this redirfs reads version ${PACK_VERSION}`)
   const body = bytes.subarray(0, bytes.length - 4)
   if (crc32(body) !== bytes.readUInt32LE(bytes.length - 4)) throw bad('index checksum mismatch (damaged or incomplete)')
-  // Typed-array views need aligned memory: copy once into a fresh buffer.
-  const aligned = Buffer.from(new Uint8Array(body))
+  // Typed-array views need 8-byte aligned memory; a large readFile buffer
+  // starts its own allocation, so a copy is only needed for a small one.
+  const aligned = body.byteOffset % 8 === 0 ? body : Buffer.from(new Uint8Array(body))
   const jsonLength = aligned.readUInt32LE(PACK_MAGIC.length + 4)
   let position = PACK_MAGIC.length + 8
   const header = JSON.parse(aligned.toString('utf8', position, position + jsonLength)) as PackHeader

@@ -16,9 +16,16 @@ export const CHUNKS_FILE = 'chunks.bin'
 export const OTHERS_FILE = 'others.bin'
 
 class PackEntry implements TreeEntry {
-  children?: string[]
+  /** Entry indices of a directory's children; names are decoded on readdir. */
+  childEntries?: number[]
   sample?: number
-  constructor (private readonly arrays: PackArrays, readonly index: number) {}
+  constructor (private readonly pack: { arrays: PackArrays, nameOf: (entry: number) => string }, readonly index: number) {}
+
+  get children (): string[] | undefined {
+    return this.childEntries?.map(this.pack.nameOf)
+  }
+
+  private get arrays (): PackArrays { return this.pack.arrays }
 
   get attributes (): EntryAttributes {
     const a = this.arrays
@@ -64,16 +71,18 @@ export async function loadPackIndex (directory: string): Promise<PackIndex> {
   const groups = new Map<string, string>()
   const intern = (name: string): string => { const known = groups.get(name); if (known !== undefined) return known; groups.set(name, name); return name }
   const pathOf = (i: number): string => paths.toString('utf8', i === 0 ? 0 : arrays.pathEnd[i - 1], arrays.pathEnd[i])
+  const nameOf = (i: number): string => { const relative = pathOf(i); return relative.slice(relative.lastIndexOf('/') + 1) }
+  const shared = { arrays, nameOf }
 
   for (let i = 0; i < header.entries; i++) {
     const relative = pathOf(i)
-    const entry = new PackEntry(arrays, i)
-    if (arrays.kind[i] === EntryKind.Directory) entry.children = []
+    const entry = new PackEntry(shared, i)
+    if (arrays.kind[i] === EntryKind.Directory) entry.childEntries = []
     if (relative !== '') {
       const slash = relative.lastIndexOf('/')
-      const parent = entries.get(slash < 0 ? '' : relative.slice(0, slash))
-      if (parent?.children === undefined) throw new RedirfsError(`${file} is damaged: ${relative} has no parent directory`)
-      parent.children.push(relative.slice(slash + 1))
+      const parent = entries.get(slash < 0 ? '' : relative.slice(0, slash)) as PackEntry | undefined
+      if (parent?.childEntries === undefined) throw new RedirfsError(`${file} is damaged: ${relative} has no parent directory`)
+      parent.childEntries.push(i)
     }
     if (arrays.kind[i] === EntryKind.Sample) {
       entry.sample = samples.length

@@ -1,0 +1,428 @@
+"""redirfs benchmarks: every loader side by side, in one run, under real limits.
+
+  npm run bench -- [options]        (or /usr/bin/python3 bench/run.py --help)
+
+What one run does (DESIGN.md section 6):
+- makes a JPEG ImageFolder (mean ~110 KB, --size, kept in --data between runs) and packs of it;
+- puts the trainer *and* the redirfs daemon in a cgroup v1 memory limit (process allowance plus
+  --memory-fraction of the dataset, so the page cache cannot hold the dataset) and a blkio throttle
+  on the data disk (--profile nas: 500 IOPS, 200 MB/s; ssd: none; or --iops/--bps);
+- drops the page cache before each loader, runs it for --epochs, and reads what the device served;
+- compares PyTorch ImageFolder on the raw directory, a CoorDL-style static cache of the same memory,
+  redirfs (strict/pool/off over the directory and over a pack) and No-I/O, for the read-only and the
+  full (decode + RandomResizedCrop + ToTensor) pipeline;
+- optionally sweeps the chunk size (--sweep) and measures the FUSE hot path (--hot-path);
+- writes bench/results/latest.{json,md,svg}; restores every cgroup setting at the end.
+"""
+import argparse
+import concurrent.futures
+import datetime
+import glob
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+REDIRFS = os.path.join(ROOT, "bin", "redirfs")
+PYTHON = "/usr/bin/python3"
+TRAINER = os.path.join(HERE, "trainer.py")
+CGROUP = "redirfs-bench"
+PROFILES = {"nas": (500, 200 * 10**6), "ssd": (0, 0)}
+ALL_LOADERS = ["pytorch", "static", "strict", "pool", "off", "pack-strict", "pack-pool", "noio"]
+
+
+def size_arg(text):
+    units = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+    text = text.strip().lower().rstrip("b").rstrip("i")
+    return int(float(text[:-1]) * units[text[-1]]) if text[-1] in units else int(text)
+
+
+def log(message):
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- data
+
+def _make_class(args):
+    root, c, count, seed = args
+    import numpy as np
+    from PIL import Image
+    rng = np.random.default_rng(seed * 100_003 + c)
+    directory = os.path.join(root, f"class{c:03d}")
+    os.makedirs(directory, exist_ok=True)
+    total = 0
+    for i in range(count):
+        side = int(rng.integers(320, 450))
+        base = rng.integers(0, 256, size=(side // 4, side // 4, 3), dtype=np.uint8)
+        image = np.asarray(Image.fromarray(base).resize((side, side), Image.BILINEAR)).astype(np.int16)
+        image += rng.integers(-50, 50, size=image.shape).astype(np.int16)
+        path = os.path.join(directory, f"img{i:06d}.jpg")
+        Image.fromarray(image.clip(0, 255).astype(np.uint8)).save(path, "JPEG", quality=90)
+        total += os.path.getsize(path)
+    return total
+
+
+def ensure_dataset(data_dir, size, classes, seed):
+    root = os.path.join(data_dir, f"jpeg-{size // 2**20}M-{classes}c-s{seed}")
+    marker = os.path.join(root, ".complete.json")
+    if os.path.exists(marker):
+        with open(marker) as f:
+            return root, json.load(f)
+    shutil.rmtree(root, ignore_errors=True)
+    files = max(classes, size // (110 * 1024))
+    # Uneven classes, as real datasets have: weights between 0.5 and 1.5.
+    weights = [0.5 + ((c * 7919) % 1000) / 1000 for c in range(classes)]
+    counts = [max(1, round(files * w / sum(weights))) for w in weights]
+    log(f"generating {sum(counts)} JPEGs in {classes} classes into {root} (once; kept for later runs)")
+    with concurrent.futures.ProcessPoolExecutor(os.cpu_count()) as pool:
+        total = sum(pool.map(_make_class, [(root, c, n, seed) for c, n in enumerate(counts)]))
+    info = {"files": sum(counts), "bytes": total, "classes": classes}
+    with open(marker, "w") as f:
+        json.dump(info, f)
+    return root, info
+
+
+def ensure_pack(data_dir, root, chunk_size):
+    pack = os.path.join(data_dir, os.path.basename(root) + f".pack-k{chunk_size}")
+    if not os.path.exists(os.path.join(pack, "index.bin")):
+        for partial in glob.glob(pack + ".partial-*"):
+            shutil.rmtree(partial, ignore_errors=True)
+        log(f"packing {root} with K={chunk_size}")
+        subprocess.run([REDIRFS, "pack", root, pack, "--chunk-size", str(chunk_size)], check=True, stdout=subprocess.DEVNULL)
+    return pack
+
+
+# ---------------------------------------------------------------- limits
+
+def device_of(path):
+    st = os.stat(path)
+    return f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+
+
+class Limits:
+    """Our own cgroups under the v1 memory and blkio hierarchies; removed on close."""
+
+    def __init__(self, memory_limit, iops, bps, device):
+        self.memory = f"/sys/fs/cgroup/memory/{CGROUP}"
+        self.blkio = f"/sys/fs/cgroup/blkio/{CGROUP}"
+        self.device = device
+        self.close()
+        os.makedirs(self.memory)
+        os.makedirs(self.blkio)
+        self._write(self.memory, "memory.limit_in_bytes", str(memory_limit))
+        if iops:
+            self._write(self.blkio, "blkio.throttle.read_iops_device", f"{device} {iops}")
+        if bps:
+            self._write(self.blkio, "blkio.throttle.read_bps_device", f"{device} {bps}")
+
+    @staticmethod
+    def _write(group, name, value):
+        with open(os.path.join(group, name), "w") as f:
+            f.write(value)
+
+    def add(self, pid):
+        for group in (self.memory, self.blkio):
+            self._write(group, "cgroup.procs", str(pid))
+
+    def wrap(self, command):
+        """A command that joins the cgroups before it execs."""
+        joins = "; ".join(f"echo $$ > {g}/cgroup.procs" for g in (self.memory, self.blkio))
+        return ["sh", "-c", f'{joins}; exec "$@"', "bench"] + command
+
+    def device_reads(self):
+        result = {}
+        for name, key in (("blkio.throttle.io_service_bytes", "bytes"), ("blkio.throttle.io_serviced", "ops")):
+            with open(os.path.join(self.blkio, name)) as f:
+                for line in f:
+                    parts = line.split()
+                    if len(parts) == 3 and parts[0] == self.device and parts[1] == "Read":
+                        result[key] = int(parts[2])
+        return result.get("bytes", 0), result.get("ops", 0)
+
+    def close(self):
+        for group, parent in ((getattr(self, "memory", None), "/sys/fs/cgroup/memory"), (getattr(self, "blkio", None), "/sys/fs/cgroup/blkio")):
+            if group and os.path.isdir(group):
+                with open(os.path.join(group, "cgroup.procs")) as f:
+                    pids = f.read().split()
+                for pid in pids:
+                    try:
+                        self._write(parent, "cgroup.procs", pid)
+                    except OSError:
+                        pass
+                os.rmdir(group)
+
+
+def drop_caches():
+    subprocess.run(["sync"], check=True)
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("1")
+
+
+# ---------------------------------------------------------------- runs
+
+class Mount:
+    def __init__(self, source, mode, memory, limits, extra=()):
+        self.mountpoint = tempfile.mkdtemp(prefix="redirfs-bench-mnt-")
+        subprocess.run([REDIRFS, "mount", source, self.mountpoint, "--memory", str(memory), "--redirect", mode, "--log-level", "warn", *extra],
+                       check=True, stdout=subprocess.DEVNULL)
+        self.pid = self.stats()["pid"]
+        if limits:
+            limits.add(self.pid)
+
+    def stats(self):
+        with open(os.path.join(self.mountpoint, ".redirfs", "stats")) as f:
+            return json.load(f)
+
+    def peak_rss(self):
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+        return 0
+
+    def close(self):
+        subprocess.run([REDIRFS, "umount", "--force", self.mountpoint], check=False)
+        os.rmdir(self.mountpoint)
+
+
+def run_trainer(limits, root, loader, pipeline, args, info, cache_bytes=0):
+    command = [PYTHON, TRAINER, root, "--loader", loader, "--pipeline", pipeline, "--epochs", str(args.epochs),
+               "--workers", str(args.workers), "--batch-size", str(args.batch_size), "--cache-bytes", str(cache_bytes),
+               "--samples", str(info["files"])]
+    done = subprocess.run(limits.wrap(command) if limits else command, check=True, capture_output=True, text=True)
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return [line for line in lines if "epoch" in line], next((line for line in lines if "staticHits" in line), {})
+
+
+def measure(name, pipeline, args, info, sources, limits, memory):
+    drop_caches()
+    before = limits.device_reads() if limits else (0, 0)
+    mount = None
+    extra = {}
+    try:
+        if name in ("pytorch", "static", "noio"):
+            loader = {"pytorch": "imagefolder", "static": "static", "noio": "noio"}[name]
+            epochs, static = run_trainer(limits, sources["dir"], loader, pipeline, args, info, cache_bytes=memory)
+            extra.update(static)
+        else:
+            mode = name.split("-")[-1]
+            source = sources["pack"] if name.startswith("pack-") else sources["dir"]
+            mount = Mount(source, mode, memory, limits, () if name.startswith("pack-") else ("--chunk-size", str(args.chunk_size)))
+            epochs, _ = run_trainer(limits, mount.mountpoint, "imagefolder", pipeline, args, info)
+            stats = mount.stats()
+            p = stats["protocol"]
+            extra.update({"openWaitFraction": p["waitedOpens"] / max(1, p["opens"]), "chunkLoadsPerPcPerEpoch": p["chunkLoads"] / stats["layout"]["physicalChunks"] / args.epochs,
+                          "daemonPeakRssBytes": mount.peak_rss(), "redirects": p["redirects"], "opens": p["opens"]})
+    finally:
+        if mount:
+            mount.close()
+    after = limits.device_reads() if limits else (0, 0)
+    later = [e["samples"] / e["seconds"] for e in epochs[1:]] or [e["samples"] / e["seconds"] for e in epochs]
+    row = {"loader": name, "pipeline": pipeline, "samplesPerSecond": statistics.median(later), "epochs": epochs,
+           "deviceBytes": after[0] - before[0], "deviceOps": after[1] - before[1],
+           "readAmplification": (after[0] - before[0]) / args.epochs / info["bytes"], **extra}
+    log(f"{pipeline:5s} {name:12s} {row['samplesPerSecond']:8.0f} samples/s  device {row['deviceBytes'] / 2**20:8.0f} MiB in {row['deviceOps']} ops")
+    return row
+
+
+# ---------------------------------------------------------------- hot path
+
+def read_all(paths, threads):
+    def one(path):
+        with open(path, "rb") as f:
+            return len(f.read())
+    started = time.time()
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        total = sum(pool.map(one, paths, chunksize=64))
+    return len(paths) / (time.time() - started), total
+
+
+def hot_path(root, info, args):
+    """Files/s through the mount with everything in memory versus raw page-cache reads."""
+    rel = sorted(os.path.relpath(p, root) for p in glob.glob(os.path.join(root, "*", "*.jpg")))[: args.hot_files]
+    raw_paths = [os.path.join(root, r) for r in rel]
+    read_all(raw_paths, args.threads)  # warm the page cache
+    raw = max(read_all(raw_paths, args.threads)[0] for _ in range(2))
+    subset = tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False)
+    subset.write("\n".join(rel))
+    subset.close()
+    prof_dir = tempfile.mkdtemp(prefix="redirfs-prof-")
+    env = dict(os.environ, NODE_OPTIONS=f"--cpu-prof --cpu-prof-dir={prof_dir}")
+    mountpoint = tempfile.mkdtemp(prefix="redirfs-bench-hot-")
+    memory = 2 * sum(os.path.getsize(p) for p in raw_paths)
+    subprocess.run([REDIRFS, "mount", root, mountpoint, "--memory", str(memory), "--include", subset.name, "--redirect", "strict", "--log-level", "warn"],
+                   check=True, stdout=subprocess.DEVNULL, env=env)
+    try:
+        mounted_paths = [os.path.join(mountpoint, r) for r in rel]
+        read_all(mounted_paths, args.threads)
+        through = max(read_all(mounted_paths, args.threads)[0] for _ in range(2))
+    finally:
+        subprocess.run([REDIRFS, "umount", "--force", mountpoint], check=False)
+        os.rmdir(mountpoint)
+        os.unlink(subset.name)
+    time.sleep(1)
+    profile = summarize_profile(prof_dir)
+    shutil.rmtree(prof_dir, ignore_errors=True)
+    return {"files": len(rel), "threads": args.threads, "rawFilesPerSecond": raw, "mountFilesPerSecond": through,
+            "ratio": through / raw, "daemonProfile": profile}
+
+
+def summarize_profile(prof_dir):
+    """Self time per function of the daemon's CPU profile, top entries, as shares of samples."""
+    files = glob.glob(os.path.join(prof_dir, "*.cpuprofile"))
+    if not files:
+        return []
+    profile = json.load(open(max(files, key=os.path.getsize)))
+    by_id = {node["id"]: node for node in profile["nodes"]}
+    counts = {}
+    for sample in profile.get("samples", []):
+        frame = by_id[sample]["callFrame"]
+        where = f"{frame['functionName'] or '(anonymous)'} {os.path.basename(frame['url']) or ''}:{frame['lineNumber'] + 1}".strip()
+        counts[where] = counts.get(where, 0) + 1
+    total = sum(counts.values()) or 1
+    return [{"function": k, "share": v / total} for k, v in sorted(counts.items(), key=lambda kv: -kv[1])[:12]]
+
+
+# ---------------------------------------------------------------- report
+
+def ratio(a, b):
+    return a / b if b else float("nan")
+
+
+def write_report(result, out):
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "latest.json"), "w") as f:
+        json.dump(result, f, indent=2)
+    lines = [f"Run {result['startedAt']}: `{result['command']}`", "",
+             f"Dataset {result['dataset']['files']} JPEGs, {result['dataset']['bytes'] / 2**30:.2f} GiB, {result['dataset']['classes']} classes; "
+             f"memory {result['memoryFraction']:.0%} of it ({result['memoryBytes'] / 2**20:.0f} MiB) plus {result['allowanceBytes'] / 2**20:.0f} MiB for processes; "
+             f"profile {result['profile']} ({result['iops'] or 'no'} IOPS, {result['bps'] / 10**6 if result['bps'] else 'no'} MB/s limit); "
+             f"{result['epochs']} epochs, {result['workers']} workers, batch {result['batchSize']}, K={result['chunkSize']}.", ""]
+    for pipeline in result["pipelines"]:
+        rows = [r for r in result["rows"] if r["pipeline"] == pipeline]
+        base = next((r["samplesPerSecond"] for r in rows if r["loader"] == "pytorch"), 0)
+        static = next((r["samplesPerSecond"] for r in rows if r["loader"] == "static"), 0)
+        lines += [f"**{pipeline} pipeline** (samples/s: median of epochs 2..{result['epochs']})", "",
+                  "| loader | samples/s | vs PyTorch | vs static cache | device MiB/epoch | device ops/epoch | read amplification | opens waited | daemon peak RSS |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for r in rows:
+            waited = f"{r['openWaitFraction']:.1%}" if "openWaitFraction" in r else "-"
+            rss = f"{r['daemonPeakRssBytes'] / 2**20:.0f} MiB" if "daemonPeakRssBytes" in r else "-"
+            lines.append(f"| {r['loader']} | {r['samplesPerSecond']:.0f} | {ratio(r['samplesPerSecond'], base):.2f}x | {ratio(r['samplesPerSecond'], static):.2f}x | "
+                         f"{r['deviceBytes'] / result['epochs'] / 2**20:.0f} | {r['deviceOps'] / result['epochs']:.0f} | {r['readAmplification']:.2f} | {waited} | {rss} |")
+        lines.append("")
+    if result.get("sweep"):
+        lines += ["**Chunk-size sweep** (pack, read pipeline)", "", "| K | mode | samples/s | chunk loads / PC / epoch | read amplification |", "|---|---|---|---|---|"]
+        lines += [f"| {r['chunkSize']} | {r['loader']} | {r['samplesPerSecond']:.0f} | {r.get('chunkLoadsPerPcPerEpoch', 0):.2f} | {r['readAmplification']:.2f} |" for r in result["sweep"]]
+        lines.append("")
+    if result.get("hotPath"):
+        h = result["hotPath"]
+        lines += [f"**Hot path**: {h['files']} files, {h['threads']} reader threads, everything in memory: "
+                  f"raw page cache {h['rawFilesPerSecond']:.0f} files/s, through the mount {h['mountFilesPerSecond']:.0f} files/s ({h['ratio']:.2f} of raw). "
+                  "Daemon CPU profile (share of samples):", "", "| function | share |", "|---|---|"]
+        lines += [f"| `{p['function']}` | {p['share']:.1%} |" for p in h["daemonProfile"]]
+        lines.append("")
+    with open(os.path.join(out, "latest.md"), "w") as f:
+        f.write("\n".join(lines))
+    with open(os.path.join(out, "latest.svg"), "w") as f:
+        f.write(svg_chart(result))
+    return "\n".join(lines)
+
+
+def svg_chart(result):
+    """Horizontal bars of samples/s per loader, one panel per pipeline."""
+    panels = [(p, [r for r in result["rows"] if r["pipeline"] == p]) for p in result["pipelines"]]
+    bar, gap, left, width = 18, 6, 110, 420
+    height = sum(40 + len(rows) * (bar + gap) for _, rows in panels) + 10
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 90}" height="{height}" font-family="sans-serif" font-size="12">',
+           '<rect width="100%" height="100%" fill="white"/>']
+    y = 10
+    for pipeline, rows in panels:
+        top = max([r["samplesPerSecond"] for r in rows] + [1])
+        out.append(f'<text x="4" y="{y + 14}" font-weight="bold">{pipeline} pipeline: samples/s ({result["profile"]}, memory {result["memoryFraction"]:.0%})</text>')
+        y += 26
+        for r in rows:
+            w = width * r["samplesPerSecond"] / top
+            color = "#2b6cb0" if r["loader"] in ("strict", "pool", "off") or r["loader"].startswith("pack-") else "#a0aec0"
+            out.append(f'<text x="{left - 6}" y="{y + 13}" text-anchor="end">{r["loader"]}</text>')
+            out.append(f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{bar}" fill="{color}"/>')
+            out.append(f'<text x="{left + w + 4:.1f}" y="{y + 13}">{r["samplesPerSecond"]:.0f}</text>')
+            y += bar + gap
+        y += 14
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------- main
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", type=size_arg, default=size_arg("2G"), help="dataset size (default 2G)")
+    parser.add_argument("--classes", type=int, default=100)
+    parser.add_argument("--data", default=os.path.join(HERE, "data"), help="where datasets and packs are kept between runs")
+    parser.add_argument("--memory-fraction", type=float, default=0.25, help="memory for data, as a fraction of the dataset (default 0.25)")
+    parser.add_argument("--allowance", type=size_arg, default=size_arg("2G"), help="cgroup memory for the processes themselves, on top of the data share")
+    parser.add_argument("--profile", choices=sorted(PROFILES) + ["custom"], default="nas")
+    parser.add_argument("--iops", type=int, default=0, help="custom profile: read IOPS limit")
+    parser.add_argument("--bps", type=int, default=0, help="custom profile: read bytes/s limit")
+    parser.add_argument("--loaders", default=",".join(ALL_LOADERS))
+    parser.add_argument("--pipelines", default="read,full")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--chunk-size", type=int, default=64)
+    parser.add_argument("--sweep", default="", help="chunk sizes to sweep over a pack, e.g. 1,4,16,64,256")
+    parser.add_argument("--hot-path", action="store_true", help="also measure files/s through the mount versus the page cache")
+    parser.add_argument("--hot-files", type=int, default=5000)
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default=os.path.join(HERE, "results"))
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench: run as root (cgroups, drop_caches, FUSE)")
+
+    os.makedirs(args.data, exist_ok=True)
+    root, info = ensure_dataset(args.data, args.size, args.classes, args.seed)
+    loaders = [name for name in args.loaders.split(",") if name]
+    unknown = set(loaders) - set(ALL_LOADERS)
+    if unknown:
+        sys.exit(f"bench: unknown loaders {', '.join(sorted(unknown))}; known: {', '.join(ALL_LOADERS)}")
+    sources = {"dir": root}
+    if any(name.startswith("pack-") for name in loaders):
+        sources["pack"] = ensure_pack(args.data, root, args.chunk_size)
+    sweep = [int(k) for k in args.sweep.split(",") if k]
+    packs = {k: ensure_pack(args.data, root, k) for k in sweep}
+    iops, bps = PROFILES.get(args.profile, (args.iops, args.bps))
+    memory = int(info["bytes"] * args.memory_fraction)
+    result = {"startedAt": datetime.datetime.now().isoformat(timespec="seconds"), "command": "npm run bench -- " + " ".join(sys.argv[1:]),
+              "dataset": info, "memoryFraction": args.memory_fraction, "memoryBytes": memory, "allowanceBytes": args.allowance,
+              "profile": args.profile, "iops": iops, "bps": bps, "epochs": args.epochs, "workers": args.workers,
+              "batchSize": args.batch_size, "chunkSize": args.chunk_size, "pipelines": args.pipelines.split(","), "rows": [], "sweep": []}
+
+    limits = Limits(args.allowance + memory, iops, bps, device_of(root))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    try:
+        for pipeline in result["pipelines"]:
+            for name in loaders:
+                result["rows"].append(measure(name, pipeline, args, info, sources, limits, memory))
+        for k in sweep:
+            for mode in ("strict", "pool"):
+                row = measure(f"pack-{mode}", "read", args, info, {"dir": root, "pack": packs[k]}, limits, memory)
+                row["chunkSize"] = k
+                result["sweep"].append(row)
+    finally:
+        limits.close()
+    if args.hot_path:
+        result["hotPath"] = hot_path(root, info, args)
+    print(write_report(result, args.out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+"""One benchmark run: reads an ImageFolder for some epochs and reports per-epoch times.
+
+Runs inside the benchmark's cgroups (bench/run.py puts it there). Loaders:
+  imagefolder  torchvision ImageFolder on the given root (a raw directory or a redirfs mount)
+  static       a CoorDL-style static cache: the first --cache-bytes of samples read are kept
+               in shared memory and never evicted; the rest is read from the root every epoch
+  noio         synthetic samples, no I/O at all: the upper bound
+Pipelines:
+  read         the sample's bytes only (a pure I/O test)
+  full         decode + RandomResizedCrop(224) + ToTensor
+Prints one JSON line per epoch: {"epoch", "samples", "seconds"}.
+"""
+import argparse
+import json
+import multiprocessing
+import os
+import time
+
+import numpy as np
+import torch
+from PIL import Image
+from torchvision import datasets, transforms
+
+
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+FULL = transforms.Compose([transforms.RandomResizedCrop(224), transforms.ToTensor()])
+
+
+def decode(data):
+    import io
+    return FULL(Image.open(io.BytesIO(data)).convert("RGB"))
+
+
+class BytesFolder(torch.utils.data.Dataset):
+    """ImageFolder's file list and labels; returns what the pipeline makes of the bytes."""
+
+    def __init__(self, root, pipeline):
+        self.folder = datasets.ImageFolder(root, loader=lambda p: p)
+        self.pipeline = pipeline
+
+    def __len__(self):
+        return len(self.folder.samples)
+
+    def load(self, index):
+        return read_bytes(self.folder.samples[index][0])
+
+    def __getitem__(self, index):
+        data = self.load(index)
+        sample = len(data) if self.pipeline == "read" else decode(data)
+        return sample, self.folder.samples[index][1]
+
+
+class StaticCache(BytesFolder):
+    """Fill once, never evict: a shared-memory arena that worker processes fill as they read."""
+
+    def __init__(self, root, pipeline, cache_bytes):
+        super().__init__(root, pipeline)
+        from multiprocessing import shared_memory
+        self.arena = shared_memory.SharedMemory(create=True, size=max(1, cache_bytes))
+        self.capacity = cache_bytes
+        self.used = multiprocessing.Value("q", 0)
+        self.slots = multiprocessing.Array("q", 2 * len(self), lock=False)  # offset, length (+1); 0 = not cached
+        self.hits = multiprocessing.Value("q", 0)
+
+    def load(self, index):
+        offset, length = self.slots[2 * index], self.slots[2 * index + 1]
+        if length > 0:
+            with self.hits.get_lock():
+                self.hits.value += 1
+            return bytes(self.arena.buf[offset:offset + length - 1])
+        data = read_bytes(self.folder.samples[index][0])
+        with self.used.get_lock():
+            if self.used.value + len(data) > self.capacity:
+                return data
+            offset = self.used.value
+            self.used.value += len(data)
+        self.arena.buf[offset:offset + len(data)] = data
+        self.slots[2 * index], self.slots[2 * index + 1] = offset, len(data) + 1
+        return data
+
+    def close(self):
+        self.arena.close()
+        self.arena.unlink()
+
+
+class NoIO(torch.utils.data.Dataset):
+    def __init__(self, count, pipeline):
+        self.count = count
+        self.pipeline = pipeline
+        self.tensor = torch.rand(3, 224, 224)
+
+    def __len__(self):
+        return self.count
+
+    def __getitem__(self, index):
+        return (110_000 if self.pipeline == "read" else self.tensor.clone()), index % 100
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("root")
+    parser.add_argument("--loader", choices=["imagefolder", "static", "noio"], default="imagefolder")
+    parser.add_argument("--pipeline", choices=["read", "full"], default="read")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--cache-bytes", type=int, default=0)
+    parser.add_argument("--samples", type=int, default=0, help="noio: how many samples an epoch has")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+
+    if args.loader == "noio":
+        dataset = NoIO(args.samples, args.pipeline)
+    elif args.loader == "static":
+        dataset = StaticCache(args.root, args.pipeline, args.cache_bytes)
+    else:
+        dataset = BytesFolder(args.root, args.pipeline)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, shuffle=True, num_workers=args.workers,
+                                         persistent_workers=args.workers > 0)
+    try:
+        for epoch in range(args.epochs):
+            started = time.time()
+            samples = 0
+            for batch, _ in loader:
+                samples += len(batch)
+            print(json.dumps({"epoch": epoch, "samples": samples, "seconds": time.time() - started}), flush=True)
+        if args.loader == "static":
+            print(json.dumps({"staticHits": dataset.hits.value, "staticBytes": dataset.used.value}), flush=True)
+    finally:
+        if args.loader == "static":
+            dataset.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -34,6 +34,7 @@ REDIRFS = os.path.join(ROOT, "bin", "redirfs")
 PYTHON = "/usr/bin/python3"
 TRAINER = os.path.join(HERE, "trainer.py")
 CGROUP = "redirfs-bench"
+DAEMON_ALLOWANCE = 128 * 2**20  # the redirfs daemon's own memory beyond its --memory budget
 PROFILES = {"nas": (500, 200 * 10**6), "ssd": (0, 0)}
 ALL_LOADERS = ["pytorch", "static", "strict", "pool", "off", "pack-strict", "pack-pool", "noio"]
 
@@ -109,14 +110,13 @@ def device_of(path):
 class Limits:
     """Our own cgroups under the v1 memory and blkio hierarchies; removed on close."""
 
-    def __init__(self, memory_limit, iops, bps, device):
+    def __init__(self, iops, bps, device):
         self.memory = f"/sys/fs/cgroup/memory/{CGROUP}"
         self.blkio = f"/sys/fs/cgroup/blkio/{CGROUP}"
         self.device = device
         self.close()
         os.makedirs(self.memory)
         os.makedirs(self.blkio)
-        self._write(self.memory, "memory.limit_in_bytes", str(memory_limit))
         if iops:
             self._write(self.blkio, "blkio.throttle.read_iops_device", f"{device} {iops}")
         if bps:
@@ -126,6 +126,16 @@ class Limits:
     def _write(group, name, value):
         with open(os.path.join(group, name), "w") as f:
             f.write(value)
+
+    def set_memory_limit(self, limit):
+        self._write(self.memory, "memory.limit_in_bytes", str(limit))
+
+    def peak_memory(self):
+        with open(os.path.join(self.memory, "memory.max_usage_in_bytes")) as f:
+            return int(f.read())
+
+    def reset_peak_memory(self):
+        self._write(self.memory, "memory.max_usage_in_bytes", "0")
 
     def add(self, pid):
         for group in (self.memory, self.blkio):
@@ -160,9 +170,13 @@ class Limits:
 
 
 def drop_caches():
+    """Cold data, warm code: drop the page cache, then read the trainer's and the daemon's code
+    back from outside the cgroups, so device counters and memory limits see only the data."""
     subprocess.run(["sync"], check=True)
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write("1")
+    subprocess.run([PYTHON, "-c", "import torch, torchvision, PIL.Image, numpy, multiprocessing.shared_memory"], check=True)
+    subprocess.run(["node", "-e", f"require({json.dumps(os.path.join(ROOT, 'dist', 'cli', 'main.js'))}); require({json.dumps(os.path.join(ROOT, 'dist', 'daemon', 'daemon.js'))})"], check=True)
 
 
 # ---------------------------------------------------------------- runs
@@ -302,7 +316,8 @@ def write_report(result, out):
         json.dump(result, f, indent=2)
     lines = [f"Run {result['startedAt']}: `{result['command']}`", "",
              f"Dataset {result['dataset']['files']} JPEGs, {result['dataset']['bytes'] / 2**30:.2f} GiB, {result['dataset']['classes']} classes; "
-             f"memory {result['memoryFraction']:.0%} of it ({result['memoryBytes'] / 2**20:.0f} MiB) plus {result['allowanceBytes'] / 2**20:.0f} MiB for processes; "
+             f"memory {result['memoryFraction']:.0%} of it ({result['memoryBytes'] / 2**20:.0f} MiB) plus what No-I/O's processes peaked at (+10%) and {DAEMON_ALLOWANCE // 2**20} MiB for the daemon "
+             f"({', '.join(f'{p}: {a / 2**20:.0f} MiB' for p, a in result['allowanceBytes'].items())}) as the cgroup limit; "
              f"profile {result['profile']} ({result['iops'] or 'no'} IOPS, {result['bps'] / 10**6 if result['bps'] else 'no'} MB/s limit); "
              f"{result['epochs']} epochs, {result['workers']} workers, batch {result['batchSize']}, K={result['chunkSize']}.", ""]
     for pipeline in result["pipelines"]:
@@ -365,10 +380,9 @@ def svg_chart(result):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", type=size_arg, default=size_arg("2G"), help="dataset size (default 2G)")
-    parser.add_argument("--classes", type=int, default=100)
+    parser.add_argument("--classes", type=int, default=16, help="classes (default 16: ~1300 files each at 2G, as ImageNet)")
     parser.add_argument("--data", default=os.path.join(HERE, "data"), help="where datasets and packs are kept between runs")
     parser.add_argument("--memory-fraction", type=float, default=0.25, help="memory for data, as a fraction of the dataset (default 0.25)")
-    parser.add_argument("--allowance", type=size_arg, default=size_arg("2G"), help="cgroup memory for the processes themselves, on top of the data share")
     parser.add_argument("--profile", choices=sorted(PROFILES) + ["custom"], default="nas")
     parser.add_argument("--iops", type=int, default=0, help="custom profile: read IOPS limit")
     parser.add_argument("--bps", type=int, default=0, help="custom profile: read bytes/s limit")
@@ -402,16 +416,26 @@ def main():
     iops, bps = PROFILES.get(args.profile, (args.iops, args.bps))
     memory = int(info["bytes"] * args.memory_fraction)
     result = {"startedAt": datetime.datetime.now().isoformat(timespec="seconds"), "command": "npm run bench -- " + " ".join(sys.argv[1:]),
-              "dataset": info, "memoryFraction": args.memory_fraction, "memoryBytes": memory, "allowanceBytes": args.allowance,
+              "dataset": info, "memoryFraction": args.memory_fraction, "memoryBytes": memory, "allowanceBytes": {},
               "profile": args.profile, "iops": iops, "bps": bps, "epochs": args.epochs, "workers": args.workers,
               "batchSize": args.batch_size, "chunkSize": args.chunk_size, "pipelines": args.pipelines.split(","), "rows": [], "sweep": []}
 
-    limits = Limits(args.allowance + memory, iops, bps, device_of(root))
+    limits = Limits(iops, bps, device_of(root))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     try:
         for pipeline in result["pipelines"]:
+            # Calibrate: what the trainer's processes need with no data at all (No-I/O, unlimited).
+            # Every loader then gets that, plus the daemon's allowance, plus the data share; the
+            # baseline's page cache gets whatever of it redirfs would spend on its daemon.
+            limits.set_memory_limit(-1)
+            limits.reset_peak_memory()
+            noio = measure("noio", pipeline, args, info, sources, limits, memory)
+            allowance = int(limits.peak_memory() * 1.1) + DAEMON_ALLOWANCE
+            result["allowanceBytes"][pipeline] = allowance
+            limits.set_memory_limit(allowance + memory)
+            log(f"{pipeline}: cgroup memory limit {(allowance + memory) / 2**20:.0f} MiB ({allowance / 2**20:.0f} MiB for processes)")
             for name in loaders:
-                result["rows"].append(measure(name, pipeline, args, info, sources, limits, memory))
+                result["rows"].append(noio if name == "noio" else measure(name, pipeline, args, info, sources, limits, memory))
         for k in sweep:
             for mode in ("strict", "pool"):
                 row = measure(f"pack-{mode}", "read", args, info, {"dir": root, "pack": packs[k]}, limits, memory)

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <malloc.h>
 #include <string>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -25,7 +26,24 @@ namespace {
 
 constexpr size_t kAlignment = 4096;
 
-void FreeBuffer(Napi::Env, void*, void* base) { std::free(base); }
+// Buffers handed to JS are malloc'd outside V8's heap. V8 is told their size
+// (and told again when they are freed), or it would not collect them in time
+// and the daemon would hold far more than its memory budget.
+struct Allocation {
+  void* base;
+  int64_t size;
+};
+
+void FreeBuffer(Napi::Env env, char*, Allocation* allocation) {
+  Napi::MemoryManagement::AdjustExternalMemory(env, -allocation->size);
+  std::free(allocation->base);
+  delete allocation;
+}
+
+Napi::Buffer<char> HandToJs(Napi::Env env, void* base, char* data, size_t length, size_t allocated) {
+  Napi::MemoryManagement::AdjustExternalMemory(env, static_cast<int64_t>(allocated));
+  return Napi::Buffer<char>::New(env, data, length, FreeBuffer, new Allocation{base, static_cast<int64_t>(allocated)});
+}
 
 std::string ErrnoMessage(const std::string& what, int error) {
   return what + ": " + std::strerror(error);
@@ -43,7 +61,8 @@ class ReadAlignedWorker : public Napi::AsyncWorker {
     const uint64_t start = offset_ & ~(uint64_t)(kAlignment - 1);
     const uint64_t end = (offset_ + length_ + kAlignment - 1) & ~(uint64_t)(kAlignment - 1);
     const size_t size = end - start;
-    if (posix_memalign(&base_, kAlignment, size == 0 ? kAlignment : size) != 0) {
+    allocated_ = size == 0 ? kAlignment : size;
+    if (posix_memalign(&base_, kAlignment, allocated_) != 0) {
       SetError("cannot allocate an aligned buffer");
       return;
     }
@@ -66,7 +85,7 @@ class ReadAlignedWorker : public Napi::AsyncWorker {
   void OnOK() override {
     void* base = base_;
     base_ = nullptr;
-    deferred_.Resolve(Napi::Buffer<char>::New(Env(), static_cast<char*>(base) + skip_, available_, FreeBuffer, base));
+    deferred_.Resolve(HandToJs(Env(), base, static_cast<char*>(base) + skip_, available_, allocated_));
   }
 
   void OnError(const Napi::Error& error) override {
@@ -82,11 +101,13 @@ class ReadAlignedWorker : public Napi::AsyncWorker {
   bool direct_;
   void* base_ = nullptr;
   uint64_t skip_ = 0, available_ = 0;
+  size_t allocated_ = 0;
 };
 
 struct FileResult {
   char* data = nullptr;
   size_t size = 0;
+  size_t capacity = 0;
   std::string error;
 };
 
@@ -111,7 +132,7 @@ class ReadFilesWorker : public Napi::AsyncWorker {
       } else {
         char* data = r.data;
         r.data = nullptr;
-        out.Set(i, Napi::Buffer<char>::New(env, data, r.size, FreeBuffer, data));
+        out.Set(i, HandToJs(env, data, data, r.size, r.capacity));
       }
     }
     deferred_.Resolve(out);
@@ -154,6 +175,7 @@ class ReadFilesWorker : public Napi::AsyncWorker {
         result.data = bigger;
       }
     }
+    result.capacity = capacity;
     if (result.data == nullptr && result.error.empty()) result.error = path + ": out of memory";
     close(fd);
   }
@@ -195,6 +217,13 @@ Napi::Value ReadFiles(const Napi::CallbackInfo& info) {
 }
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  // Sample-sized buffers are allocated on pool threads and freed on the JS
+  // thread. With glibc's defaults (a per-thread arena each, and an mmap
+  // threshold that rises after the first frees) their memory stays in the
+  // arenas and the daemon's RSS sits far above its budget. Serve them by
+  // mmap, which returns memory to the system the moment it is freed.
+  mallopt(M_MMAP_THRESHOLD, 64 * 1024);
+  mallopt(M_ARENA_MAX, 2);
   exports.Set("readAligned", Napi::Function::New(env, ReadAligned));
   exports.Set("readFiles", Napi::Function::New(env, ReadFiles));
   exports.Set("alignment", Napi::Number::New(env, kAlignment));

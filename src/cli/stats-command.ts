@@ -1,8 +1,4 @@
-/**
- * `redirfs stats` reads the daemon's counters from `<mnt>/.redirfs/stats`;
- * `redirfs reset` signals the daemon (SIGUSR1) and waits until its reset
- * counter shows the reset was done.
- */
+/** `redirfs stats`: the daemon's counters, read from `<mnt>/.redirfs/stats`. */
 import { promises as fs } from 'node:fs'
 import path from 'node:path'
 import { RedirfsError } from '../errors'
@@ -33,13 +29,4 @@ export function formatStats (s: any): string {
     ['files', `${s.fs.openHandles} open handles, ${s.fs.passthroughOpens} pass-through opens`]
   ]
   return rows.map(([k, v]) => `${k.padEnd(10)} ${v}`).join('\n')
-}
-
-export async function resetEpochs (mountpoint: string): Promise<void> {
-  const before = await readStats(mountpoint)
-  process.kill(before.pid, 'SIGUSR1')
-  for (const deadline = Date.now() + 10_000; Date.now() < deadline; await new Promise(resolve => setTimeout(resolve, 20))) {
-    if ((await readStats(mountpoint)).protocol.resets > before.protocol.resets) return
-  }
-  throw new RedirfsError(`the daemon of ${mountpoint} (pid ${before.pid}) did not confirm the reset`)
 }

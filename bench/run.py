@@ -181,11 +181,18 @@ def drop_caches():
 
 # ---------------------------------------------------------------- runs
 
+class Infeasible(Exception):
+    """A configuration redirfs refuses (e.g. memory too small for the chunk size)."""
+
+
 class Mount:
     def __init__(self, source, mode, memory, limits, extra=()):
         self.mountpoint = tempfile.mkdtemp(prefix="redirfs-bench-mnt-")
-        subprocess.run([REDIRFS, "mount", source, self.mountpoint, "--memory", str(memory), "--redirect", mode, "--log-level", "warn", *extra],
-                       check=True, stdout=subprocess.DEVNULL)
+        done = subprocess.run([REDIRFS, "mount", source, self.mountpoint, "--memory", str(memory), "--redirect", mode, "--log-level", "warn", *extra],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if done.returncode != 0:
+            os.rmdir(self.mountpoint)
+            raise Infeasible(done.stderr.strip().removeprefix("redirfs: "))
         self.pid = self.stats()["pid"]
         if limits:
             limits.add(self.pid)
@@ -335,7 +342,8 @@ def write_report(result, out):
         lines.append("")
     if result.get("sweep"):
         lines += ["**Chunk-size sweep** (pack, read pipeline)", "", "| K | mode | samples/s | chunk loads / PC / epoch | read amplification |", "|---|---|---|---|---|"]
-        lines += [f"| {r['chunkSize']} | {r['loader']} | {r['samplesPerSecond']:.0f} | {r.get('chunkLoadsPerPcPerEpoch', 0):.2f} | {r['readAmplification']:.2f} |" for r in result["sweep"]]
+        lines += [f"| {r['chunkSize']} | {r['loader']} | {r['samplesPerSecond']:.0f} | {r.get('chunkLoadsPerPcPerEpoch', 0):.2f} | {r['readAmplification']:.2f} |"
+                  if "infeasible" not in r else f"| {r['chunkSize']} | {r['loader']} | - | - | - (refused: {r['infeasible']}) |" for r in result["sweep"]]
         lines.append("")
     if result.get("hotPath"):
         h = result["hotPath"]
@@ -438,7 +446,11 @@ def main():
                 result["rows"].append(noio if name == "noio" else measure(name, pipeline, args, info, sources, limits, memory))
         for k in sweep:
             for mode in ("strict", "pool"):
-                row = measure(f"pack-{mode}", "read", args, info, {"dir": root, "pack": packs[k]}, limits, memory)
+                try:
+                    row = measure(f"pack-{mode}", "read", args, info, {"dir": root, "pack": packs[k]}, limits, memory)
+                except Infeasible as why:
+                    log(f"K={k} {mode}: {why}")
+                    row = {"loader": f"pack-{mode}", "infeasible": str(why)}
                 row["chunkSize"] = k
                 result["sweep"].append(row)
     finally:

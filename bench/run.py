@@ -341,7 +341,7 @@ def write_report(result, out):
                          f"{r['deviceBytes'] / result['epochs'] / 2**20:.0f} | {r['deviceOps'] / result['epochs']:.0f} | {r['readAmplification']:.2f} | {waited} | {rss} |")
         lines.append("")
     if result.get("sweep"):
-        lines += ["**Chunk-size sweep** (pack, read pipeline)", "", "| K | mode | samples/s | chunk loads / PC / epoch | read amplification |", "|---|---|---|---|---|"]
+        lines += [f"**Chunk-size sweep** (pack, read pipeline, {result['sweepEpochs']} epochs)", "", "| K | mode | samples/s | chunk loads / PC / epoch | read amplification |", "|---|---|---|---|---|"]
         lines += [f"| {r['chunkSize']} | {r['loader']} | {r['samplesPerSecond']:.0f} | {r.get('chunkLoadsPerPcPerEpoch', 0):.2f} | {r['readAmplification']:.2f} |"
                   if "infeasible" not in r else f"| {r['chunkSize']} | {r['loader']} | - | - | - (refused: {r['infeasible']}) |" for r in result["sweep"]]
         lines.append("")
@@ -396,11 +396,13 @@ def main():
     parser.add_argument("--bps", type=int, default=0, help="custom profile: read bytes/s limit")
     parser.add_argument("--loaders", default=",".join(ALL_LOADERS))
     parser.add_argument("--pipelines", default="read,full")
+    parser.add_argument("--full-loaders", default="", help="loaders for the full pipeline (default: the same as --loaders)")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--chunk-size", type=int, default=64)
     parser.add_argument("--sweep", default="", help="chunk sizes to sweep over a pack, e.g. 1,4,16,64,256")
+    parser.add_argument("--sweep-epochs", type=int, default=2)
     parser.add_argument("--hot-path", action="store_true", help="also measure files/s through the mount versus the page cache")
     parser.add_argument("--hot-files", type=int, default=5000)
     parser.add_argument("--threads", type=int, default=8)
@@ -426,7 +428,7 @@ def main():
     result = {"startedAt": datetime.datetime.now().isoformat(timespec="seconds"), "command": "npm run bench -- " + " ".join(sys.argv[1:]),
               "dataset": info, "memoryFraction": args.memory_fraction, "memoryBytes": memory, "allowanceBytes": {},
               "profile": args.profile, "iops": iops, "bps": bps, "epochs": args.epochs, "workers": args.workers,
-              "batchSize": args.batch_size, "chunkSize": args.chunk_size, "pipelines": args.pipelines.split(","), "rows": [], "sweep": []}
+              "batchSize": args.batch_size, "chunkSize": args.chunk_size, "pipelines": args.pipelines.split(","), "rows": [], "sweep": [], "sweepEpochs": args.sweep_epochs}
 
     limits = Limits(iops, bps, device_of(root))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
@@ -442,12 +444,14 @@ def main():
             result["allowanceBytes"][pipeline] = allowance
             limits.set_memory_limit(allowance + memory)
             log(f"{pipeline}: cgroup memory limit {(allowance + memory) / 2**20:.0f} MiB ({allowance / 2**20:.0f} MiB for processes)")
-            for name in loaders:
+            names = [n for n in args.full_loaders.split(",") if n] if pipeline == "full" and args.full_loaders else loaders
+            for name in names:
                 result["rows"].append(noio if name == "noio" else measure(name, pipeline, args, info, sources, limits, memory))
+        sweep_args = argparse.Namespace(**{**vars(args), "epochs": args.sweep_epochs})
         for k in sweep:
             for mode in ("strict", "pool"):
                 try:
-                    row = measure(f"pack-{mode}", "read", args, info, {"dir": root, "pack": packs[k]}, limits, memory)
+                    row = measure(f"pack-{mode}", "read", sweep_args, info, {"dir": root, "pack": packs[k]}, limits, memory)
                 except Infeasible as why:
                     log(f"K={k} {mode}: {why}")
                     row = {"loader": f"pack-{mode}", "infeasible": str(why)}

@@ -201,6 +201,11 @@ class Mount:
         with open(os.path.join(self.mountpoint, ".redirfs", "stats")) as f:
             return json.load(f)
 
+    def cpu_seconds(self):
+        with open(f"/proc/{self.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def peak_rss(self):
         with open(f"/proc/{self.pid}/status") as f:
             for line in f:
@@ -240,7 +245,8 @@ def measure(name, pipeline, args, info, sources, limits, memory):
             stats = mount.stats()
             p = stats["protocol"]
             extra.update({"openWaitFraction": p["waitedOpens"] / max(1, p["opens"]), "chunkLoadsPerPcPerEpoch": p["chunkLoads"] / stats["layout"]["physicalChunks"] / args.epochs,
-                          "daemonPeakRssBytes": mount.peak_rss(), "redirects": p["redirects"], "opens": p["opens"]})
+                          "daemonPeakRssBytes": mount.peak_rss(), "daemonCpuSecondsPerEpoch": mount.cpu_seconds() / args.epochs,
+                          "redirects": p["redirects"], "opens": p["opens"]})
     finally:
         if mount:
             mount.close()
@@ -275,17 +281,18 @@ def hot_path(root, info, args):
     subset.write("\n".join(rel))
     subset.close()
     prof_dir = tempfile.mkdtemp(prefix="redirfs-prof-")
-    env = dict(os.environ, NODE_OPTIONS=f"--cpu-prof --cpu-prof-dir={prof_dir}")
     mountpoint = tempfile.mkdtemp(prefix="redirfs-bench-hot-")
     memory = 2 * sum(os.path.getsize(p) for p in raw_paths)
-    subprocess.run([REDIRFS, "mount", root, mountpoint, "--memory", str(memory), "--include", subset.name, "--redirect", "strict", "--log-level", "warn"],
-                   check=True, stdout=subprocess.DEVNULL, env=env)
+    # The CLI hands its node flags to the daemon it starts, so the daemon is profiled too.
+    subprocess.run(["node", "--cpu-prof", f"--cpu-prof-dir={prof_dir}", REDIRFS, "mount", root, mountpoint, "--memory", str(memory),
+                    "--include", subset.name, "--redirect", "strict", "--log-level", "warn"], check=True, stdout=subprocess.DEVNULL)
     try:
         mounted_paths = [os.path.join(mountpoint, r) for r in rel]
         read_all(mounted_paths, args.threads)
         through = max(read_all(mounted_paths, args.threads)[0] for _ in range(2))
     finally:
-        subprocess.run([REDIRFS, "umount", "--force", mountpoint], check=False)
+        # A clean stop, so the daemon exits by itself and writes its profile.
+        subprocess.run([REDIRFS, "umount", mountpoint], check=False)
         os.rmdir(mountpoint)
         os.unlink(subset.name)
     time.sleep(1)
@@ -296,7 +303,7 @@ def hot_path(root, info, args):
 
 
 def summarize_profile(prof_dir):
-    """Self time per function of the daemon's CPU profile, top entries, as shares of samples."""
+    """Self time per function of the daemon's CPU profile, top entries, as shares of its busy samples."""
     files = glob.glob(os.path.join(prof_dir, "*.cpuprofile"))
     if not files:
         return []
@@ -305,6 +312,8 @@ def summarize_profile(prof_dir):
     counts = {}
     for sample in profile.get("samples", []):
         frame = by_id[sample]["callFrame"]
+        if frame["functionName"] == "(idle)":
+            continue  # waiting for FUSE requests: not time spent serving them
         where = f"{frame['functionName'] or '(anonymous)'} {os.path.basename(frame['url']) or ''}:{frame['lineNumber'] + 1}".strip()
         counts[where] = counts.get(where, 0) + 1
     total = sum(counts.values()) or 1
@@ -332,13 +341,14 @@ def write_report(result, out):
         base = next((r["samplesPerSecond"] for r in rows if r["loader"] == "pytorch"), 0)
         static = next((r["samplesPerSecond"] for r in rows if r["loader"] == "static"), 0)
         lines += [f"**{pipeline} pipeline** (samples/s: median of epochs 2..{result['epochs']})", "",
-                  "| loader | samples/s | vs PyTorch | vs static cache | device MiB/epoch | device ops/epoch | read amplification | opens waited | daemon peak RSS |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  "| loader | samples/s | vs PyTorch | vs static cache | device MiB/epoch | device ops/epoch | read amplification | opens waited | daemon peak RSS | daemon CPU s/epoch |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for r in rows:
             waited = f"{r['openWaitFraction']:.1%}" if "openWaitFraction" in r else "-"
             rss = f"{r['daemonPeakRssBytes'] / 2**20:.0f} MiB" if "daemonPeakRssBytes" in r else "-"
+            cpu = f"{r['daemonCpuSecondsPerEpoch']:.1f}" if "daemonCpuSecondsPerEpoch" in r else "-"
             lines.append(f"| {r['loader']} | {r['samplesPerSecond']:.0f} | {ratio(r['samplesPerSecond'], base):.2f}x | {ratio(r['samplesPerSecond'], static):.2f}x | "
-                         f"{r['deviceBytes'] / result['epochs'] / 2**20:.0f} | {r['deviceOps'] / result['epochs']:.0f} | {r['readAmplification']:.2f} | {waited} | {rss} |")
+                         f"{r['deviceBytes'] / result['epochs'] / 2**20:.0f} | {r['deviceOps'] / result['epochs']:.0f} | {r['readAmplification']:.2f} | {waited} | {rss} | {cpu} |")
         lines.append("")
     if result.get("sweep"):
         lines += [f"**Chunk-size sweep** (pack, read pipeline, {result['sweepEpochs']} epochs)", "", "| K | mode | samples/s | chunk loads / PC / epoch | read amplification |", "|---|---|---|---|---|"]
@@ -349,7 +359,7 @@ def write_report(result, out):
         h = result["hotPath"]
         lines += [f"**Hot path**: {h['files']} files, {h['threads']} reader threads, everything in memory: "
                   f"raw page cache {h['rawFilesPerSecond']:.0f} files/s, through the mount {h['mountFilesPerSecond']:.0f} files/s ({h['ratio']:.2f} of raw). "
-                  "Daemon CPU profile (share of samples):", "", "| function | share |", "|---|---|"]
+                  "Daemon CPU profile (share of busy samples, idle excluded):", "", "| function | share |", "|---|---|"]
         lines += [f"| `{p['function']}` | {p['share']:.1%} |" for p in h["daemonProfile"]]
         lines.append("")
     with open(os.path.join(out, "latest.md"), "w") as f:
@@ -447,6 +457,7 @@ def main():
             names = [n for n in args.full_loaders.split(",") if n] if pipeline == "full" and args.full_loaders else loaders
             for name in names:
                 result["rows"].append(noio if name == "noio" else measure(name, pipeline, args, info, sources, limits, memory))
+                write_report(result, args.out)
         sweep_args = argparse.Namespace(**{**vars(args), "epochs": args.sweep_epochs})
         for k in sweep:
             for mode in ("strict", "pool"):
@@ -457,6 +468,7 @@ def main():
                     row = {"loader": f"pack-{mode}", "infeasible": str(why)}
                 row["chunkSize"] = k
                 result["sweep"].append(row)
+                write_report(result, args.out)
     finally:
         limits.close()
     if args.hot_path:

@@ -44,6 +44,9 @@ export async function runInForeground (config: MountConfig): Promise<void> {
     process.on('SIGINT', () => stop('SIGINT'))
     process.on('SIGTERM', () => stop('SIGTERM'))
   })
+  // fuse-native's thread keeps the event loop alive after an unmount: exit
+  // explicitly once everything is closed (this also flushes --cpu-prof).
+  process.exit(0)
 }
 
 export function defaultLogFile (mountpoint: string): string {

@@ -194,8 +194,7 @@ class Mount:
             os.rmdir(self.mountpoint)
             raise Infeasible(done.stderr.strip().removeprefix("redirfs: "))
         self.pid = self.stats()["pid"]
-        if limits:
-            limits.add(self.pid)
+        limits.add(self.pid)
 
     def stats(self):
         with open(os.path.join(self.mountpoint, ".redirfs", "stats")) as f:
@@ -222,14 +221,14 @@ def run_trainer(limits, root, loader, pipeline, args, info, cache_bytes=0):
     command = [PYTHON, TRAINER, root, "--loader", loader, "--pipeline", pipeline, "--epochs", str(args.epochs),
                "--workers", str(args.workers), "--batch-size", str(args.batch_size), "--cache-bytes", str(cache_bytes),
                "--samples", str(info["files"])]
-    done = subprocess.run(limits.wrap(command) if limits else command, check=True, capture_output=True, text=True)
+    done = subprocess.run(limits.wrap(command), check=True, capture_output=True, text=True)
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     return [line for line in lines if "epoch" in line], next((line for line in lines if "staticHits" in line), {})
 
 
 def measure(name, pipeline, args, info, sources, limits, memory):
     drop_caches()
-    before = limits.device_reads() if limits else (0, 0)
+    before = limits.device_reads()
     mount = None
     extra = {}
     try:
@@ -250,7 +249,7 @@ def measure(name, pipeline, args, info, sources, limits, memory):
     finally:
         if mount:
             mount.close()
-    after = limits.device_reads() if limits else (0, 0)
+    after = limits.device_reads()
     later = [e["samples"] / e["seconds"] for e in epochs[1:]] or [e["samples"] / e["seconds"] for e in epochs]
     row = {"loader": name, "pipeline": pipeline, "samplesPerSecond": statistics.median(later), "epochs": epochs,
            "deviceBytes": after[0] - before[0], "deviceOps": after[1] - before[1],

@@ -5,14 +5,13 @@
  * `redirfs mount a b && python train.py` is safe.
  */
 import { spawn } from 'node:child_process'
-import { openSync } from 'node:fs'
+import { mkdirSync, openSync } from 'node:fs'
 import path from 'node:path'
 import { startMount } from '../daemon/daemon'
 import type { MountConfig } from '../daemon/config'
 import { createLogger } from '../daemon/logger'
-import { registryDir } from '../daemon/registry'
+import { defaultLogFile } from '../daemon/registry'
 import { RedirfsError } from '../errors'
-import { createHash } from 'node:crypto'
 
 type Notice = { ready: true } | { error: string }
 
@@ -49,14 +48,9 @@ export async function runInForeground (config: MountConfig): Promise<void> {
   process.exit(0)
 }
 
-export function defaultLogFile (mountpoint: string): string {
-  return path.join(registryDir(), createHash('sha1').update(mountpoint).digest('hex').slice(0, 16) + '.log')
-}
-
 /** Starts the daemon detached and resolves once it reports the mount ready. */
 export async function runInBackground (config: MountConfig, cliArgs: string[]): Promise<string> {
   const logFile = config.logFile ?? defaultLogFile(config.mountpoint)
-  const { mkdirSync } = await import('node:fs')
   mkdirSync(path.dirname(logFile), { recursive: true })
   const out = openSync(logFile, 'a')
   const child = spawn(process.execPath, [...process.execArgv, require.main!.filename, ...cliArgs, '--foreground', '--log-file', logFile], {

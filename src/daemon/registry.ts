@@ -20,9 +20,15 @@ export function registryDir (): string {
   return process.env.REDIRFS_RUNTIME_DIR ?? (process.getuid?.() === 0 ? '/run/redirfs' : path.join(os.tmpdir(), 'redirfs-run'))
 }
 
-function recordPath (mountpoint: string): string {
-  return path.join(registryDir(), createHash('sha1').update(mountpoint).digest('hex').slice(0, 16) + '.json')
+/** Runtime files of a mount are named after a hash of its mountpoint. */
+function runtimePath (mountpoint: string, extension: string): string {
+  return path.join(registryDir(), createHash('sha1').update(mountpoint).digest('hex').slice(0, 16) + extension)
 }
+
+const recordPath = (mountpoint: string): string => runtimePath(mountpoint, '.json')
+
+/** Where a background daemon logs unless told otherwise. */
+export const defaultLogFile = (mountpoint: string): string => runtimePath(mountpoint, '.log')
 
 export async function writeRecord (record: MountRecordFile): Promise<void> {
   await fs.mkdir(registryDir(), { recursive: true })

@@ -93,8 +93,8 @@ export class FsAdapter {
         attributes === undefined ? cb(errno('ENOENT')) : cb(0, attributes)
       },
       readdir: (fusePath: string, cb: Callback) => {
-        const entry = isControlPath(fusePath) ? undefined : this.entry(fusePath)
         if (fusePath === CONTROL_DIR) return cb(0, ['stats'])
+        const entry = isControlPath(fusePath) ? undefined : this.entry(fusePath)
         if (entry === undefined) return cb(errno('ENOENT'))
         if (entry.children === undefined) return cb(errno('ENOTDIR'))
         cb(0, entry.children)

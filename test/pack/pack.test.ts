@@ -156,7 +156,6 @@ t.test('pack refuses an existing output, and a pack refuses another chunk size',
 })
 
 t.test('the daemon does not keep a second copy of a pack in the page cache', async t => {
-  const index = await loadPackIndex(pack)
   const chunks = path.join(pack, 'chunks.bin')
   const resident = async (): Promise<number> => Number((await run('fincore', ['--bytes', '--noheadings', '--output', 'RES', chunks])).stdout.trim())
   await fs.writeFile('/proc/sys/vm/drop_caches', '1')
@@ -168,5 +167,4 @@ t.test('the daemon does not keep a second copy of a pack in the page cache', asy
   // The control: a buffered read of the same file does fill the page cache.
   await fs.readFile(chunks)
   t.ok(await resident() > 0.5 * statSync(chunks).size, 'a buffered read would have cached it')
-  t.ok(index.header.chunks > 0)
 })

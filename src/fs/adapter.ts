@@ -44,7 +44,8 @@ export class FsAdapter {
 
   private attributes (fusePath: string): object | undefined {
     if (fusePath === CONTROL_DIR) return this.syntheticAttributes(0o40555, 0)
-    if (fusePath === STATS_FILE) return this.syntheticAttributes(0o100444, this.statsBytes().length)
+    // An open handle's snapshot decides the size, as for samples: fstat must match what reads return.
+    if (fusePath === STATS_FILE) return this.syntheticAttributes(0o100444, this.handles.boundSize(fusePath) ?? this.statsBytes().length)
     const entry = this.entry(fusePath)
     if (entry === undefined) return undefined
     const a = entry.attributes

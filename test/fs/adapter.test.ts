@@ -79,6 +79,18 @@ t.test('stats are readable at .redirfs/stats, which the root listing does not sh
   }
 })
 
+t.test('an open stats handle reports the size of its own snapshot, even after the counters change', async t => {
+  const mountpoint = emptyDir()
+  await mount(t, dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4')
+  const handle = await fs.open(path.join(mountpoint, '.redirfs', 'stats'), 'r')
+  t.teardown(async () => { await handle.close() })
+  await readEpoch(mountpoint, dataset.samples.slice(0, 50), 2)
+  const { size } = await handle.stat()
+  const text = (await handle.readFile()).toString()
+  t.equal(size, Buffer.byteLength(text))
+  t.equal(JSON.parse(text).protocol.opens, 0, 'the snapshot taken at open')
+})
+
 t.test('--include shows only the listed samples, and serves only them', async t => {
   const subset = dataset.samples.filter((_, i) => i % 3 === 0)
   const list = path.join(emptyDir('redirfs-list-'), 'subset.txt')

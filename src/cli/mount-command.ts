@@ -19,6 +19,17 @@ type Notice = { ready: true } | { error: string }
 export async function runInForeground (config: MountConfig): Promise<void> {
   const log = createLogger(config.logLevel, config.logFile)
   const notify = (notice: Notice): void => { if (process.send !== undefined) process.send(notice) }
+  // Signals are handled from the start: one that arrives while the mount is
+  // coming up must still unmount it, never kill the process under a live mount.
+  let requested: string | undefined
+  let onSignal = (signal: string): void => {
+    if (requested === undefined) log.info({ signal }, 'stopping once the mount is up')
+    requested ??= signal
+  }
+  process.on('SIGINT', () => onSignal('SIGINT'))
+  process.on('SIGTERM', () => onSignal('SIGTERM'))
+  log.info({ source: config.source, mountpoint: config.mountpoint }, 'starting: scanning the source')
+
   let running
   try {
     running = await startMount(config, log)
@@ -40,8 +51,8 @@ export async function runInForeground (config: MountConfig): Promise<void> {
       log.info({ signal }, 'stopping')
       running.stop().finally(resolve)
     }
-    process.on('SIGINT', () => stop('SIGINT'))
-    process.on('SIGTERM', () => stop('SIGTERM'))
+    onSignal = stop
+    if (requested !== undefined) stop(requested)
   })
   // fuse-native's thread keeps the event loop alive after an unmount: exit
   // explicitly once everything is closed (this also flushes --cpu-prof).

@@ -1,12 +1,12 @@
 // The mount lifecycle through the real CLI: bad input, overmount, umount,
 // a killed daemon, foreground signals.
 import { spawn } from 'node:child_process'
-import { promises as fs, mkdirSync, writeFileSync } from 'node:fs'
+import { promises as fs, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import t from 'tap'
 import { readStats } from '../../src/cli/stats-command'
 import { classOf, generateDataset } from '../helpers/dataset'
-import { CLI, emptyDir, forceUnmount, isMounted, mount, redirfs } from '../helpers/mount'
+import { CLI, CLI_ENV, emptyDir, forceUnmount, isMounted, mount, redirfs } from '../helpers/mount'
 import { readEpoch } from '../helpers/readers'
 
 const dataset = generateDataset(4)
@@ -115,7 +115,7 @@ t.test('--foreground stays attached and unmounts cleanly on SIGTERM and SIGINT',
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     const mountpoint = emptyDir()
     t.teardown(() => forceUnmount(mountpoint))
-    const child = spawn(CLI, ['mount', dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4', '--foreground', '--log-level', 'error'], { stdio: 'ignore' })
+    const child = spawn(CLI, ['mount', dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4', '--foreground', '--log-level', 'error'], { stdio: 'ignore', env: CLI_ENV })
     t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
     for (let i = 0; i < 200 && !isMounted(mountpoint); i++) await new Promise(resolve => setTimeout(resolve, 25))
     t.ok(isMounted(mountpoint), `${signal}: mounted`)
@@ -137,4 +137,28 @@ t.test('after a run stopped mid-epoch, redirfs reset makes the next epochs exact
     const read = await readEpoch(mountpoint, dataset.samples, 10 + epoch)
     t.same(read.map(r => dataset.byContent.get(r.content)).sort(), dataset.samples, `epoch ${epoch}: every sample once`)
   }
+})
+
+t.test('a signal that arrives while the mount is starting still ends in a clean unmount', async t => {
+  // A source big enough that scanning it keeps the daemon from mounting for a while.
+  const big = emptyDir('redirfs-bigtree-')
+  t.teardown(async () => { await fs.rm(big, { recursive: true, force: true }) })
+  for (let c = 0; c < 10; c++) {
+    mkdirSync(path.join(big, `c${c}`))
+    for (let i = 0; i < 2000; i++) writeFileSync(path.join(big, `c${c}`, `${i}.jpg`), 'x')
+  }
+  const mountpoint = emptyDir()
+  t.teardown(() => forceUnmount(mountpoint))
+  const child = spawn(CLI, ['mount', big, mountpoint, '--memory', '1M', '--chunk-size', '4', '--foreground', '--log-level', 'info'], { stdio: ['ignore', 'ignore', 'pipe'], env: CLI_ENV })
+  t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
+  const exited = new Promise<number | null>(resolve => child.on('exit', code => resolve(code)))
+  // The daemon says 'starting' once its signal handlers are in place, before it scans and mounts.
+  await new Promise<void>(resolve => {
+    let seen = ''
+    child.stderr.on('data', (text: Buffer) => { seen += text.toString(); if (seen.includes('starting')) resolve() })
+  })
+  t.notOk(isMounted(mountpoint), 'the signal comes before the mount is up')
+  child.kill('SIGTERM')
+  t.equal(await exited, 0, 'exit 0')
+  t.notOk(isMounted(mountpoint), 'nothing is left mounted')
 })

@@ -9,11 +9,17 @@ import { promisify } from 'node:util'
 const run = promisify(execFile)
 export const CLI = path.resolve(__dirname, '../../bin/redirfs')
 
+/**
+ * The environment a user runs redirfs in: without tap's NODE_OPTIONS, whose
+ * preloaded hooks would install signal handlers in the daemon before its own.
+ */
+export const CLI_ENV: NodeJS.ProcessEnv = Object.fromEntries(Object.entries(process.env).filter(([name]) => name !== 'NODE_OPTIONS'))
+
 export interface CliResult { code: number, stdout: string, stderr: string }
 
 export async function redirfs (...args: string[]): Promise<CliResult> {
   try {
-    const { stdout, stderr } = await run(CLI, args, { timeout: 60_000 })
+    const { stdout, stderr } = await run(CLI, args, { timeout: 60_000, env: CLI_ENV })
     return { code: 0, stdout, stderr }
   } catch (err) {
     const e = err as { code?: number, stdout?: string, stderr?: string }

@@ -8,7 +8,7 @@ import t from 'tap'
 import { readStats } from '../../src/cli/stats-command'
 import { loadPackIndex } from '../../src/pack/pack-index'
 import { classOf, generateDataset, sha1 } from '../helpers/dataset'
-import { CLI, emptyDir, mount, redirfs } from '../helpers/mount'
+import { CLI, CLI_ENV, emptyDir, mount, redirfs } from '../helpers/mount'
 import { readEpoch, readFileAsTrainer } from '../helpers/readers'
 
 const run = promisify(execFile)
@@ -129,7 +129,7 @@ t.test('an interrupted pack leaves nothing that looks like a pack', async t => {
     for (let i = 0; i < 400; i++) await fs.writeFile(path.join(big, `class${c}`, `${i}.jpg`), Buffer.alloc(200_000, i))
   }
   const out = path.join(work, 'interrupted')
-  const child = spawn(CLI, ['pack', big, out, '--chunk-size', '8'], { stdio: 'ignore' })
+  const child = spawn(CLI, ['pack', big, out, '--chunk-size', '8'], { stdio: 'ignore', env: CLI_ENV })
   t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
   const partial = `${out}.partial-${child.pid}`
   for (let i = 0; i < 2000 && !(existsSync(path.join(partial, 'chunks.bin')) && statSync(path.join(partial, 'chunks.bin')).size > 0); i++) {

@@ -19,9 +19,13 @@ export interface MemoryPlan {
   readonly minimumBytes: number
 }
 
-export function planMemory (files: readonly SampleFile[], chunkSize: number, memoryBytes: number): MemoryPlan {
+/**
+ * `groupsToServe`: the most groups any one node is home to (in a cluster a
+ * node may be home to fewer than all); by default every group.
+ */
+export function planMemory (files: readonly SampleFile[], chunkSize: number, memoryBytes: number, groupsToServe?: number): MemoryPlan {
   const mean = meanFileSize(files)
-  const groups = new Set(files.map(file => file.group)).size
+  const groups = groupsToServe ?? new Set(files.map(file => file.group)).size
   const bytesPerVc = chunkSize * mean / (1 - READAHEAD_SHARE)
   return {
     vcCount: Math.floor(memoryBytes / bytesPerVc),

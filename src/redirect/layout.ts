@@ -14,6 +14,13 @@
  * - Each group gets VCs in proportion to its PC count (at least one, never
  *   more than it has PCs), and its PCs are dealt over them round-robin.
  *   The PCs mapped to a VC form its PC set, PCS(v).
+ * - In a cluster of N nodes every PC has a home node, dealt round-robin
+ *   within its group (starting at a node that rotates with the group, so
+ *   one-chunk groups do not all land on node 0). Homes depend only on the
+ *   chunking, never on memory, so a sharded pack fixes them for good. Each
+ *   node's memory holds its own VCs, shared among the groups it is home to,
+ *   so a VC's PCS holds PCs of one group and one home. VC ids run home by
+ *   home: node 0's VCs first.
  */
 import { createHash } from 'node:crypto'
 import { SeededRandom } from './random'
@@ -30,8 +37,11 @@ export interface SampleFile {
   readonly group: string
 }
 
+export type NodeId = number
+
 export interface PhysicalChunk {
   readonly group: number
+  readonly home: NodeId
   readonly vc: VcId
   /** files[offset] is the file stored at that offset; may be shorter than K. */
   readonly files: readonly FileId[]
@@ -39,6 +49,8 @@ export interface PhysicalChunk {
 
 export interface VirtualChunk {
   readonly group: number
+  /** The node whose memory holds this VC's slots and whose disk (or pack) has its PCs. */
+  readonly home: NodeId
   /** PCS(v): the physical chunks that may fill this VC. */
   readonly pcs: readonly PcId[]
 }
@@ -46,6 +58,8 @@ export interface VirtualChunk {
 export interface Layout {
   readonly chunkSize: number
   readonly seed: number
+  /** Nodes in the cluster; 1 for a single mount. */
+  readonly nodes: number
   readonly files: readonly SampleFile[]
   readonly groups: readonly string[]
   readonly pcs: readonly PhysicalChunk[]
@@ -60,8 +74,10 @@ export interface Layout {
 export interface LayoutOptions {
   chunkSize: number
   seed: number
-  /** How many VCs the memory holds; see `planMemory` in budget.ts. */
+  /** How many VCs one node's memory holds; see `planMemory` in budget.ts. */
   vcCount: number
+  /** Nodes in the cluster (default 1). */
+  nodes?: number
 }
 
 export function meanFileSize (files: readonly SampleFile[]): number {
@@ -70,11 +86,6 @@ export function meanFileSize (files: readonly SampleFile[]): number {
   return files.length === 0 ? 0 : total / files.length
 }
 
-/**
- * Builds the layout. `files` must be sorted by path (the caller's scan
- * does this) so the result does not depend on directory order.
- * Throws a RangeError when the VCs cannot give every group one.
- */
 export interface PhysicalChunking {
   readonly groups: readonly string[]
   /** Per group, its chunks in order; each chunk lists file ids by offset. */
@@ -96,6 +107,22 @@ export function cutPhysicalChunks (files: readonly SampleFile[], chunkSize: numb
   return { groups, chunksOfGroup: membersOfGroup.map(members => cutIntoChunks(random.shuffle([...members]), chunkSize)) }
 }
 
+/** The home node of the i-th chunk of a group. */
+export function homeOfChunk (group: number, indexInGroup: number, nodes: number): NodeId {
+  return (group + indexInGroup) % nodes
+}
+
+/** Per node, how many groups it is home to: each needs at least one VC of that node's memory. */
+export function groupsPerHome (chunking: PhysicalChunking, nodes: number): number[] {
+  const counts = new Array<number>(nodes).fill(0)
+  chunking.chunksOfGroup.forEach((chunks, group) => {
+    for (let node = 0; node < nodes; node++) {
+      if (chunks.some((_, i) => homeOfChunk(group, i, nodes) === node)) counts[node]++
+    }
+  })
+  return counts
+}
+
 /**
  * Builds the layout. `files` must be sorted by path (the caller's scan
  * does this) so the result does not depend on directory order.
@@ -103,34 +130,53 @@ export function cutPhysicalChunks (files: readonly SampleFile[], chunkSize: numb
  */
 export function buildLayout (files: readonly SampleFile[], options: LayoutOptions): Layout {
   const { chunkSize, seed } = options
-  const { groups, chunksOfGroup } = cutPhysicalChunks(files, chunkSize, seed)
-  const pcCount = chunksOfGroup.reduce((sum, chunks) => sum + chunks.length, 0)
-
-  const vcCount = Math.min(options.vcCount, pcCount)
-  if (vcCount < groups.length) {
-    throw new RangeError(`the memory holds ${options.vcCount} chunk(s) but there are ${groups.length} classes, and each class needs at least one`)
-  }
-  const vcShare = shareVcs(chunksOfGroup.map(chunks => chunks.length), vcCount)
+  const nodes = options.nodes ?? 1
+  if (!Number.isInteger(nodes) || nodes < 1) throw new RangeError(`node count must be a whole number ≥ 1, got ${nodes}`)
+  const chunking = cutPhysicalChunks(files, chunkSize, seed)
+  const { groups, chunksOfGroup } = chunking
 
   const pcs: PhysicalChunk[] = []
-  const vcs: { group: number, pcs: PcId[] }[] = []
+  const vcs: { group: number, home: NodeId, pcs: PcId[] }[] = []
   const filePc = new Uint32Array(files.length)
   const fileOffset = new Uint32Array(files.length)
-  chunksOfGroup.forEach((chunks, group) => {
-    const firstVc = vcs.length
-    for (let i = 0; i < vcShare[group]; i++) vcs.push({ group, pcs: [] })
-    chunks.forEach((chunkFiles, i) => {
-      const vc = firstVc + (i % vcShare[group])
-      const pc = pcs.length
-      pcs.push({ group, vc, files: chunkFiles })
-      vcs[vc].pcs.push(pc)
-      chunkFiles.forEach((file, offset) => { filePc[file] = pc; fileOffset[file] = offset })
+  // PC ids follow the chunking (group by group), whatever the node count, so a pack's chunk numbers stay valid.
+  const firstPcOfGroup: number[] = []
+  let nextPc = 0
+  for (const chunks of chunksOfGroup) { firstPcOfGroup.push(nextPc); nextPc += chunks.length }
+  const pcSlots: (PhysicalChunk | undefined)[] = new Array(nextPc)
+
+  for (let home = 0; home < nodes; home++) {
+    // This home's chunks, per group.
+    const atHome = chunksOfGroup.map((chunks, group) => chunks.map((_, i) => i).filter(i => homeOfChunk(group, i, nodes) === home))
+    const served = atHome.map((indices, group) => ({ group, indices })).filter(entry => entry.indices.length > 0)
+    const pcCount = served.reduce((sum, entry) => sum + entry.indices.length, 0)
+    if (pcCount === 0) continue
+    const vcCount = Math.min(options.vcCount, pcCount)
+    if (vcCount < served.length) {
+      const where = nodes > 1 ? ` on node ${home}` : ''
+      throw new RangeError(`the memory holds ${options.vcCount} chunk(s)${where} but there are ${served.length} classes${where}, and each class needs at least one`)
+    }
+    const vcShare = shareVcs(served.map(entry => entry.indices.length), vcCount)
+    served.forEach(({ group, indices }, k) => {
+      const firstVc = vcs.length
+      for (let i = 0; i < vcShare[k]; i++) vcs.push({ group, home, pcs: [] })
+      indices.forEach((indexInGroup, i) => {
+        const vc = firstVc + (i % vcShare[k])
+        const pc = firstPcOfGroup[group] + indexInGroup
+        const chunkFiles = chunksOfGroup[group][indexInGroup]
+        pcSlots[pc] = { group, home, vc, files: chunkFiles }
+        vcs[vc].pcs.push(pc)
+        chunkFiles.forEach((file, offset) => { filePc[file] = pc; fileOffset[file] = offset })
+      })
     })
-  })
+  }
+  pcs.push(...(pcSlots as PhysicalChunk[]))
+  // Keep each VC's PCS in PC order, as a single node always had it.
+  for (const vc of vcs) vc.pcs.sort((a, b) => a - b)
 
   let totalBytes = 0
   for (const file of files) totalBytes += file.size
-  return { chunkSize, seed, files, groups, pcs, vcs, filePc, fileOffset, totalBytes, hash: hashLayout(files, pcs, chunkSize, seed) }
+  return { chunkSize, seed, nodes, files, groups, pcs, vcs, filePc, fileOffset, totalBytes, hash: hashLayout(files, pcs, chunkSize, seed, nodes) }
 }
 
 function cutIntoChunks (members: FileId[], chunkSize: number): FileId[][] {
@@ -174,11 +220,13 @@ export function shareVcs (pcCounts: readonly number[], vcCount: number): number[
   return share
 }
 
-function hashLayout (files: readonly SampleFile[], pcs: readonly PhysicalChunk[], chunkSize: number, seed: number): string {
+function hashLayout (files: readonly SampleFile[], pcs: readonly PhysicalChunk[], chunkSize: number, seed: number, nodes: number): string {
   const hash = createHash('sha256')
   hash.update(`K=${chunkSize};seed=${seed};files=${files.length}\n`)
+  // A single node hashes as it always did, so existing hashes stay valid.
+  if (nodes > 1) hash.update(`nodes=${nodes}\n`)
   pcs.forEach((pc, id) => {
-    hash.update(`pc ${id} vc ${pc.vc}\n`)
+    hash.update(nodes > 1 ? `pc ${id} vc ${pc.vc} home ${pc.home}\n` : `pc ${id} vc ${pc.vc}\n`)
     for (const file of pc.files) hash.update(`${files[file].path}\0${files[file].size}\n`)
   })
   return hash.digest('hex').slice(0, 16)

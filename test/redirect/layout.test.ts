@@ -1,5 +1,5 @@
 import t from 'tap'
-import { buildLayout, shareVcs } from '../../src/redirect/layout'
+import { buildLayout, cutPhysicalChunks, groupsPerHome, shareVcs } from '../../src/redirect/layout'
 import { makeSamples, UNEVEN_CLASSES } from '../helpers/samples'
 
 const files = makeSamples(1, UNEVEN_CLASSES)
@@ -69,4 +69,49 @@ t.test('VC shares follow PC counts, at least one each and never more than the PC
   const shares = shareVcs([5, 7, 1, 13, 2], 11)
   t.equal(shares.reduce((a, b) => a + b, 0), 11)
   shares.forEach(s => t.ok(s >= 1))
+})
+
+t.test('one node: the layout is the single-mount layout, with every chunk at home on node 0', async t => {
+  const single = buildLayout(files, { chunkSize: 16, seed: 7, vcCount: 30 })
+  const one = buildLayout(files, { chunkSize: 16, seed: 7, vcCount: 30, nodes: 1 })
+  t.equal(one.hash, single.hash)
+  t.ok(one.pcs.every(pc => pc.home === 0) && one.vcs.every(vc => vc.home === 0))
+})
+
+t.test('three nodes: every chunk has a home, each VC serves one class and one home, each node has its own VCs', async t => {
+  const layout = buildLayout(files, { chunkSize: 16, seed: 7, vcCount: 12, nodes: 3 })
+  t.equal(layout.nodes, 3)
+  for (const vc of layout.vcs) {
+    for (const pc of vc.pcs) {
+      t.equal(layout.pcs[pc].group, vc.group)
+      t.equal(layout.pcs[pc].home, vc.home)
+      t.equal(layout.pcs[pc].vc, layout.vcs.indexOf(vc))
+    }
+  }
+  for (let node = 0; node < 3; node++) {
+    const own = layout.vcs.filter(vc => vc.home === node).length
+    t.ok(own >= 1 && own <= 12, `node ${node} holds ${own} VCs, within its memory`)
+  }
+  // Homes are dealt round-robin within a class: a class of many chunks is spread over every node.
+  const homesOfBigClass = new Set(layout.pcs.filter(pc => layout.groups[pc.group] === 'class00').map(pc => pc.home))
+  t.same([...homesOfBigClass].sort(), [0, 1, 2])
+})
+
+t.test('homes depend on the chunking only, not on memory; PC ids do not depend on the node count', async t => {
+  const a = buildLayout(files, { chunkSize: 16, seed: 7, vcCount: 12, nodes: 3 })
+  const b = buildLayout(files, { chunkSize: 16, seed: 7, vcCount: 40, nodes: 3 })
+  const single = buildLayout(files, { chunkSize: 16, seed: 7, vcCount: 30 })
+  t.same(a.pcs.map(pc => pc.home), b.pcs.map(pc => pc.home))
+  t.same(a.pcs.map(pc => pc.files), single.pcs.map(pc => pc.files))
+  t.not(a.hash, single.hash, 'the node count is part of the layout hash')
+})
+
+t.test('groupsPerHome counts the classes each node must hold a VC for', async t => {
+  const chunking = cutPhysicalChunks(files, 16, 7)
+  const counts = groupsPerHome(chunking, 3)
+  const layout = buildLayout(files, { chunkSize: 16, seed: 7, vcCount: 12, nodes: 3 })
+  for (let node = 0; node < 3; node++) {
+    t.equal(counts[node], new Set(layout.pcs.filter(pc => pc.home === node).map(pc => pc.group)).size)
+  }
+  t.throws(() => buildLayout(files, { chunkSize: 16, seed: 7, vcCount: Math.min(...counts) - 1, nodes: 3 }), /on node \d/)
 })

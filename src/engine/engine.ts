@@ -44,6 +44,7 @@ export class Engine {
         await new Promise<void>(resolve => this.waiters.set(decision.vc, [...(this.waiters.get(decision.vc) ?? []), resolve]))
         continue
       }
+      if (decision.kind === "reclaim") throw new Error("todo")
       const served = await this.runLoad(decision.plan)
       if (served === undefined) {
         throw new RedirfsError(`cannot read the data for ${this.protocol.layout.files[file].path}`, 'EIO')

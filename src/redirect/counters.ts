@@ -34,6 +34,17 @@ export interface ProtocolCounters {
   peakResidentBytes: number
   /** Bytes of loads in flight now. */
   inflightBytes: number
+  /** Cluster, home side: opens answered for other nodes. */
+  remoteOpens: number
+  /** Files shipped into other nodes' mirrors in opportunistic batches. */
+  prefetchShipped: number
+  /** Rounds of asking mirrors what they hold before a VC's epoch may end, and files they gave back. */
+  reclaims: number
+  reclaimedFiles: number
+  /** Files a dead node held in its mirror, made loadable again. */
+  lostHeldFiles: number
+  /** VCs taken over from a dead home. */
+  takeovers: number
 }
 
 export function zeroCounters (): ProtocolCounters {
@@ -53,6 +64,12 @@ export function zeroCounters (): ProtocolCounters {
     resets: 0,
     residentBytes: 0,
     peakResidentBytes: 0,
-    inflightBytes: 0
+    inflightBytes: 0,
+    remoteOpens: 0,
+    prefetchShipped: 0,
+    reclaims: 0,
+    reclaimedFiles: 0,
+    lostHeldFiles: 0,
+    takeovers: 0
   }
 }

@@ -12,9 +12,17 @@
  * The three modes (DESIGN §3) differ only in how an open is answered and
  * how a load is placed; they share slots, consumed bits, rollover,
  * readahead admission and counters, all of which live here.
+ *
+ * In a cluster this is the home side: the node answers opens of the VCs it
+ * owns, for its own trainer and for other nodes' (`requester`), ships
+ * opportunistic batches of valid slots into the requesters' mirrors and
+ * records them in its ledger, and before it ends a VC's epoch while files
+ * of that VC sit in mirrors it asks for a *reclaim* (see ledger.ts). A
+ * reclaim, like a load, is carried out by the caller and keeps its VC busy.
  */
 import { zeroCounters, type ProtocolCounters } from './counters'
-import type { FileId, Layout, PcId, VcId } from './layout'
+import type { FileId, Layout, NodeId, PcId, VcId } from './layout'
+import { ShippedLedger } from './ledger'
 import { SeededRandom } from './random'
 import { chooseRefill } from './refill'
 import { SlotTable } from './slots'
@@ -33,10 +41,42 @@ export interface LoadPlan {
   readonly requester?: FileId
 }
 
+/**
+ * Ask the nodes that hold files of `vc` in their mirrors what they still
+ * hold; `giveBack.node` is also asked to return one file at one of
+ * `giveBack.offsets` (any offset when absent), for the open waiting on it.
+ */
+export interface ReclaimPlan {
+  readonly vc: VcId
+  readonly holders: readonly NodeId[]
+  readonly giveBack?: { readonly node: NodeId, readonly offsets?: readonly number[] }
+}
+
+/**
+ * What one holder answered to a reclaim: the files it holds now, the last
+ * batch of the VC it received, and the file it gave back; `dead` when it
+ * did not answer.
+ */
+export type ReclaimReport =
+  | { readonly node: NodeId, readonly dead: true }
+  | { readonly node: NodeId, readonly dead?: false, readonly held: readonly FileId[], readonly lastBatch: number, readonly returned?: FileId }
+
 export type OpenDecision =
   | { readonly kind: 'serve', readonly file: FileId }
   | { readonly kind: 'load', readonly plan: LoadPlan }
   | { readonly kind: 'wait', readonly vc: VcId }
+  | { readonly kind: 'reclaim', readonly plan: ReclaimPlan }
+
+/** What a requester tells the home about its mirror of a VC, with each request. */
+export interface MirrorReport {
+  readonly node: NodeId
+  /** Offsets of the requester's mirror of this VC that are empty. */
+  readonly emptyOffsets: ReadonlySet<number>
+  /** Bytes the requester can still take into its mirrors. */
+  readonly freeBytes: number
+  /** The last batch of this VC the requester received (0: none). */
+  readonly lastBatch: number
+}
 
 export interface LoadOutcome {
   /** Files now in memory (the caller keeps their bytes). */
@@ -51,6 +91,10 @@ export interface ProtocolOptions {
   memoryBytes: number
   /** Seeds the runtime choices (refill ties, pool picks). */
   seed: number
+  /** This node's id in a cluster (default 0); it owns the VCs it is home to. */
+  node?: NodeId
+  /** Ship opportunistic batches to requesters (default true). */
+  prefetch?: boolean
 }
 
 export class Protocol {
@@ -64,22 +108,47 @@ export class Protocol {
    * demand load may still take one, which charges a lost file to its open.
    */
   private readonly failedPcs = new Set<PcId>()
+  /** Files this node shipped into other nodes' mirrors. */
+  readonly ledger = new ShippedLedger()
+  /** VCs this node answers for: its own, and any it took over from a dead home. */
+  private readonly owned: Uint8Array
+  /** Sequence number of the last batch shipped. */
+  private lastBatch = 0
+  /** The VC whose holders were just asked (the next decision may end its epoch). */
+  private reclaimedJustNow: VcId | undefined
+  readonly node: NodeId
+  /** Per VC, how many times its epoch ended; requesters learn it with every answer. */
+  private readonly vcEpochs: Uint32Array
 
   constructor (readonly layout: Layout, readonly options: ProtocolOptions) {
     this.slots = new SlotTable(layout)
-    this.random = new SeededRandom(options.seed ^ 0x5eed)
+    this.random = new SeededRandom(options.seed ^ 0x5eed ^ ((options.node ?? 0) * 0x9e3779b1))
+    this.node = options.node ?? 0
+    this.owned = new Uint8Array(layout.vcs.length)
+    this.vcEpochs = new Uint32Array(layout.vcs.length)
+    layout.vcs.forEach((vc, v) => { if (vc.home === this.node) this.owned[v] = 1 })
   }
 
   vcOf (file: FileId): VcId { return this.layout.pcs[this.layout.filePc[file]].vc }
   offsetOf (file: FileId): number { return this.layout.fileOffset[file] }
+  owns (vc: VcId): boolean { return this.owned[vc] === 1 }
+  epochOf (vc: VcId): number { return this.vcEpochs[vc] }
 
   /**
-   * Answers an open of `file`. Call again with `retry` after a wait or a
-   * failed load; only the first call counts as an open.
+   * Answers an open of `file` (of a VC this node owns). Call again with
+   * `retry` after a wait, a reclaim or a failed load; only the first call
+   * counts as an open. `requester` is set when another node asks.
    */
-  open (file: FileId, retry = false): OpenDecision {
-    if (!retry) this.counters.opens++
-    const decision = this.decide(file)
+  open (file: FileId, retry = false, requester?: MirrorReport): OpenDecision {
+    if (!this.owns(this.vcOf(file))) throw new Error(`node ${this.node} does not own the VC of file ${file}`)
+    if (!retry) {
+      this.counters.opens++
+      if (requester !== undefined) this.counters.remoteOpens++
+    }
+    if (requester !== undefined) this.reconcile(this.vcOf(file), requester)
+    const reclaimed = this.reclaimedJustNow
+    this.reclaimedJustNow = undefined
+    const decision = this.decide(file, reclaimed === this.vcOf(file))
     if (decision.kind === 'serve') {
       if (!retry) this.counters.memoryHits++
       if (decision.file !== file) this.counters.redirects++
@@ -90,10 +159,10 @@ export class Protocol {
     return decision
   }
 
-  private decide (file: FileId): OpenDecision {
+  private decide (file: FileId, holdersConfirmed: boolean): OpenDecision {
     switch (this.options.mode) {
-      case 'strict': return this.decideStrict(file)
-      case 'pool': return this.decidePool(file)
+      case 'strict': return this.decideStrict(file, holdersConfirmed)
+      case 'pool': return this.decidePool(file, holdersConfirmed)
       case 'off': return this.decideOff(file)
     }
   }
@@ -102,13 +171,15 @@ export class Protocol {
    * strict: the slot answers whatever it holds; an empty slot needs the PC
    * that fills the most empty slots among those that can fill this one.
    */
-  private decideStrict (file: FileId): OpenDecision {
+  private decideStrict (file: FileId, holdersConfirmed: boolean): OpenDecision {
     const vc = this.vcOf(file)
     const offset = this.offsetOf(file)
     if (!this.slots.isSlotEmpty(vc, offset)) return { kind: 'serve', file: this.slots.take(vc, offset) }
     if (this.slots.isLoading(vc)) return { kind: 'wait', vc }
     let pc = chooseRefill(this.layout, this.slots, this.random, vc, offset)
     if (pc === undefined) {
+      const reclaim = this.planReclaim(vc, [offset], holdersConfirmed)
+      if (reclaim !== undefined) return reclaim
       this.rollOver(vc)
       pc = chooseRefill(this.layout, this.slots, this.random, vc, offset)!
     }
@@ -119,14 +190,18 @@ export class Protocol {
    * pool: the slot if valid, else any valid slot of the VC; only an empty
    * VC loads, and then a whole random unconsumed PC.
    */
-  private decidePool (file: FileId): OpenDecision {
+  private decidePool (file: FileId, holdersConfirmed: boolean): OpenDecision {
     const vc = this.vcOf(file)
     const offset = this.offsetOf(file)
     if (this.slots.validSlots(vc) === 0) this.slots.installStaged(vc)
     if (!this.slots.isSlotEmpty(vc, offset)) return { kind: 'serve', file: this.slots.take(vc, offset) }
     if (this.slots.validSlots(vc) > 0) return { kind: 'serve', file: this.takeRandom(vc) }
     if (this.slots.isLoading(vc)) return { kind: 'wait', vc }
-    if (this.slots.allConsumed(vc)) this.rollOver(vc)
+    if (this.slots.allConsumed(vc)) {
+      const reclaim = this.planReclaim(vc, undefined, holdersConfirmed)
+      if (reclaim !== undefined) return reclaim
+      this.rollOver(vc)
+    }
     return { kind: 'load', plan: this.planLoad(vc, this.randomUnconsumedPc(vc)!, file) }
   }
 
@@ -140,9 +215,14 @@ export class Protocol {
     return { kind: 'load', plan: this.planLoad(vc, this.layout.filePc[file], file) }
   }
 
-  /** A VC's epoch ends when an open needs a load and no file of PCS(v) is left to load. */
+  /**
+   * A VC's epoch ends when an open needs a load and no file of PCS(v) is
+   * left to load. Files that mirrors still hold (just confirmed by a
+   * reclaim) stay consumed: they will be served in the epoch that starts.
+   */
   private rollOver (vc: VcId): void {
-    this.slots.clearConsumed(vc)
+    this.slots.clearConsumed(vc, this.ledger.files(vc))
+    this.vcEpochs[vc]++
     for (const pc of this.layout.vcs[vc].pcs) this.failedPcs.delete(pc)
     this.counters.rollovers++
   }
@@ -256,6 +336,134 @@ export class Protocol {
   }
 
   /**
+   * Called when an open finds nothing left to load for it. While a mirror
+   * holds a file this open could be given (at `offsets`; any, when
+   * undefined), that holder gives one back. Otherwise, before the VC's epoch
+   * may end, every holder must have just said what it still holds
+   * (`holdersConfirmed`), so that only files really still held are carried
+   * into the next epoch. Undefined when the epoch may end now.
+   */
+  private planReclaim (vc: VcId, offsets: readonly number[] | undefined, holdersConfirmed: boolean): OpenDecision | undefined {
+    const entries = this.ledger.entries(vc)
+    const wanted = entries.filter(([file]) => offsets === undefined || offsets.includes(this.offsetOf(file)))
+    if (wanted.length === 0 && (holdersConfirmed || entries.length === 0)) return undefined
+    const giveBack = wanted.length === 0 ? undefined : { node: wanted[this.random.below(wanted.length)][1].node, offsets }
+    this.slots.setLoading(vc, true)
+    this.counters.reclaims++
+    return { kind: 'reclaim', plan: { vc, holders: this.ledger.holders(vc), giveBack } }
+  }
+
+  /**
+   * Applies the holders' answers: what a holder no longer holds it served,
+   * what a dead holder held never reached a trainer (so it may be loaded
+   * again), and a returned file answers the open that asked. Returns that
+   * file, or undefined: then the open asks again (it is a retry) and this
+   * time may end the VC's epoch.
+   */
+  finishReclaim (plan: ReclaimPlan, reports: readonly ReclaimReport[]): FileId | undefined {
+    const { vc } = plan
+    this.slots.setLoading(vc, false)
+    let returned: FileId | undefined
+    for (const report of reports) {
+      // A returned file is in hand, whatever the ledger says meanwhile (the
+      // holder's own request may have reconciled its entry away).
+      if (report.dead !== true && report.returned !== undefined) {
+        this.ledger.remove(vc, report.returned)
+        returned = report.returned
+      }
+      for (const [file, holding] of this.ledger.heldBy(vc, report.node)) {
+        if (report.dead === true) {
+          this.lose(vc, file)
+        } else if (holding.batch <= report.lastBatch && !report.held.includes(file)) {
+          this.ledger.remove(vc, file)
+        }
+        // Otherwise still held, or in transit to it: it stays on the ledger.
+      }
+    }
+    if (returned !== undefined) {
+      this.counters.reclaimedFiles++
+      this.noteMemory()
+    } else {
+      this.reclaimedJustNow = vc
+    }
+    return returned
+  }
+
+  /**
+   * A requester's report on its mirror of `vc` (it has no other request for
+   * `vc` out): entries at offsets it shows empty were served there, and
+   * entries of batches it never received were lost on the way.
+   */
+  private reconcile (vc: VcId, requester: MirrorReport): void {
+    for (const [file, holding] of this.ledger.heldBy(vc, requester.node)) {
+      if (holding.batch > requester.lastBatch) this.lose(vc, file)
+      else if (requester.emptyOffsets.has(this.offsetOf(file))) this.ledger.remove(vc, file)
+    }
+  }
+
+  /** A shipped file that never reached a trainer: it may be loaded again. */
+  private lose (vc: VcId, file: FileId): void {
+    this.ledger.remove(vc, file)
+    this.slots.unconsume(file)
+    this.counters.lostHeldFiles++
+  }
+
+  /**
+   * The opportunistic batch for a requester just answered: valid slots of
+   * `vc` that land on empty slots of its mirror, within the bytes it can
+   * take. Only what is already in memory goes; the files leave this node's
+   * slots, stay consumed, and are recorded as held by the requester.
+   */
+  shipBatch (vc: VcId, requester: MirrorReport): { files: FileId[], batch: number } {
+    if (this.options.mode === 'off' || this.options.prefetch === false) return { files: [], batch: 0 }
+    const offsets = this.random.shuffle(this.slots.validOffsets(vc).filter(offset => requester.emptyOffsets.has(offset)))
+    const files: FileId[] = []
+    let bytes = 0
+    const batch = ++this.lastBatch
+    for (const offset of offsets) {
+      const size = this.layout.files[this.slots.fileAt(vc, offset)!].size
+      if (bytes + size > requester.freeBytes) continue
+      bytes += size
+      const file = this.slots.take(vc, offset)
+      this.ledger.add(vc, file, { node: requester.node, batch })
+      files.push(file)
+    }
+    this.counters.prefetchShipped += files.length
+    if (files.length > 0) this.noteMemory()
+    return { files, batch: files.length > 0 ? batch : 0 }
+  }
+
+  /**
+   * A node is gone: files it held in its mirror never reached a trainer,
+   * so they become loadable again. Returns the VCs affected.
+   */
+  forgetNode (node: NodeId): VcId[] {
+    const vcs = this.ledger.vcsHeldBy(node)
+    for (const vc of vcs) {
+      for (const [file] of this.ledger.heldBy(vc, node)) this.lose(vc, file)
+    }
+    return vcs
+  }
+
+  /**
+   * Takes over a VC whose home died (shared storage): from now on this node
+   * answers for it. `consumed` are the files the survivors report they
+   * received in its current epoch; `held` those still in their mirrors.
+   */
+  adopt (vc: VcId, epoch: number, consumed: Iterable<FileId>, held: Iterable<{ file: FileId, node: NodeId, batch: number }>): void {
+    this.owned[vc] = 1
+    this.vcEpochs[vc] = epoch
+    for (const file of consumed) this.slots.consume(file)
+    for (const { file, node, batch } of held) {
+      this.slots.consume(file)
+      this.ledger.add(vc, file, { node, batch })
+      // Our own batches must number after every batch the holders know of.
+      this.lastBatch = Math.max(this.lastBatch, batch)
+    }
+    this.counters.takeovers++
+  }
+
+  /**
    * A load to start ahead of need for `vc`, if one is worth it and fits in
    * memory: strict refills a VC once three quarters of its slots are empty
    * (earlier refills land on more occupied slots and cost loads); pool stages
@@ -288,6 +496,7 @@ export class Protocol {
   reset (): FileId[] {
     const dropped = this.slots.reset()
     this.failedPcs.clear()
+    this.ledger.clear()
     this.counters.resets++
     this.noteMemory()
     return dropped

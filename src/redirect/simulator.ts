@@ -78,7 +78,8 @@ export function simulate (layout: Layout, options: SimulationOptions): Simulatio
       options.onStep?.(protocol)
       if (decision.kind === 'serve') answer(open, decision.file)
       else if (decision.kind === 'load') inFlight.push({ plan: decision.plan, opener: open })
-      else waiting.set(decision.vc, [...(waiting.get(decision.vc) ?? []), open])
+      else if (decision.kind === 'wait') waiting.set(decision.vc, [...(waiting.get(decision.vc) ?? []), open])
+      else throw new Error('a single node never ships files, so it never reclaims')
     }
 
     while (next < trace.length || outstanding > 0) {

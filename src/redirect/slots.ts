@@ -87,13 +87,21 @@ export class SlotTable {
   /** No file of PCS(v) is left to load this epoch. */
   allConsumed (vc: VcId): boolean { return this.unconsumedCount[vc] === 0 }
 
+  /** Makes a consumed file loadable again (its bytes were lost before any trainer got them). */
+  unconsume (file: FileId): void {
+    if (this.consumedBits[file] === 0) return
+    this.consumedBits[file] = 0
+    this.unconsumedCount[this.layout.pcs[this.layout.filePc[file]].vc]++
+  }
+
   /**
    * Starts a new epoch for one VC: every file of PCS(v) becomes loadable
    * again, except those still sitting in memory (they were loaded in the
-   * epoch that is ending and will be served in the one that starts).
+   * epoch that is ending and will be served in the one that starts),
+   * here or, in a cluster, in another node's mirror (`heldElsewhere`).
    */
-  clearConsumed (vc: VcId): void {
-    const inMemory = new Set<FileId>(this.stagedFiles.get(vc) ?? [])
+  clearConsumed (vc: VcId, heldElsewhere: Iterable<FileId> = []): void {
+    const inMemory = new Set<FileId>([...(this.stagedFiles.get(vc) ?? []), ...heldElsewhere])
     for (const offset of this.validOffsets(vc)) inMemory.add(this.fileAt(vc, offset)!)
     for (const pc of this.layout.vcs[vc].pcs) {
       for (const file of this.layout.pcs[pc].files) {

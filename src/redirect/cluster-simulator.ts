@@ -1,0 +1,164 @@
+/**
+ * Drives N nodes' protocols and mirrors together, with no network: each
+ * node's trainer opens its DistributedSampler share of a fresh global
+ * permutation every epoch. Every step that is asynchronous in the real
+ * system is a task here (an open, a request reaching its owner, the answer
+ * coming back, a load finishing, each holder answering a reclaim), and the
+ * next task is picked at random, so requests, batches and reclaims race as
+ * they do over gRPC. Epochs do not overlap (DDP keeps ranks in step).
+ */
+import type { FileId, Layout, NodeId, VcId } from './layout'
+import { MirrorTable, type RemoteRequest } from './mirror'
+import { Protocol, type LoadPlan, type MirrorReport, type ReclaimPlan, type ReclaimReport, type RedirectMode } from './protocol'
+import { SeededRandom } from './random'
+
+export interface ClusterSimulationOptions {
+  mode: RedirectMode
+  /** Per node. */
+  memoryBytes: number
+  remoteMemoryBytes: number
+  epochs: number
+  seed: number
+  /** Concurrent opens per node. */
+  readers?: number
+  prefetch?: boolean
+  /** A node that dies once this many opens of the given epoch were answered cluster-wide (its trainer stops too). */
+  kill?: { node: NodeId, epoch: number, afterOpens: number }
+}
+
+export interface ClusterOpen { readonly node: NodeId, readonly opened: FileId, readonly served: FileId | undefined }
+
+export interface ClusterSimulationResult {
+  /** Per epoch, every answered open of every node. */
+  readonly epochs: ClusterOpen[][]
+  readonly protocols: Protocol[]
+  readonly mirrors: MirrorTable[]
+}
+
+type Task = () => void
+type Answer = (served: FileId | undefined) => void
+
+export function simulateCluster (layout: Layout, options: ClusterSimulationOptions): ClusterSimulationResult {
+  const nodes = layout.nodes
+  const random = new SeededRandom(options.seed + 17)
+  const protocols = Array.from({ length: nodes }, (_, node) => new Protocol(layout, { mode: options.mode, memoryBytes: options.memoryBytes, seed: options.seed, node, prefetch: options.prefetch }))
+  const mirrors = Array.from({ length: nodes }, (_, node) => new MirrorTable(layout, options.remoteMemoryBytes, options.mode, options.seed + node))
+  const dead = new Set<NodeId>()
+  const tasks: Task[] = []
+  const homeWaiters = new Map<string, Task[]>()
+  const mirrorWaiters = new Map<string, Task[]>()
+  const park = (waiters: Map<string, Task[]>, key: string, task: Task): void => { waiters.set(key, [...(waiters.get(key) ?? []), task]) }
+  const wake = (waiters: Map<string, Task[]>, key: string): void => { const woken = waiters.get(key) ?? []; waiters.delete(key); tasks.push(...woken) }
+  const vcOf = (file: FileId): VcId => layout.pcs[layout.filePc[file]].vc
+  const ownerOf = (vc: VcId): NodeId => protocols.findIndex((p, node) => !dead.has(node) && p.owns(vc))
+
+  /** The owner answers an open of `file` (its own trainer's, or a requester's). */
+  const serveAtHome = (owner: NodeId, file: FileId, retry: boolean, report: MirrorReport | undefined, answer: Answer): void => {
+    const protocol = protocols[owner]
+    const decision = protocol.open(file, retry, report)
+    const vc = vcOf(file)
+    const again = (): void => serveAtHome(owner, file, true, report, answer)
+    if (decision.kind === 'serve') {
+      answer(decision.file)
+      readahead(owner, vc)
+    } else if (decision.kind === 'wait') {
+      park(homeWaiters, `${owner}:${vc}`, again)
+    } else if (decision.kind === 'load') {
+      tasks.push(() => finishLoad(owner, decision.plan, answer))
+    } else {
+      reclaim(owner, decision.plan, answer, again)
+    }
+  }
+
+  const finishLoad = (owner: NodeId, plan: LoadPlan, answer?: Answer): void => {
+    const outcome = protocols[owner].finishLoad(plan, new Set(plan.files))
+    if (answer !== undefined) answer(outcome.served)
+    wake(homeWaiters, `${owner}:${plan.vc}`)
+    readahead(owner, plan.vc)
+  }
+
+  const readahead = (owner: NodeId, vc: VcId): void => {
+    const plan = protocols[owner].readahead(vc)
+    if (plan !== undefined) tasks.push(() => finishLoad(owner, plan))
+  }
+
+  /** Each holder answers at its own moment (it may serve from its mirror meanwhile). */
+  const reclaim = (owner: NodeId, plan: ReclaimPlan, answer: Answer, again: Task): void => {
+    const reports: ReclaimReport[] = []
+    const finish = (): void => {
+      const returned = protocols[owner].finishReclaim(plan, reports)
+      wake(homeWaiters, `${owner}:${plan.vc}`)
+      if (returned !== undefined) answer(returned)
+      else again()
+    }
+    for (const holder of plan.holders) {
+      tasks.push(() => {
+        if (dead.has(holder)) {
+          reports.push({ node: holder, dead: true })
+        } else {
+          const returned = plan.giveBack?.node === holder ? mirrors[holder].giveBack(plan.vc, plan.giveBack.offsets) : undefined
+          reports.push({ node: holder, held: mirrors[holder].held(plan.vc), lastBatch: mirrors[holder].lastBatchOf(plan.vc), returned })
+        }
+        if (reports.length === plan.holders.length) finish()
+      })
+    }
+    if (plan.holders.length === 0) tasks.push(finish)
+  }
+
+  /** A trainer's open on `node`. */
+  const open = (node: NodeId, file: FileId, retry: boolean, answer: Answer): void => {
+    const vc = vcOf(file)
+    if (protocols[node].owns(vc)) return serveAtHome(node, file, retry, undefined, answer)
+    const decision = mirrors[node].open(file, retry)
+    if (decision.kind === 'serve') return answer(decision.file)
+    if (decision.kind === 'wait') return park(mirrorWaiters, `${node}:${vc}`, () => open(node, file, true, answer))
+    tasks.push(() => request(node, decision.request, answer))
+  }
+
+  const request = (node: NodeId, req: RemoteRequest, answer: Answer): void => {
+    const owner = ownerOf(req.vc)
+    const report: MirrorReport = { node, emptyOffsets: req.emptyOffsets, freeBytes: req.freeBytes, lastBatch: req.lastBatch }
+    serveAtHome(owner, req.file, false, report, served => {
+      const { files: batch, batch: batchNumber } = served === undefined ? { files: [], batch: 0 } : protocols[owner].shipBatch(req.vc, report)
+      const vcEpoch = protocols[owner].epochOf(req.vc)
+      tasks.push(() => {
+        if (dead.has(node)) return
+        mirrors[node].finishRequest(req, { served, batch, batchNumber, vcEpoch })
+        answer(served)
+        wake(mirrorWaiters, `${node}:${req.vc}`)
+      })
+    })
+  }
+
+  const epochs: ClusterOpen[][] = []
+  for (let epoch = 0; epoch < options.epochs; epoch++) {
+    const permutation = random.shuffle(layout.files.map((_, id) => id))
+    const answered: ClusterOpen[] = []
+    const queues = Array.from({ length: nodes }, (_, node) => permutation.filter((_, i) => i % nodes === node))
+    const outstanding = new Array<number>(nodes).fill(0)
+    const startOpen = (node: NodeId): void => {
+      const file = queues[node].shift()!
+      outstanding[node]++
+      open(node, file, false, served => {
+        outstanding[node]--
+        if (!dead.has(node)) answered.push({ node, opened: file, served })
+        const kill = options.kill
+        if (kill !== undefined && kill.epoch === epoch && answered.length === kill.afterOpens && !dead.has(kill.node)) {
+          dead.add(kill.node)
+          queues[kill.node].length = 0
+          for (const [survivor, protocol] of protocols.entries()) if (!dead.has(survivor)) protocol.forgetNode(kill.node)
+        }
+      })
+    }
+    for (;;) {
+      const ready = [...queues.keys()].filter(node => !dead.has(node) && queues[node].length > 0 && outstanding[node] < (options.readers ?? 4))
+      if (ready.length > 0 && (tasks.length === 0 || random.below(2) === 0)) { startOpen(ready[random.below(ready.length)]); continue }
+      if (tasks.length === 0) break
+      tasks.splice(random.below(tasks.length), 1)[0]()
+    }
+    const stuck = outstanding.reduce((sum, n, node) => sum + (dead.has(node) ? 0 : n), 0)
+    if (stuck > 0) throw new Error(`cluster simulation stalled in epoch ${epoch}: ${stuck} opens never answered`)
+    epochs.push(answered)
+  }
+  return { epochs, protocols, mirrors }
+}

@@ -1,0 +1,83 @@
+// The cluster protocol with no network: three nodes' protocols and mirrors
+// driven by DistributedSampler-like traces, with requests, batches and
+// reclaims racing. What the trainers receive together must be the dataset.
+import t from 'tap'
+import { planMemory } from '../../src/redirect/budget'
+import { simulateCluster, type ClusterOpen } from '../../src/redirect/cluster-simulator'
+import { buildLayout, type Layout } from '../../src/redirect/layout'
+import type { RedirectMode } from '../../src/redirect/protocol'
+import { makeSamples, UNEVEN_CLASSES } from '../helpers/samples'
+
+const files = makeSamples(21, UNEVEN_CLASSES)
+const datasetBytes = files.reduce((sum, f) => sum + f.size, 0)
+const everyFile = files.map((_, id) => id)
+
+function clusterLayout (nodes: number, memoryFraction: number, chunkSize = 8): { layout: Layout, memoryBytes: number } {
+  // Each node's memory is a share of the dataset.
+  const memoryBytes = Math.round(datasetBytes * memoryFraction)
+  const { vcCount } = planMemory(files, chunkSize, memoryBytes)
+  return { layout: buildLayout(files, { chunkSize, seed: 4, vcCount, nodes }), memoryBytes }
+}
+
+const sorted = (opens: ClusterOpen[]): number[] => opens.map(o => o.served ?? -1).sort((a, b) => a - b)
+
+for (const mode of ['strict', 'pool'] as RedirectMode[]) {
+  for (const prefetch of [true, false]) {
+    t.test(`${mode}, prefetch ${prefetch ? 'on' : 'off'}, 3 nodes x 4 readers, 4 epochs: the union of what the trainers get is the dataset, labels safe`, async t => {
+      const { layout, memoryBytes } = clusterLayout(3, 0.1)
+      const result = simulateCluster(layout, { mode, memoryBytes, remoteMemoryBytes: memoryBytes / 4, epochs: 4, seed: 7, readers: 4, prefetch })
+      for (const [e, epoch] of result.epochs.entries()) {
+        t.equal(epoch.filter(o => o.served === undefined || files[o.served].group !== files[o.opened].group).length, 0, `epoch ${e}: every open got a file of its own class`)
+        t.same(sorted(epoch), everyFile, `epoch ${e}: every sample exactly once across the nodes`)
+      }
+      const shipped = result.protocols.reduce((sum, p) => sum + p.counters.prefetchShipped, 0)
+      const used = result.mirrors.reduce((sum, m) => sum + m.counters.prefetchUsed, 0)
+      if (prefetch) t.ok(shipped > 0 && used > 0, `prefetch shipped ${shipped} files and ${used} were used`)
+      else t.equal(shipped, 0, 'nothing shipped without prefetch')
+    })
+  }
+
+  t.test(`${mode}: prefetch means fewer requests per remote sample`, async t => {
+    const { layout, memoryBytes } = clusterLayout(3, 0.1)
+    const rate = (prefetch: boolean): number => {
+      const result = simulateCluster(layout, { mode, memoryBytes, remoteMemoryBytes: memoryBytes / 4, epochs: 2, seed: 3, readers: 4, prefetch })
+      const requests = result.mirrors.reduce((sum, m) => sum + m.counters.remoteRequests, 0)
+      const remoteOpens = result.mirrors.reduce((sum, m) => sum + m.counters.remoteOpens, 0)
+      return requests / remoteOpens
+    }
+    const without = rate(false)
+    const withPrefetch = rate(true)
+    t.equal(without, 1, 'without prefetch every remote open is a request')
+    t.ok(withPrefetch < without, `with prefetch ${withPrefetch.toFixed(2)} requests per remote sample`)
+  })
+
+  t.test(`${mode}: mirrors stay within the remote memory`, async t => {
+    const { layout, memoryBytes } = clusterLayout(3, 0.1)
+    const remoteMemoryBytes = Math.round(memoryBytes / 10)
+    const result = simulateCluster(layout, { mode, memoryBytes, remoteMemoryBytes, epochs: 2, seed: 5, readers: 8 })
+    for (const mirror of result.mirrors) t.ok(mirror.counters.peakMirrorBytes <= remoteMemoryBytes, `peak ${mirror.counters.peakMirrorBytes} ≤ ${remoteMemoryBytes}`)
+  })
+}
+
+t.test('reclaims happen and recover files stuck in mirrors at the end of an epoch', async t => {
+  const { layout, memoryBytes } = clusterLayout(3, 0.1)
+  const result = simulateCluster(layout, { mode: 'strict', memoryBytes, remoteMemoryBytes: memoryBytes, epochs: 3, seed: 11, readers: 4 })
+  const reclaimed = result.protocols.reduce((sum, p) => sum + p.counters.reclaimedFiles, 0)
+  t.ok(reclaimed > 0, `${reclaimed} files given back`)
+})
+
+t.test('off: every node gets exactly the files it opened', async t => {
+  const { layout, memoryBytes } = clusterLayout(3, 0.1)
+  const result = simulateCluster(layout, { mode: 'off', memoryBytes, remoteMemoryBytes: memoryBytes, epochs: 2, seed: 2, readers: 4 })
+  for (const epoch of result.epochs) t.equal(epoch.filter(o => o.served !== o.opened).length, 0)
+})
+
+t.test('two nodes and many seeds: exactly once holds for every seed', async t => {
+  for (let seed = 0; seed < 12; seed++) {
+    const { layout, memoryBytes } = clusterLayout(2 + (seed % 3), 0.08, 4)
+    const mode: RedirectMode = seed % 2 === 0 ? 'strict' : 'pool'
+    const result = simulateCluster(layout, { mode, memoryBytes, remoteMemoryBytes: memoryBytes / 3, epochs: 3, seed, readers: 1 + (seed % 6) })
+    const bad = result.epochs.filter(epoch => JSON.stringify(sorted(epoch)) !== JSON.stringify(everyFile)).length
+    t.equal(bad, 0, `seed ${seed}, ${layout.nodes} nodes, ${mode}: every epoch exact`)
+  }
+})

@@ -4,7 +4,7 @@
  */
 import { Command, InvalidArgumentError, Option } from 'commander'
 import path from 'node:path'
-import type { MountConfig } from '../daemon/config'
+import type { ClusterConfig, MountConfig } from '../daemon/config'
 import { RedirfsError } from '../errors'
 import { REDIRECT_MODES, type RedirectMode } from '../redirect/protocol'
 import { SingleBar, Presets } from 'cli-progress'
@@ -54,6 +54,31 @@ program.command('mount')
   .option('--allow-other', 'let other users read the mount (needs user_allow_other in /etc/fuse.conf for non-root)', false)
   .option('--log-file <path>', 'daemon log (default: next to the runtime record in /run/redirfs)')
   .addOption(new Option('--log-level <level>', 'log detail').choices(['error', 'warn', 'info', 'debug']).default('info'))
+  .addHelpText('after', `
+Cluster (every node mounts the same tree; each node's --memory holds its own chunks):
+  --node <i>             this node's id: its index in --peers
+  --peers <list>         every node's address, host:port, in node-id order, this node included
+  --listen <host:port>   where to listen (default: this node's --peers entry; a wildcard only if given here)
+  --remote-memory <size> memory for mirrors of other nodes' chunks (default: a quarter of --memory)
+  --token-file <path>    the cluster token every call carries (required; e.g. openssl rand -hex 32)
+  --tls-cert, --tls-key, --tls-ca <path>   mutual TLS between nodes (all three, or none)
+  --peer-timeout <s>     a peer that does not answer within this is dead (default 10)
+  --peer-wait <s>        how long mounting waits for every peer to come up (default 120)
+  --no-prefetch          ask for one file per request (no opportunistic batches)
+With shared storage (a directory or a whole pack every node can read), a dead node's
+chunks are taken over by the others; with sharded packs (redirfs pack --nodes N) its
+samples fail with EIO.`)
+  .addOption(new Option('--node <i>').argParser(wholeNumber('--node', 0, 65535)).hideHelp())
+  .addOption(new Option('--peers <list>').hideHelp())
+  .addOption(new Option('--listen <host:port>').hideHelp())
+  .addOption(new Option('--remote-memory <size>').argParser(size('--remote-memory')).hideHelp())
+  .addOption(new Option('--token-file <path>').hideHelp())
+  .addOption(new Option('--tls-cert <path>').hideHelp())
+  .addOption(new Option('--tls-key <path>').hideHelp())
+  .addOption(new Option('--tls-ca <path>').hideHelp())
+  .addOption(new Option('--peer-timeout <s>').argParser(seconds('--peer-timeout')).default(10).hideHelp())
+  .addOption(new Option('--peer-wait <s>').argParser(seconds('--peer-wait')).default(120).hideHelp())
+  .addOption(new Option('--no-prefetch').hideHelp())
   .action(async (source: string, mountpoint: string, options, command: Command) => {
     const config: MountConfig = {
       source: path.resolve(source),
@@ -67,7 +92,8 @@ program.command('mount')
       includeFile: options.include !== undefined ? path.resolve(options.include) : undefined,
       extensions: parseExtensions(options.extensions),
       logFile: options.logFile !== undefined ? path.resolve(options.logFile) : undefined,
-      logLevel: options.logLevel
+      logLevel: options.logLevel,
+      cluster: clusterConfig(options, command)
     }
     if (options.foreground) return await runInForeground(config)
     const args = ['mount', config.source, config.mountpoint, '--memory', String(config.memoryBytes),
@@ -76,6 +102,7 @@ program.command('mount')
     if (config.allowOther) args.push('--allow-other')
     if (config.includeFile !== undefined) args.push('--include', config.includeFile)
     if (config.extensions !== undefined) args.push('--extensions', config.extensions.join(','))
+    if (config.cluster !== undefined) args.push(...clusterArgs(config.cluster))
     const logFile = await runInBackground(config, args)
     process.stdout.write(`redirfs: mounted ${config.source} at ${config.mountpoint} (${config.mode}; log ${logFile})\n`)
   })
@@ -88,16 +115,19 @@ program.command('pack')
   .option('--seed <n>', 'seed of the within-class shuffle', wholeNumber('--seed', 0, 2 ** 31 - 1), 0)
   .option('--include <listfile>', 'pack only the samples listed (relative paths, one per line)')
   .option('--extensions <list>', 'comma-separated sample extensions (default: common image and audio types)')
+  .option('--nodes <N>', 'for a cluster without shared storage: write one pack per node, <out>/node-<i>, each with that node\'s home chunks', wholeNumber('--nodes', 1, 65535), 1)
   .action(async (source: string, out: string, options) => {
     const summary = await withProgress('packing', async onProgress => await writePack(path.resolve(source), path.resolve(out), {
       chunkSize: options.chunkSize,
       seed: options.seed,
+      nodes: options.nodes,
       includeFile: options.include !== undefined ? path.resolve(options.include) : undefined,
       extensions: parseExtensions(options.extensions),
       onProgress,
       onWarning: message => process.stderr.write(`redirfs: warning: ${message}\n`)
     }))
-    process.stdout.write(`redirfs: packed ${summary.samples} samples in ${summary.chunks} chunks (${formatSize(summary.sampleBytes)}) and ${summary.others} other files into ${out}\n`)
+    const where = options.nodes > 1 ? `${options.nodes} packs, ${out}/node-0 to node-${options.nodes - 1} (mount node-<i> on node i)` : out
+    process.stdout.write(`redirfs: packed ${summary.samples} samples${options.nodes > 1 ? '' : ` in ${summary.chunks} chunks`} (${formatSize(summary.sampleBytes)}) and ${summary.others} other files into ${where}\n`)
   })
 
 program.command('verify')
@@ -135,6 +165,52 @@ program.command('stats')
     const stats = await readStats(path.resolve(mountpoint))
     process.stdout.write((options.json ? JSON.stringify(stats, null, 2) : formatStats(stats)) + '\n')
   })
+
+function seconds (what: string) {
+  return (text: string): number => {
+    const value = Number(text)
+    if (!(value > 0 && value <= 86_400)) throw new InvalidArgumentError(`${what} must be a number of seconds, more than 0`)
+    return value
+  }
+}
+
+const CLUSTER_FLAGS = ['node', 'listen', 'remoteMemory', 'tokenFile', 'tlsCert', 'tlsKey', 'tlsCa']
+
+/** The cluster options, checked together; undefined for a single mount. */
+function clusterConfig (options: Record<string, any>, command: Command): ClusterConfig | undefined {
+  const given = (name: string): boolean => command.getOptionValueSource(name) === 'cli'
+  if (options.peers === undefined) {
+    const stray = [...CLUSTER_FLAGS, 'peerTimeout', 'peerWait'].filter(given)
+    if (stray.length > 0 || options.prefetch === false) throw new RedirfsError(`--${(stray[0] ?? 'no-prefetch').replace(/[A-Z]/g, c => '-' + c.toLowerCase())} applies only to a cluster: give --peers and --node too`)
+    return undefined
+  }
+  if (options.node === undefined) throw new RedirfsError('--peers needs --node: this node\'s index in the --peers list')
+  if (options.tokenFile === undefined) throw new RedirfsError('--peers needs --token-file: the file with the cluster token every node shares')
+  const resolve = (file: string | undefined): string | undefined => file === undefined ? undefined : path.resolve(file)
+  return {
+    node: options.node,
+    peers: options.peers,
+    listen: options.listen,
+    remoteMemoryBytes: options.remoteMemory ?? Math.floor(options.memory / 4),
+    tokenFile: path.resolve(options.tokenFile),
+    tls: { cert: resolve(options.tlsCert), key: resolve(options.tlsKey), ca: resolve(options.tlsCa) },
+    peerTimeoutMs: options.peerTimeout * 1000,
+    startupTimeoutMs: options.peerWait * 1000,
+    prefetch: options.prefetch !== false
+  }
+}
+
+/** The cluster options again, for the daemon process. */
+function clusterArgs (cluster: ClusterConfig): string[] {
+  const args = ['--node', String(cluster.node), '--peers', cluster.peers, '--remote-memory', String(cluster.remoteMemoryBytes), '--token-file', cluster.tokenFile,
+    '--peer-timeout', String(cluster.peerTimeoutMs / 1000), '--peer-wait', String(cluster.startupTimeoutMs / 1000)]
+  if (cluster.listen !== undefined) args.push('--listen', cluster.listen)
+  if (cluster.tls.cert !== undefined) args.push('--tls-cert', cluster.tls.cert)
+  if (cluster.tls.key !== undefined) args.push('--tls-key', cluster.tls.key)
+  if (cluster.tls.ca !== undefined) args.push('--tls-ca', cluster.tls.ca)
+  if (!cluster.prefetch) args.push('--no-prefetch')
+  return args
+}
 
 function parseExtensions (text: string | undefined): string[] | undefined {
   return text?.split(',').map(e => e.trim().toLowerCase()).filter(Boolean).map(e => (e.startsWith('.') ? e : `.${e}`))

@@ -15,4 +15,22 @@ export interface MountConfig {
   extensions?: string[]
   logFile?: string
   logLevel: string
+  cluster?: ClusterConfig
+}
+
+/** `--node`, `--peers` and the rest: present only in a cluster. */
+export interface ClusterConfig {
+  node: number
+  /** As given: every node's address, in node-id order. */
+  peers: string
+  /** Where to listen; default this node's entry of `peers`. */
+  listen?: string
+  remoteMemoryBytes: number
+  tokenFile: string
+  tls: { cert?: string, key?: string, ca?: string }
+  /** A peer that does not answer a call within this is dead. */
+  peerTimeoutMs: number
+  /** How long the mount waits for every peer to come up. */
+  startupTimeoutMs: number
+  prefetch: boolean
 }

@@ -5,8 +5,13 @@
  * The source is opened as a directory handle before mounting and read
  * through /proc/self/fd, so the mountpoint may be the source itself.
  * SIGUSR1 resets the epoch state (`redirfs reset`).
+ *
+ * In a cluster (`--peers`), the peer service starts and every peer must
+ * answer the handshake before the FUSE mount comes up, so a misconfigured
+ * cluster fails at mount time with a reason, not at the first open.
  */
 import { promises as fs } from 'node:fs'
+import path from 'node:path'
 import type { Logger } from 'pino'
 import { DirectoryFileReader, readIncludeList, scanTree } from '../chunks/scan'
 import { DirectorySource } from '../chunks/directory-source'
@@ -19,8 +24,13 @@ import { RedirfsError } from '../errors'
 import { FsAdapter } from '../fs/adapter'
 import { mountFilesystem, type MountedFilesystem } from '../fs/mount'
 import { planMemory } from '../redirect/budget'
-import { buildLayout } from '../redirect/layout'
+import { buildLayout, cutPhysicalChunks, groupsPerHome } from '../redirect/layout'
+import { MirrorTable } from '../redirect/mirror'
 import { Protocol } from '../redirect/protocol'
+import { isWildcard, parseAddress, parsePeers } from '../cluster/addresses'
+import { ClusterNode, type Storage } from '../cluster/cluster-node'
+import { loadCredentials, readToken } from '../cluster/security'
+import { shardName } from '../pack/writer'
 import { formatSize } from '../util/size'
 import { mountAt } from '../util/mounts'
 import type { MountConfig } from './config'
@@ -58,6 +68,8 @@ interface OpenedDataset {
   layoutSeed: number
   /** For a pack: the chunk of each sample as written, to check against the layout. */
   packedChunkOf?: (sample: number) => number
+  /** A shard of a `--nodes` pack: its cluster size and node. */
+  shard?: { nodes: number, node: number }
   close (): Promise<void>
 }
 
@@ -99,6 +111,7 @@ async function openPack (config: MountConfig, log: Logger): Promise<OpenedDatase
     chunkSize: pack.header.chunkSize,
     layoutSeed: pack.header.seed,
     packedChunkOf: sample => pack.arrays.chunk[pack.sampleEntry[sample]],
+    shard: pack.header.nodes !== undefined ? { nodes: pack.header.nodes, node: pack.header.node ?? 0 } : undefined,
     close: async () => await source.close()
   }
 }
@@ -106,6 +119,9 @@ async function openPack (config: MountConfig, log: Logger): Promise<OpenedDatase
 export async function startMount (config: MountConfig, log: Logger): Promise<RunningMount> {
   await checkSource(config.source)
   await checkMountpoint(config.mountpoint, config.source)
+  if (await isPack(path.join(config.source, shardName(0)))) {
+    throw new RedirfsError(`${config.source} holds one pack per node (written with --nodes): mount ${path.join(config.source, shardName(config.cluster?.node ?? 0))} on node ${config.cluster?.node ?? 0}`)
+  }
   const dataset = await (await isPack(config.source) ? openPack(config, log) : openDirectory(config, log))
   try {
     return await serve(config, dataset, log)
@@ -115,50 +131,77 @@ export async function startMount (config: MountConfig, log: Logger): Promise<Run
   }
 }
 
+/** The cluster's shape from the configuration, checked against a pack shard. */
+function clusterShape (config: MountConfig, dataset: OpenedDataset): { nodes: number, node: number, storage: Storage } {
+  const cluster = config.cluster
+  if (cluster === undefined) {
+    if (dataset.shard !== undefined) throw new RedirfsError(`${config.source} is the shard of node ${dataset.shard.node} of a ${dataset.shard.nodes}-node pack: mount it with --node ${dataset.shard.node} --peers <every node's address> ...`)
+    return { nodes: 1, node: 0, storage: 'shared' }
+  }
+  const nodes = parsePeers(cluster.peers).length
+  if (cluster.node >= nodes) throw new RedirfsError(`--node ${cluster.node} is not in --peers, which lists ${nodes} nodes (0 to ${nodes - 1})`)
+  if (dataset.shard !== undefined) {
+    if (dataset.shard.nodes !== nodes) throw new RedirfsError(`${config.source} is a shard of a ${dataset.shard.nodes}-node pack, but --peers lists ${nodes} nodes`)
+    if (dataset.shard.node !== cluster.node) throw new RedirfsError(`${config.source} is the shard of node ${dataset.shard.node}; this is --node ${cluster.node}`)
+  }
+  return { nodes, node: cluster.node, storage: dataset.shard !== undefined ? 'sharded' : 'shared' }
+}
+
 async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger): Promise<RunningMount> {
   const { tree, chunkSize } = dataset
-  const memory = planMemory(tree.samples, chunkSize, config.memoryBytes)
-  const classes = new Set(tree.samples.map(s => s.group)).size
+  const shape = clusterShape(config, dataset)
+  const busiest = shape.nodes === 1 ? undefined : Math.max(...groupsPerHome(cutPhysicalChunks(tree.samples, chunkSize, dataset.layoutSeed), shape.nodes))
+  const memory = planMemory(tree.samples, chunkSize, config.memoryBytes, busiest)
+  const classes = busiest ?? new Set(tree.samples.map(s => s.group)).size
   if (config.memoryBytes < memory.minimumBytes) {
-    throw new RedirfsError(`--memory ${formatSize(config.memoryBytes)} is too small: each of the ${classes} classes needs one chunk of ${chunkSize} files (mean ${formatSize(memory.meanFileSize)}); use --memory ${formatSize(memory.minimumBytes)} or more, or a smaller --chunk-size`)
+    const where = shape.nodes > 1 ? ' a node is home to' : ''
+    throw new RedirfsError(`--memory ${formatSize(config.memoryBytes)} is too small: each of the ${classes} classes${where} needs one chunk of ${chunkSize} files (mean ${formatSize(memory.meanFileSize)}); use --memory ${formatSize(memory.minimumBytes)} or more, or a smaller --chunk-size`)
   }
-  const layout = buildLayout(tree.samples, { chunkSize, seed: dataset.layoutSeed, vcCount: memory.vcCount })
+  const layout = buildLayout(tree.samples, { chunkSize, seed: dataset.layoutSeed, vcCount: memory.vcCount, nodes: shape.nodes })
   if (dataset.packedChunkOf !== undefined && layout.files.some((_, id) => layout.filePc[id] !== dataset.packedChunkOf!(id))) {
     throw new RedirfsError(`the pack's chunks do not match the layout computed from its index (written by another version of redirfs?); repack it`)
   }
-  const protocol = new Protocol(layout, { mode: config.mode, memoryBytes: config.memoryBytes, seed: config.seed })
+  const protocol = new Protocol(layout, { mode: config.mode, memoryBytes: config.memoryBytes, seed: config.seed, node: shape.node, prefetch: config.cluster?.prefetch })
   const engine = new Engine(protocol, dataset.source, log)
+  const cluster = config.cluster === undefined ? undefined : await startCluster(config, config.cluster, layout, engine, shape.storage, log)
   const startedAt = Date.now()
 
+  const stats = (): object => ({
+    pid: process.pid,
+    dataset: config.source,
+    mountpoint: config.mountpoint,
+    mode: config.mode,
+    chunkSize,
+    seed: config.seed,
+    uptimeSeconds: Math.round((Date.now() - startedAt) / 1000),
+    layout: { samples: layout.files.length, classes: layout.groups.length, physicalChunks: layout.pcs.length, virtualChunks: layout.vcs.length, datasetBytes: layout.totalBytes, hash: layout.hash, nodes: layout.nodes },
+    memory: { budgetBytes: config.memoryBytes, boundBytes: adapter.handles.boundBytes },
+    ...engine.stats(),
+    fs: { openHandles: adapter.handles.size, ...adapter.counters },
+    ...(cluster !== undefined ? { cluster: cluster.describe() } : {})
+  })
   const adapter: FsAdapter = new FsAdapter({
     tree,
     files: dataset.files,
     statfsPath: dataset.statfsPath,
-    engine,
+    samples: cluster ?? engine,
     log,
-    stats: () => ({
-      pid: process.pid,
-      dataset: config.source,
-      mountpoint: config.mountpoint,
-      mode: config.mode,
-      chunkSize,
-      seed: config.seed,
-      uptimeSeconds: Math.round((Date.now() - startedAt) / 1000),
-      layout: { samples: layout.files.length, classes: layout.groups.length, physicalChunks: layout.pcs.length, virtualChunks: layout.vcs.length, datasetBytes: layout.totalBytes, hash: layout.hash },
-      memory: { budgetBytes: config.memoryBytes, boundBytes: adapter.handles.boundBytes },
-      ...engine.stats(),
-      fs: { openHandles: adapter.handles.size, ...adapter.counters }
-    })
+    stats
   })
+  if (cluster !== undefined) cluster.statsJson = () => JSON.stringify(stats())
 
   let mounted: MountedFilesystem
   try {
     mounted = await mountFilesystem(config.mountpoint, adapter.operations(), { allowOther: config.allowOther, overSource: config.mountpoint === config.source })
   } catch (err) {
+    await cluster?.close()
     throw new RedirfsError(`cannot mount at ${config.mountpoint}: ${(err as Error).message}`)
   }
   await writeRecord({ pid: process.pid, mountpoint: config.mountpoint, source: config.source, logFile: config.logFile, startedAt: new Date().toISOString() })
-  const reset = (): void => { engine.reset() }
+  const reset = (): void => {
+    engine.reset()
+    if (cluster !== undefined) log.info({ dropped: cluster.remote.reset() }, 'mirrors dropped')
+  }
   process.on('SIGUSR1', reset)
   log.info({ source: config.source, mountpoint: config.mountpoint, mode: config.mode, samples: layout.files.length, classes: layout.groups.length, pcs: layout.pcs.length, vcs: layout.vcs.length, layoutHash: layout.hash }, 'mounted')
 
@@ -168,10 +211,38 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
       const stillMounted = (await mountAt(config.mountpoint))?.source === 'redirfs'
       if (stillMounted) await mounted.unmount().catch(err => log.error({ err: (err as Error).message }, 'unmount failed'))
       await engine.drain()
+      await cluster?.close()
       await adapter.handles.closeAll()
       await dataset.close()
       await removeRecord(config.mountpoint)
       log.info({ mountpoint: config.mountpoint }, 'unmounted')
     }
   }
+}
+
+/** Starts the peer service and handshakes with every peer; the mount comes up only after. */
+async function startCluster (config: MountConfig, cluster: NonNullable<MountConfig['cluster']>, layout: ReturnType<typeof buildLayout>, engine: Engine, storage: Storage, log: Logger): Promise<ClusterNode> {
+  const peers = parsePeers(cluster.peers)
+  const listen = cluster.listen !== undefined ? parseAddress(cluster.listen, '--listen') : peers[cluster.node]
+  if (isWildcard(listen) && cluster.listen === undefined) throw new RedirfsError('refusing to listen on a wildcard address unless --listen asks for it')
+  const token = await readToken(cluster.tokenFile, message => log.warn(message))
+  const credentials = await loadCredentials(cluster.tls)
+  const mirror = new MirrorTable(layout, cluster.remoteMemoryBytes, config.mode, config.seed + cluster.node)
+  const node = new ClusterNode(layout, engine, mirror, {
+    node: cluster.node,
+    peers,
+    listen,
+    token,
+    credentials,
+    storage,
+    peerTimeoutMs: cluster.peerTimeoutMs,
+    startupTimeoutMs: cluster.startupTimeoutMs
+  }, log)
+  try {
+    await node.start()
+  } catch (err) {
+    await node.close()
+    throw err
+  }
+  return node
 }

@@ -7,12 +7,16 @@
  * after every serve and every load the engine asks for readahead, so loads
  * run ahead of need without the trainer waiting. Nothing here blocks the
  * event loop: FUSE callbacks on the single JS thread depend on that.
+ *
+ * In a cluster the engine is the home side: it also answers other nodes'
+ * opens (`serveRequest`, with the opportunistic batch) and carries out the
+ * protocol's reclaims through the `Reclaimer` the cluster gives it.
  */
 import type { Logger } from 'pino'
 import type { ChunkSource } from '../chunks/source'
 import { RedirfsError } from '../errors'
 import type { FileId, VcId } from '../redirect/layout'
-import type { LoadPlan, Protocol } from '../redirect/protocol'
+import type { LoadPlan, MirrorReport, Protocol, ReclaimPlan, ReclaimReport } from '../redirect/protocol'
 
 export interface ServedFile {
   /** The file whose bytes these are (differs from the opened one when redirected). */
@@ -20,10 +24,23 @@ export interface ServedFile {
   readonly bytes: Buffer
 }
 
+/** Asks the holders of a reclaim; the bytes of a returned file come with it. */
+export type Reclaimer = (plan: ReclaimPlan) => Promise<{ reports: ReclaimReport[], returned?: ServedFile }>
+
+/** The answer to another node's open: its file first, then the batch. */
+export interface RequestAnswer {
+  readonly served?: ServedFile
+  readonly batch: ServedFile[]
+  readonly batchNumber: number
+  readonly vcEpoch: number
+}
+
 export class Engine {
   private readonly resident = new Map<FileId, Buffer>()
   private readonly waiters = new Map<VcId, (() => void)[]>()
   private readonly loadsInFlight = new Set<Promise<unknown>>()
+  /** Set by a cluster; a single node never ships files, so never reclaims. */
+  reclaimer?: Reclaimer
 
   constructor (
     readonly protocol: Protocol,
@@ -33,8 +50,30 @@ export class Engine {
 
   /** Answers an open of a sample file with the bytes it is bound to. */
   async open (file: FileId): Promise<ServedFile> {
+    return await this.answer(file)
+  }
+
+  /**
+   * Answers another node's open of `file`, then ships it what is in memory
+   * of the same VC and fits its mirror. An unreadable file is an answer
+   * too (no `served`), not an error.
+   */
+  async serveRequest (file: FileId, requester: MirrorReport): Promise<RequestAnswer> {
+    const vc = this.protocol.vcOf(file)
+    let served: ServedFile
+    try {
+      served = await this.answer(file, requester)
+    } catch (err) {
+      if (!(err instanceof RedirfsError)) throw err
+      return { batch: [], batchNumber: 0, vcEpoch: this.protocol.epochOf(vc) }
+    }
+    const { files, batch } = this.protocol.shipBatch(vc, requester)
+    return { served, batch: files.map(id => ({ file: id, bytes: this.takeResident(id) })), batchNumber: batch, vcEpoch: this.protocol.epochOf(vc) }
+  }
+
+  private async answer (file: FileId, requester?: MirrorReport): Promise<ServedFile> {
     for (let retry = false; ; retry = true) {
-      const decision = this.protocol.open(file, retry)
+      const decision = this.protocol.open(file, retry, requester)
       if (decision.kind === 'serve') {
         const bytes = this.takeResident(decision.file)
         this.startReadahead(this.protocol.vcOf(file))
@@ -44,7 +83,11 @@ export class Engine {
         await new Promise<void>(resolve => this.waiters.set(decision.vc, [...(this.waiters.get(decision.vc) ?? []), resolve]))
         continue
       }
-      if (decision.kind === "reclaim") throw new Error("todo")
+      if (decision.kind === 'reclaim') {
+        const returned = await this.runReclaim(decision.plan)
+        if (returned !== undefined) return returned
+        continue // at once: the protocol counts on the holders' answers being fresh
+      }
       const served = await this.runLoad(decision.plan)
       if (served === undefined) {
         throw new RedirfsError(`cannot read the data for ${this.protocol.layout.files[file].path}`, 'EIO')
@@ -74,6 +117,33 @@ export class Engine {
     // Let the woken opens retry first: readahead must not take the VC from under them.
     setImmediate(() => this.startReadahead(plan.vc))
     return served
+  }
+
+  /** Asks the holders; wakes the opens waiting on the VC (it was busy meanwhile). */
+  private async runReclaim (plan: ReclaimPlan): Promise<ServedFile | undefined> {
+    let outcome: Awaited<ReturnType<Reclaimer>>
+    try {
+      if (this.reclaimer === undefined) throw new Error('no cluster to reclaim from')
+      outcome = await this.reclaimer(plan)
+    } catch (err) {
+      this.log.error({ vc: plan.vc, err: (err as Error).message }, 'reclaim failed; treating the holders as dead')
+      outcome = { reports: plan.holders.map(node => ({ node, dead: true as const })) }
+    }
+    const returned = this.protocol.finishReclaim(plan, outcome.reports)
+    this.wake(plan.vc)
+    if (returned === undefined) return undefined
+    if (outcome.returned === undefined || outcome.returned.file !== returned) throw new Error(`a holder returned file ${returned} without its bytes`)
+    return outcome.returned
+  }
+
+  /** Takes a VC over from a dead home, with the files this node held of it in its own mirror. */
+  adopt (vc: VcId, epoch: number, consumed: Iterable<FileId>, heldElsewhere: Iterable<{ file: FileId, node: number, batch: number }>, heldHere: Map<FileId, Buffer>): void {
+    this.protocol.adopt(vc, epoch, consumed, heldElsewhere)
+    for (const [file, bytes] of heldHere) {
+      this.protocol.placeAdopted(vc, file)
+      this.resident.set(file, bytes)
+    }
+    this.wake(vc)
   }
 
   private takeResident (file: FileId): Buffer {

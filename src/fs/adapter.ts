@@ -9,7 +9,7 @@
 import { constants as fsConstants, promises as fs } from 'node:fs'
 import type { Logger } from 'pino'
 import type { DatasetTree, FileReader, TreeEntry } from '../chunks/tree'
-import type { Engine } from '../engine/engine'
+import type { ServedFile } from '../engine/engine'
 import { CONTROL_DIR, isControlPath, STATS_FILE } from './control'
 import { errno, errnoOf } from './errno'
 import { HandleTable } from './handles'
@@ -22,7 +22,8 @@ export interface AdapterOptions {
   files: FileReader
   /** A path on the filesystem holding the data, for statfs. */
   statfsPath: string
-  engine: Engine
+  /** Answers an open of a sample: the engine, or in a cluster the node that routes it. */
+  samples: { open (sample: number): Promise<ServedFile> }
   /** The object `<mnt>/.redirfs/stats` shows. */
   stats: () => object
   log: Logger
@@ -78,7 +79,7 @@ export class FsAdapter {
     if (entry === undefined) throw Object.assign(new Error('no such file'), { code: 'ENOENT' })
     if (entry.children !== undefined) throw Object.assign(new Error('is a directory'), { code: 'EISDIR' })
     if (entry.sample !== undefined) {
-      const served = await this.options.engine.open(entry.sample)
+      const served = await this.options.samples.open(entry.sample)
       return this.handles.add({ kind: 'bytes', path: fusePath, bytes: served.bytes })
     }
     this.counters.passthroughOpens++

@@ -36,6 +36,9 @@ export interface PackHeader {
   pathBytes: number
   sampleBytes: number
   createdAt: string
+  /** A shard of a `--nodes` pack: the cluster size and which node's home chunks it holds. */
+  nodes?: number
+  node?: number
 }
 
 export interface PackArrays {

@@ -31,6 +31,10 @@ export class PackSource implements ChunkSource {
     const offset = arrays.chunkOffset[request.pc]
     const length = arrays.chunkLength[request.pc]
     const delivered = new Map<number, Buffer>()
+    if (length === 0 && this.pack.header.nodes !== undefined) {
+      this.log.error({ chunk: request.pc, shard: this.pack.header.node }, 'this pack shard does not hold that chunk (its home is another node)')
+      return delivered
+    }
     let chunk: Buffer
     try {
       chunk = await this.file.read(offset, length)

@@ -27,6 +27,8 @@ export async function verifyPack (directory: string, onProgress?: (done: number,
   try {
     for (let c = 0; c < header.chunks; c++) {
       const length = arrays.chunkLength[c]
+      // A shard holds only its node's chunks; the others have length 0.
+      if (header.nodes !== undefined && length === 0) continue
       const bytes = await chunkFile.read(arrays.chunkOffset[c], length)
       const group = pack.path(filesOfChunk[c][0]).split('/')[0]
       const damaged = filesOfChunk[c].filter(entry => {

@@ -9,6 +9,11 @@
  * Atomic: everything is written into `<out>.partial-<pid>`, fsynced, and
  * only then renamed to `<out>`; an interrupted pack leaves no `<out>`, and
  * a `.partial` directory has no index that could pass for a pack.
+ *
+ * Sharded (`--nodes N`, for a cluster without shared storage): `<out>` holds
+ * one pack per node, `node-<i>`, each with the whole tree (every node shows
+ * the same mount) but only the chunks whose home is node i; the others keep
+ * length 0 in its index. Homes are those of the cluster layout.
  */
 import { promises as fs } from 'node:fs'
 import path from 'node:path'
@@ -16,7 +21,8 @@ import { crc32 } from 'node:zlib'
 import { native } from '../chunks/native'
 import { readIncludeList, scanTree } from '../chunks/scan'
 import { RedirfsError } from '../errors'
-import { cutPhysicalChunks } from '../redirect/layout'
+import { cutPhysicalChunks, homeOfChunk } from '../redirect/layout'
+import type { DatasetTree } from '../chunks/tree'
 import { allocateArrays, CHUNK_ALIGNMENT, encodeIndex, EntryKind, NO_CHUNK, PACK_VERSION, type PackHeader } from './format'
 import { CHUNKS_FILE, INDEX_FILE, OTHERS_FILE } from './pack-index'
 
@@ -25,6 +31,8 @@ export interface PackOptions {
   seed: number
   extensions?: string[]
   includeFile?: string
+  /** Write one pack per node (`<out>/node-<i>`), each holding that node's home chunks. */
+  nodes?: number
   /** Called as bytes are written: (done, total). */
   onProgress?: (done: number, total: number) => void
   onWarning?: (message: string) => void
@@ -44,17 +52,63 @@ export async function writePack (source: string, out: string, options: PackOptio
   if (!sourceStat.isDirectory()) throw new RedirfsError(`source ${source} is not a directory`)
   if (await fs.stat(out).then(() => true, () => false)) throw new RedirfsError(`${out} already exists; remove it or choose another output`)
   if (!(await fs.stat(path.dirname(out)).then(s => s.isDirectory(), () => false))) throw new RedirfsError(`the directory of ${out} does not exist`)
+  const nodes = options.nodes ?? 1
 
   const include = options.includeFile !== undefined ? await readIncludeList(options.includeFile) : undefined
   const tree = await scanTree(source, { include, extensions: options.extensions, onWarning: options.onWarning })
   const { chunksOfGroup } = cutPhysicalChunks(tree.samples, options.chunkSize, options.seed)
   const chunks = chunksOfGroup.flat()
+  const homes = chunksOfGroup.flatMap((groupChunks, group) => groupChunks.map((_, i) => homeOfChunk(group, i, nodes)))
   const paths = [...tree.entries.keys()].sort()
-  const entryOf = new Map(paths.map((p, i) => [p, i]))
-  const arrays = allocateArrays(paths.length, chunks.length)
   const sampleBytes = tree.samples.reduce((sum, s) => sum + s.size, 0)
   const otherBytes = paths.reduce((sum, p) => { const e = tree.entries.get(p)!; return sum + (e.children === undefined && e.sample === undefined ? e.attributes.size : 0) }, 0)
+  const layout: PackLayout = { source, tree, chunks, paths, chunkSize: options.chunkSize, seed: options.seed, sampleBytes }
 
+  const partial = `${out}.partial-${process.pid}`
+  await fs.mkdir(partial)
+  try {
+    let written = 0
+    const progress = (bytes: number): void => { written += bytes; options.onProgress?.(written, sampleBytes + nodes * otherBytes) }
+    let summary: PackSummary
+    if (nodes === 1) {
+      summary = await writeOnePack(layout, partial, () => true, undefined, progress)
+    } else {
+      // One pack per node, each with the whole tree but only its home chunks.
+      for (let node = 0; node < nodes; node++) {
+        const shard = path.join(partial, shardName(node))
+        await fs.mkdir(shard)
+        summary = await writeOnePack(layout, shard, c => homes[c] === node, { nodes, node }, progress)
+        await syncDirectory(shard)
+      }
+    }
+    await syncDirectory(partial)
+    await fs.rename(partial, out)
+    await syncDirectory(path.dirname(out))
+    return summary!
+  } catch (err) {
+    await fs.rm(partial, { recursive: true, force: true })
+    throw err
+  }
+}
+
+/** The directory of node `node`'s shard inside a `--nodes` pack. */
+export const shardName = (node: number): string => `node-${node}`
+
+interface PackLayout {
+  source: string
+  tree: DatasetTree
+  chunks: number[][]
+  paths: string[]
+  chunkSize: number
+  seed: number
+  sampleBytes: number
+}
+
+/** Writes one pack into `directory`: the whole tree, the chunks `holds` selects, the non-sample files. */
+async function writeOnePack (layout: PackLayout, directory: string, holds: (chunk: number) => boolean, shard: { nodes: number, node: number } | undefined, progress: (bytes: number) => void): Promise<PackSummary> {
+  const { source, tree, chunks, paths } = layout
+  const entryOf = new Map(paths.map((p, i) => [p, i]))
+  const arrays = allocateArrays(paths.length, chunks.length)
   let pathEnd = 0
   paths.forEach((relative, i) => {
     const entry = tree.entries.get(relative)!
@@ -66,97 +120,88 @@ export async function writePack (source: string, out: string, options: PackOptio
     pathEnd += Buffer.byteLength(relative)
     arrays.pathEnd[i] = pathEnd
   })
-
-  const partial = `${out}.partial-${process.pid}`
-  await fs.mkdir(partial)
-  try {
-    let written = 0
-    const progress = (bytes: number): void => { written += bytes; options.onProgress?.(written, sampleBytes + otherBytes) }
-    const readBatch = async (relatives: string[]): Promise<Buffer[]> => {
-      const results = await native().readFiles(relatives.map(r => path.join(source, r)))
-      return results.map((result, i) => {
-        if (result instanceof Error) throw new RedirfsError(`cannot read ${relatives[i]}: ${result.message}`)
-        const expected = tree.entries.get(relatives[i])!.attributes.size
-        if (result.length !== expected) throw new RedirfsError(`${relatives[i]} changed while packing (${expected} bytes when scanned, ${result.length} now)`)
-        return result
-      })
-    }
-
-    // chunks.bin: each chunk aligned; the next chunk is read while this one is written.
-    const chunkFile = await fs.open(path.join(partial, CHUNKS_FILE), 'w')
-    let position = 0
-    let next = chunks.length > 0 ? readBatch(chunks[0].map(id => tree.samples[id].path)) : undefined
-    for (let c = 0; c < chunks.length; c++) {
-      const bytes = await next!
-      next = c + 1 < chunks.length ? readBatch(chunks[c + 1].map(id => tree.samples[id].path)) : undefined
-      position += (CHUNK_ALIGNMENT - (position % CHUNK_ALIGNMENT)) % CHUNK_ALIGNMENT
-      arrays.chunkOffset[c] = position
-      let chunkCrc = 0
-      let offset = position
-      chunks[c].forEach((id, k) => {
-        const entry = entryOf.get(tree.samples[id].path)!
-        arrays.location[entry] = offset
-        arrays.crc[entry] = crc32(bytes[k])
-        arrays.chunk[entry] = c
-        chunkCrc = crc32(bytes[k], chunkCrc)
-        offset += bytes[k].length
-      })
-      const data = Buffer.concat(bytes)
-      await chunkFile.write(data, 0, data.length, position)
-      arrays.chunkLength[c] = data.length
-      arrays.chunkCrc[c] = chunkCrc
-      position += data.length
-      progress(data.length)
-    }
-    // Pad the end so the last chunk's aligned read is whole blocks.
-    const tail = (CHUNK_ALIGNMENT - (position % CHUNK_ALIGNMENT)) % CHUNK_ALIGNMENT
-    if (tail > 0) await chunkFile.write(Buffer.alloc(tail), 0, tail, position)
-    await chunkFile.sync()
-    await chunkFile.close()
-
-    // others.bin: non-sample files, back to back.
-    const otherFile = await fs.open(path.join(partial, OTHERS_FILE), 'w')
-    let otherPosition = 0
-    let others = 0
-    for (const [i, relative] of paths.entries()) {
-      if (arrays.kind[i] !== EntryKind.Other) continue
-      const [bytes] = await readBatch([relative])
-      arrays.location[i] = otherPosition
-      arrays.crc[i] = crc32(bytes)
-      await otherFile.write(bytes, 0, bytes.length, otherPosition)
-      otherPosition += bytes.length
-      others++
-      progress(bytes.length)
-    }
-    await otherFile.sync()
-    await otherFile.close()
-
-    const header: PackHeader = {
-      format: 'redirfs-pack',
-      version: PACK_VERSION,
-      chunkSize: options.chunkSize,
-      seed: options.seed,
-      entries: paths.length,
-      samples: tree.samples.length,
-      chunks: chunks.length,
-      pathBytes: pathEnd,
-      sampleBytes,
-      createdAt: new Date().toISOString()
-    }
-    const index = encodeIndex(header, arrays, Buffer.from(paths.join('')))
-    const indexFile = await fs.open(path.join(partial, INDEX_FILE), 'w')
-    await indexFile.write(index)
-    await indexFile.sync()
-    await indexFile.close()
-
-    await syncDirectory(partial)
-    await fs.rename(partial, out)
-    await syncDirectory(path.dirname(out))
-    return { samples: tree.samples.length, others, chunks: chunks.length, sampleBytes, indexBytes: index.length }
-  } catch (err) {
-    await fs.rm(partial, { recursive: true, force: true })
-    throw err
+  const readBatch = async (relatives: string[]): Promise<Buffer[]> => {
+    const results = await native().readFiles(relatives.map(r => path.join(source, r)))
+    return results.map((result, i) => {
+      if (result instanceof Error) throw new RedirfsError(`cannot read ${relatives[i]}: ${result.message}`)
+      const expected = tree.entries.get(relatives[i])!.attributes.size
+      if (result.length !== expected) throw new RedirfsError(`${relatives[i]} changed while packing (${expected} bytes when scanned, ${result.length} now)`)
+      return result
+    })
   }
+
+  // chunks.bin: each held chunk aligned; the next one is read while this one is written.
+  // A chunk this pack does not hold keeps length 0 (its files' chunk number is still recorded).
+  const held = chunks.map((_, c) => c).filter(holds)
+  for (const [c, files] of chunks.entries()) for (const id of files) arrays.chunk[entryOf.get(tree.samples[id].path)!] = c
+  const chunkFile = await fs.open(path.join(directory, CHUNKS_FILE), 'w')
+  let position = 0
+  const readChunk = (c: number | undefined): Promise<Buffer[]> | undefined => c === undefined ? undefined : readBatch(chunks[c].map(id => tree.samples[id].path))
+  let next = readChunk(held[0])
+  for (let h = 0; h < held.length; h++) {
+    const c = held[h]
+    const bytes = await next!
+    next = readChunk(held[h + 1])
+    position += (CHUNK_ALIGNMENT - (position % CHUNK_ALIGNMENT)) % CHUNK_ALIGNMENT
+    arrays.chunkOffset[c] = position
+    let chunkCrc = 0
+    let offset = position
+    chunks[c].forEach((id, k) => {
+      const entry = entryOf.get(tree.samples[id].path)!
+      arrays.location[entry] = offset
+      arrays.crc[entry] = crc32(bytes[k])
+      chunkCrc = crc32(bytes[k], chunkCrc)
+      offset += bytes[k].length
+    })
+    const data = Buffer.concat(bytes)
+    await chunkFile.write(data, 0, data.length, position)
+    arrays.chunkLength[c] = data.length
+    arrays.chunkCrc[c] = chunkCrc
+    position += data.length
+    progress(data.length)
+  }
+  // Pad the end so the last chunk's aligned read is whole blocks.
+  const tail = (CHUNK_ALIGNMENT - (position % CHUNK_ALIGNMENT)) % CHUNK_ALIGNMENT
+  if (tail > 0) await chunkFile.write(Buffer.alloc(tail), 0, tail, position)
+  await chunkFile.sync()
+  await chunkFile.close()
+
+  // others.bin: non-sample files, back to back.
+  const otherFile = await fs.open(path.join(directory, OTHERS_FILE), 'w')
+  let otherPosition = 0
+  let others = 0
+  for (const [i, relative] of paths.entries()) {
+    if (arrays.kind[i] !== EntryKind.Other) continue
+    const [bytes] = await readBatch([relative])
+    arrays.location[i] = otherPosition
+    arrays.crc[i] = crc32(bytes)
+    await otherFile.write(bytes, 0, bytes.length, otherPosition)
+    otherPosition += bytes.length
+    others++
+    progress(bytes.length)
+  }
+  await otherFile.sync()
+  await otherFile.close()
+
+  const header: PackHeader = {
+    format: 'redirfs-pack',
+    version: PACK_VERSION,
+    chunkSize: layout.chunkSize,
+    seed: layout.seed,
+    entries: paths.length,
+    samples: tree.samples.length,
+    chunks: chunks.length,
+    pathBytes: pathEnd,
+    sampleBytes: layout.sampleBytes,
+    createdAt: new Date().toISOString(),
+    ...(shard !== undefined ? { nodes: shard.nodes, node: shard.node } : {})
+  }
+  const index = encodeIndex(header, arrays, Buffer.from(paths.join('')))
+  const indexFile = await fs.open(path.join(directory, INDEX_FILE), 'w')
+  await indexFile.write(index)
+  await indexFile.sync()
+  await indexFile.close()
+  return { samples: tree.samples.length, others, chunks: held.length, sampleBytes: layout.sampleBytes, indexBytes: index.length }
 }
 
 async function syncDirectory (directory: string): Promise<void> {

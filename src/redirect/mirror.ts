@@ -92,7 +92,7 @@ export class MirrorTable {
   }
 
   private vcOf (file: FileId): VcId { return this.layout.pcs[this.layout.filePc[file]].vc }
-  private offsetOf (file: FileId): number { return this.layout.fileOffset[file] }
+  offsetOf (file: FileId): number { return this.layout.fileOffset[file] }
 
   private mirror (vc: VcId): VcMirror {
     let mirror = this.mirrors.get(vc)
@@ -186,6 +186,10 @@ export class MirrorTable {
     if (candidates.length === 0) return undefined
     this.counters.givenBack++
     return this.take(vc, mirror, candidates[0])
+  }
+
+  /** True while a request for `vc` is out. */
+  isRequesting (vc: VcId): boolean { return this.requesting.has(vc)
   }
 
   /** For a takeover of `vc`: the owner's epoch this node knows, and what it received in it. */

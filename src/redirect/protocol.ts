@@ -463,6 +463,13 @@ export class Protocol {
     this.counters.takeovers++
   }
 
+  /** After `adopt`: a file this node held of `vc` in its own mirror moves into the VC's slot. */
+  placeAdopted (vc: VcId, file: FileId): void {
+    this.slots.consume(file)
+    this.slots.place(vc, this.offsetOf(file), file)
+    this.noteMemory()
+  }
+
   /**
    * A load to start ahead of need for `vc`, if one is worth it and fits in
    * memory: strict refills a VC once three quarters of its slots are empty

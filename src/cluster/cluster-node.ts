@@ -1,0 +1,368 @@
+/**
+ * One node of a cluster: the peer service it runs, the clients it calls
+ * its peers with, and who owns which VC.
+ *
+ * - Start: listen, then handshake with every peer (same protocol version,
+ *   same layout hash, the node id each expects) before the mount comes up;
+ *   a mismatch fails the mount with a message that says what differs.
+ * - Opens: a file of a VC this node owns goes to the engine (home side);
+ *   any other to the remote reader, which asks the VC's current owner.
+ * - Death: a peer that does not answer within the peer timeout is dead to
+ *   this node for the rest of the mount. What this node shipped into its
+ *   mirror is made loadable again (it never reached a trainer). Then:
+ *   - shared storage: each of the dead node's VCs gets a successor (a fixed
+ *     order of the other nodes, rotated per VC so the load spreads), which
+ *     asks the survivors what they received of it in its current epoch and
+ *     still hold, and takes it over; training goes on with no error.
+ *   - sharded packs: nobody else has those chunks; opens of them fail with
+ *     EIO at once, with one clear log line.
+ */
+import type { Logger } from 'pino'
+import * as grpc from '@grpc/grpc-js'
+import { RedirfsError } from '../errors'
+import type { Engine, Reclaimer, ServedFile } from '../engine/engine'
+import { RemoteReader, type OwnerAnswer, type Owners } from '../engine/remote-reader'
+import type { FileId, Layout, NodeId, VcId } from '../redirect/layout'
+import type { MirrorTable, RemoteRequest } from '../redirect/mirror'
+import type { ReclaimReport } from '../redirect/protocol'
+import type { PeerAddress } from './addresses'
+import { PeerCallError, PeerClient } from './peer-client'
+import { PeerRefusal, startPeerServer, type PeerHandler, type RunningPeerServer } from './peer-server'
+import type { Credentials } from './security'
+import { decodeOffsets, encodeOffsets, PROTOCOL_VERSION, type FileData, type HandshakeReply, type HandshakeRequest, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type TakeoverStateReply, type TakeoverStateRequest, type VcState } from './wire'
+
+export type Storage = 'shared' | 'sharded'
+
+export interface ClusterOptions {
+  node: NodeId
+  peers: readonly PeerAddress[]
+  listen: PeerAddress
+  token: string
+  credentials: Credentials
+  storage: Storage
+  /** A peer that does not answer a call within this is dead. */
+  peerTimeoutMs: number
+  /** How long start-up waits for every peer to answer the handshake. */
+  startupTimeoutMs: number
+}
+
+/** Ownership moved to this node while an open was asking elsewhere. */
+class OwnerIsHere extends Error {}
+
+export interface ClusterCounters {
+  peersLost: number
+  takeovers: number
+  refusedRequests: number
+}
+
+export class ClusterNode implements PeerHandler {
+  readonly counters: ClusterCounters = { peersLost: 0, takeovers: 0, refusedRequests: 0 }
+  private readonly clients: (PeerClient | undefined)[]
+  private readonly dead = new Set<NodeId>()
+  private readonly takeovers = new Map<NodeId, Promise<void>>()
+  private server?: RunningPeerServer
+  /** Opens of files whose VC another node owns. */
+  readonly remote: RemoteReader
+  /** Set by the daemon: the node's stats as JSON, for the Stats call. */
+  statsJson: () => string = () => '{}'
+
+  constructor (
+    private readonly layout: Layout,
+    private readonly engine: Engine,
+    mirror: MirrorTable,
+    private readonly options: ClusterOptions,
+    private readonly log: Logger
+  ) {
+    this.clients = options.peers.map((address, node) => node === options.node ? undefined : new PeerClient(address, options.credentials, options.token, options.peerTimeoutMs))
+    const owners: Owners = { read: async request => await this.askOwner(request) }
+    this.remote = new RemoteReader(mirror, owners, log)
+    engine.reclaimer = this.reclaimFromHolders
+  }
+
+  get node (): NodeId { return this.options.node }
+
+  /** Listens, then handshakes with every peer; throws a one-line reason on any mismatch. */
+  async start (): Promise<void> {
+    this.server = await startPeerServer(this.options.listen, this.options.credentials, this.options.token, this, this.log)
+    const request: HandshakeRequest = { protocolVersion: PROTOCOL_VERSION, node: this.node, nodes: this.layout.nodes, layoutHash: this.layout.hash }
+    await Promise.all(this.clients.map(async (client, node) => {
+      if (client === undefined) return
+      let reply: HandshakeReply
+      try {
+        reply = await client.handshake(request, this.options.startupTimeoutMs)
+      } catch (err) {
+        throw this.handshakeError(node, err)
+      }
+      const problem = this.mismatch(reply.protocolVersion, reply.layoutHash, reply.node, node)
+      if (problem !== undefined) throw new RedirfsError(`peer ${node} at ${client.address.text}: ${problem}`)
+    }))
+    this.log.info({ node: this.node, peers: this.options.peers.map(p => p.text), storage: this.options.storage }, 'cluster handshake done')
+  }
+
+  private handshakeError (node: NodeId, err: unknown): RedirfsError {
+    const address = this.options.peers[node].text
+    if (!(err instanceof PeerCallError)) return new RedirfsError(`handshake with peer ${node} at ${address} failed: ${(err as Error).message}`)
+    if (err.status === grpc.status.UNAUTHENTICATED) return new RedirfsError(`peer ${node} at ${address} refused our cluster token: every node needs the same --token-file`)
+    if (err.status === grpc.status.FAILED_PRECONDITION) return new RedirfsError(`peer ${node} at ${address} refused us: ${err.details}`)
+    if (err.unreachable) return new RedirfsError(`peer ${node} at ${address} did not answer within ${this.options.startupTimeoutMs / 1000}s (${err.details}); start every node's mount at about the same time (mount-scripts/ do)`)
+    return new RedirfsError(`handshake with peer ${node} at ${address} failed: ${err.details}`)
+  }
+
+  /** What differs between a peer and us, or undefined. */
+  private mismatch (version: number, hash: string, theirId: number, expectedId: number): string | undefined {
+    if (version !== PROTOCOL_VERSION) return `protocol version ${version}, this node speaks ${PROTOCOL_VERSION}; run the same redirfs on every node`
+    if (theirId !== expectedId) return `it is node ${theirId}, but --peers lists it as node ${expectedId}; give every node the same --peers in the same order`
+    if (hash !== this.layout.hash) return `layout ${hash}, this node has ${this.layout.hash}; every node must mount the same dataset with the same --chunk-size, --seed, --memory and --peers`
+    return undefined
+  }
+
+  // ---------------------------------------------------------------- opens
+
+  /** An open by this node's trainer. */
+  async open (file: FileId): Promise<ServedFile> {
+    for (;;) {
+      const vc = this.vcOf(file)
+      if (this.engine.protocol.owns(vc)) return await this.engine.open(file)
+      try {
+        return await this.remote.open(file)
+      } catch (err) {
+        if (!(err instanceof OwnerIsHere)) throw err
+      }
+    }
+  }
+
+  private vcOf (file: FileId): VcId { return this.layout.pcs[this.layout.filePc[file]].vc }
+
+  /** Who answers for `vc` now, as this node sees it; undefined when nobody can. */
+  private ownerOf (vc: VcId): NodeId | undefined {
+    const home = this.layout.vcs[vc].home
+    if (!this.dead.has(home)) return home
+    if (this.options.storage === 'sharded') return undefined
+    return this.successorOf(vc)
+  }
+
+  /** The live node that takes over `vc` when its home is dead: a per-VC rotation of the others. */
+  private successorOf (vc: VcId): NodeId | undefined {
+    const { nodes } = this.layout
+    const home = this.layout.vcs[vc].home
+    for (let step = 0; step < nodes - 1; step++) {
+      const candidate = (home + 1 + ((vc + step) % (nodes - 1))) % nodes
+      if (!this.dead.has(candidate)) return candidate
+    }
+    return undefined
+  }
+
+  /** Sends a remote open to the VC's owner, following takeovers. */
+  private async askOwner (request: RemoteRequest): Promise<OwnerAnswer> {
+    for (;;) {
+      const owner = this.ownerOf(request.vc)
+      const home = this.layout.vcs[request.vc].home
+      if (owner === undefined) {
+        throw new RedirfsError(`node ${home} (${this.options.peers[home].text}) is gone and ${this.options.storage === 'sharded' ? 'its chunks are only in its pack shard' : 'no node is left to take over its chunks'}`, 'EIO')
+      }
+      if (owner === this.node) {
+        await this.takeovers.get(home)
+        throw new OwnerIsHere()
+      }
+      try {
+        const reply = await this.clients[owner]!.read({
+          node: this.node,
+          file: request.file,
+          emptyOffsets: encodeOffsets(request.emptyOffsets, this.layout.chunkSize),
+          freeBytes: Math.floor(request.freeBytes),
+          lastBatch: request.lastBatch
+        })
+        return this.decodeReadReply(reply)
+      } catch (err) {
+        if (err instanceof PeerCallError && err.unreachable) {
+          this.markDead(owner, err.details)
+          continue
+        }
+        throw new RedirfsError(`node ${owner} could not answer for file ${request.file}: ${(err as Error).message}`, 'EIO')
+      }
+    }
+  }
+
+  private decodeReadReply (reply: ReadReply): OwnerAnswer {
+    const served = reply.unreadable || reply.served == null ? undefined : { file: reply.served.file, bytes: reply.served.data }
+    return { served, batch: reply.batch.map(f => ({ file: f.file, bytes: f.data })), batchNumber: reply.batchNumber, vcEpoch: reply.vcEpoch }
+  }
+
+  // ---------------------------------------------------------------- reclaims (home side)
+
+  private readonly reclaimFromHolders: Reclaimer = async plan => {
+    const reports: ReclaimReport[] = []
+    let returned: ServedFile | undefined
+    await Promise.all(plan.holders.map(async holder => {
+      if (this.dead.has(holder)) { reports.push({ node: holder, dead: true }); return }
+      const giveBack = plan.giveBack?.node === holder
+      try {
+        const reply = await this.clients[holder]!.reclaim({ node: this.node, vc: plan.vc, giveBack, offsets: giveBack ? [...(plan.giveBack!.offsets ?? [])] : [] })
+        if (reply.returned != null) returned = { file: reply.returned.file, bytes: reply.returned.data }
+        reports.push({ node: holder, held: reply.held, lastBatch: reply.lastBatch, returned: reply.returned?.file })
+      } catch (err) {
+        if (err instanceof PeerCallError && err.unreachable) this.markDead(holder, err.details)
+        else this.log.error({ holder, vc: plan.vc, err: (err as Error).message }, 'reclaim refused; treating the holder as dead')
+        reports.push({ node: holder, dead: true })
+      }
+    }))
+    return { reports, returned }
+  }
+
+  // ---------------------------------------------------------------- deaths and takeovers
+
+  private markDead (node: NodeId, why: string): void {
+    if (node === this.node || this.dead.has(node)) return
+    this.dead.add(node)
+    this.counters.peersLost++
+    const lost = this.engine.protocol.forgetNode(node)
+    const address = this.options.peers[node].text
+    if (this.options.storage === 'sharded') {
+      this.log.error({ peer: node, address, why }, `peer ${node} (${address}) did not answer within ${this.options.peerTimeoutMs / 1000}s: its samples are only in its pack shard, so opens of them now fail with EIO`)
+    } else {
+      this.log.error({ peer: node, address, why, vcsWithLostFiles: lost.length }, `peer ${node} (${address}) did not answer within ${this.options.peerTimeoutMs / 1000}s: the other nodes take over its chunks`)
+      void this.takeOver(node).catch(err => this.log.error({ dead: node, err: (err as Error).message }, 'takeover failed'))
+    }
+  }
+
+  /** Takes over the dead node's VCs whose successor is this node (once per dead node). */
+  private async takeOver (dead: NodeId): Promise<void> {
+    const existing = this.takeovers.get(dead)
+    if (existing !== undefined) return await existing
+    const vcs = this.layout.vcs.map((_, vc) => vc).filter(vc => this.layout.vcs[vc].home === dead && !this.engine.protocol.owns(vc) && this.successorOf(vc) === this.node)
+    const work = (async () => {
+      if (vcs.length === 0) return
+      const states = new Map<VcId, { node: NodeId, state: VcState }[]>(vcs.map(vc => [vc, []]))
+      const collect = (node: NodeId, reply: TakeoverStateReply): void => {
+        for (const state of reply.vcs) states.get(state.vc)?.push({ node, state })
+      }
+      collect(this.node, this.mirrorStates(vcs))
+      await Promise.all(this.clients.map(async (client, node) => {
+        if (client === undefined || this.dead.has(node)) return
+        try {
+          collect(node, await client.takeoverState({ node: this.node, dead, vcs }))
+        } catch (err) {
+          this.log.warn({ peer: node, err: (err as Error).message }, 'a survivor did not report its state for a takeover; going on without it')
+        }
+      }))
+      for (const vc of vcs) {
+        const reports = states.get(vc)!
+        const epoch = Math.max(0, ...reports.map(r => r.state.epoch))
+        const consumed = reports.filter(r => r.state.epoch === epoch).flatMap(r => r.state.received)
+        const heldElsewhere = reports.filter(r => r.node !== this.node).flatMap(r => r.state.held.map(file => ({ file, node: r.node, batch: r.state.lastBatch })))
+        this.engine.adopt(vc, epoch, consumed, heldElsewhere, this.remote.surrender(vc))
+      }
+      this.counters.takeovers += vcs.length
+      this.remote.wakeAll(vcs)
+      this.log.info({ dead, vcs: vcs.length }, `took over ${vcs.length} virtual chunk(s) of node ${dead}`)
+    })()
+    this.takeovers.set(dead, work)
+    await work
+  }
+
+  private mirrorStates (vcs: readonly VcId[]): TakeoverStateReply {
+    return {
+      vcs: vcs.map(vc => {
+        const { epoch, files } = this.remote.mirror.receivedIn(vc)
+        return { vc, epoch, received: files, held: this.remote.mirror.held(vc), lastBatch: this.remote.mirror.lastBatchOf(vc) }
+      })
+    }
+  }
+
+  // ---------------------------------------------------------------- the peer service
+
+  handshake (request: HandshakeRequest): HandshakeReply {
+    const problem = this.checkNode(request.node) ?? this.mismatch(request.protocolVersion, request.layoutHash, this.node, this.node) ??
+      (request.nodes !== this.layout.nodes ? `it has ${request.nodes} nodes in --peers, this node has ${this.layout.nodes}` : undefined)
+    if (problem !== undefined) {
+      this.log.warn({ peer: request.node, problem }, 'refused a peer handshake')
+      throw new PeerRefusal(grpc.status.FAILED_PRECONDITION, `node ${this.node}: ${problem}`)
+    }
+    return { protocolVersion: PROTOCOL_VERSION, node: this.node, layoutHash: this.layout.hash }
+  }
+
+  async read (request: ReadRequest): Promise<ReadReply> {
+    this.invalid(this.checkNode(request.node))
+    this.invalid(request.file < this.layout.files.length ? undefined : `file ${request.file} is not in the layout (it has ${this.layout.files.length})`)
+    const vc = this.vcOf(request.file)
+    if (!this.engine.protocol.owns(vc)) await this.becomeOwner(vc, request.node)
+    const answer = await this.engine.serveRequest(request.file, {
+      node: request.node,
+      emptyOffsets: decodeOffsets(request.emptyOffsets),
+      freeBytes: request.freeBytes,
+      lastBatch: request.lastBatch
+    })
+    const data = (f: ServedFile): FileData => ({ file: f.file, data: f.bytes })
+    return { served: answer.served === undefined ? null : data(answer.served), batch: answer.batch.map(data), batchNumber: answer.batchNumber, vcEpoch: answer.vcEpoch, unreadable: answer.served === undefined }
+  }
+
+  /** A request for a VC this node does not own: only its successor, once its home is dead, answers. */
+  private async becomeOwner (vc: VcId, requester: NodeId): Promise<void> {
+    const home = this.layout.vcs[vc].home
+    const refuse = (why: string): never => {
+      this.counters.refusedRequests++
+      throw new PeerRefusal(grpc.status.FAILED_PRECONDITION, `node ${this.node} does not answer for virtual chunk ${vc} (asked by node ${requester}): ${why}`)
+    }
+    if (this.options.storage === 'sharded') refuse(`its home, node ${home}, is the only node with its chunks`)
+    if (!this.dead.has(home)) {
+      // The requester found the home dead; check for ourselves.
+      try {
+        await this.clients[home]!.handshake({ protocolVersion: PROTOCOL_VERSION, node: this.node, nodes: this.layout.nodes, layoutHash: this.layout.hash })
+        refuse(`its home, node ${home}, answers`)
+      } catch (err) {
+        if (err instanceof PeerRefusal) throw err
+        if (!(err instanceof PeerCallError && err.unreachable)) refuse(`its home, node ${home}, answered: ${(err as Error).message}`)
+        this.markDead(home, `node ${requester} found it unreachable, and so did this node`)
+      }
+    }
+    if (this.successorOf(vc) !== this.node) refuse(`node ${this.successorOf(vc)} takes it over`)
+    await this.takeOver(home)
+    if (!this.engine.protocol.owns(vc)) refuse('the takeover did not include it')
+  }
+
+  reclaim (request: ReclaimRequest): ReclaimReply {
+    this.invalid(this.checkNode(request.node))
+    this.invalid(request.vc < this.layout.vcs.length ? undefined : `virtual chunk ${request.vc} is not in the layout`)
+    const { held, lastBatch, returned } = this.remote.reclaim(request.vc, request.giveBack, request.offsets)
+    return { held, lastBatch, returned: returned === undefined ? null : { file: returned.file, data: returned.bytes } }
+  }
+
+  async takeoverState (request: TakeoverStateRequest): Promise<TakeoverStateReply> {
+    this.invalid(this.checkNode(request.node) ?? this.checkNode(request.dead))
+    this.invalid(request.vcs.every(vc => vc < this.layout.vcs.length && this.layout.vcs[vc].home === request.dead) ? undefined : 'the virtual chunks asked for are not all the dead node\'s')
+    const reply = this.mirrorStates(request.vcs)
+    // The taking-over node found it dead: stop asking it, and take over our share.
+    this.markDead(request.dead, `node ${request.node} is taking over its chunks`)
+    return reply
+  }
+
+  stats (): { json: string } { return { json: this.statsJson() } }
+
+  private checkNode (node: number): string | undefined {
+    if (!Number.isInteger(node) || node < 0 || node >= this.layout.nodes) return `node ${node} is not in this cluster of ${this.layout.nodes}`
+    return undefined
+  }
+
+  private invalid (problem: string | undefined): void {
+    if (problem !== undefined) throw new PeerRefusal(grpc.status.INVALID_ARGUMENT, problem)
+  }
+
+  /** What `<mnt>/.redirfs/stats` shows of the cluster. */
+  describe (): object {
+    return {
+      node: this.node,
+      nodes: this.layout.nodes,
+      storage: this.options.storage,
+      listen: this.options.listen.text,
+      tls: this.options.credentials.tls,
+      peers: this.options.peers.map((address, node) => ({ node, address: address.text, state: node === this.node ? 'self' : this.dead.has(node) ? 'dead' : 'alive' })),
+      ...this.counters,
+      ...this.remote.mirror.counters
+    }
+  }
+
+  async close (): Promise<void> {
+    await this.server?.close()
+    for (const client of this.clients) client?.close()
+  }
+}

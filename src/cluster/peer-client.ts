@@ -1,0 +1,53 @@
+/**
+ * Calls to one peer. Every call carries the cluster token and a deadline,
+ * and waits for the connection up to that deadline (so a peer restarting
+ * its listener is not taken for dead at once); a peer that cannot be
+ * reached within it is `unreachable`, which the node treats as dead.
+ */
+import * as grpc from '@grpc/grpc-js'
+import { RedirfsError } from '../errors'
+import type { PeerAddress } from './addresses'
+import { TOKEN_METADATA, type Credentials } from './security'
+import { CHANNEL_OPTIONS, peerService, type HandshakeReply, type HandshakeRequest, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type StatsReply, type TakeoverStateReply, type TakeoverStateRequest } from './wire'
+
+export class PeerCallError extends RedirfsError {
+  constructor (readonly peer: string, readonly status: grpc.status, readonly details: string) {
+    super(`peer ${peer}: ${details}`)
+  }
+
+  /** The peer did not answer at all (not up, gone, or too slow). */
+  get unreachable (): boolean {
+    return this.status === grpc.status.UNAVAILABLE || this.status === grpc.status.DEADLINE_EXCEEDED || this.status === grpc.status.CANCELLED
+  }
+}
+
+type Unary<Req, Rep> = (request: Req, metadata: grpc.Metadata, options: grpc.CallOptions, callback: (err: grpc.ServiceError | null, reply?: Rep) => void) => void
+
+export class PeerClient {
+  private readonly client: grpc.Client & Record<string, Unary<unknown, unknown>>
+
+  constructor (readonly address: PeerAddress, credentials: Credentials, private readonly token: string, private readonly timeoutMs: number) {
+    const Client = grpc.makeGenericClientConstructor(peerService(), 'Peer')
+    this.client = new Client(address.text, credentials.client, CHANNEL_OPTIONS) as unknown as grpc.Client & Record<string, Unary<unknown, unknown>>
+  }
+
+  private async call<Req, Rep> (method: string, request: Req, timeoutMs = this.timeoutMs): Promise<Rep> {
+    // grpc-js fails fast by default; waiting for the connection is a metadata option.
+    const metadata = new grpc.Metadata({ waitForReady: true })
+    metadata.set(TOKEN_METADATA, this.token)
+    return await new Promise<Rep>((resolve, reject) => {
+      this.client[method].call(this.client, request, metadata, { deadline: Date.now() + timeoutMs }, (err, reply) => {
+        if (err !== null) reject(new PeerCallError(this.address.text, err.code, err.details === '' ? err.message : err.details))
+        else resolve(reply as Rep)
+      })
+    })
+  }
+
+  async handshake (request: HandshakeRequest, timeoutMs?: number): Promise<HandshakeReply> { return await this.call('handshake', request, timeoutMs) }
+  async read (request: ReadRequest): Promise<ReadReply> { return await this.call('read', request) }
+  async reclaim (request: ReclaimRequest): Promise<ReclaimReply> { return await this.call('reclaim', request) }
+  async takeoverState (request: TakeoverStateRequest): Promise<TakeoverStateReply> { return await this.call('takeoverState', request) }
+  async stats (): Promise<StatsReply> { return await this.call('stats', {}) }
+
+  close (): void { this.client.close() }
+}

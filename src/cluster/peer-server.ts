@@ -1,0 +1,71 @@
+/**
+ * The peer service a node runs for the others. It only checks and maps:
+ * every call must carry the cluster token (refused and logged otherwise),
+ * malformed requests get INVALID_ARGUMENT, refusals their own status, and
+ * the work itself is the node's (`PeerHandler`).
+ */
+import * as grpc from '@grpc/grpc-js'
+import type { Logger } from 'pino'
+import { RedirfsError } from '../errors'
+import type { PeerAddress } from './addresses'
+import { TOKEN_METADATA, tokenMatches, type Credentials } from './security'
+import { CHANNEL_OPTIONS, peerService, type HandshakeReply, type HandshakeRequest, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type StatsReply, type TakeoverStateReply, type TakeoverStateRequest } from './wire'
+
+/** A refusal with the gRPC status the caller gets. */
+export class PeerRefusal extends RedirfsError {
+  constructor (readonly status: grpc.status, message: string) { super(message) }
+}
+
+export interface PeerHandler {
+  handshake (request: HandshakeRequest): HandshakeReply
+  read (request: ReadRequest): Promise<ReadReply>
+  reclaim (request: ReclaimRequest): ReclaimReply
+  takeoverState (request: TakeoverStateRequest): Promise<TakeoverStateReply>
+  stats (): StatsReply
+}
+
+export interface RunningPeerServer {
+  readonly port: number
+  close (): Promise<void>
+}
+
+export async function startPeerServer (listen: PeerAddress, credentials: Credentials, token: string, handler: PeerHandler, log: Logger): Promise<RunningPeerServer> {
+  const server = new grpc.Server(CHANNEL_OPTIONS)
+  let refusedLogged = 0
+  const unary = <Req, Rep>(name: string, work: (request: Req) => Rep | Promise<Rep>): grpc.handleUnaryCall<Req, Rep> =>
+    (call, callback) => {
+      if (!tokenMatches(call.metadata.get(TOKEN_METADATA)[0], token)) {
+        // One line per refusal, up to a point: a misconfigured peer retries a lot.
+        if (refusedLogged++ < 100) log.warn({ call: name, peer: call.getPeer() }, 'refused a peer call: wrong or missing cluster token')
+        return callback({ code: grpc.status.UNAUTHENTICATED, details: 'wrong or missing cluster token' })
+      }
+      Promise.resolve().then(() => work(call.request)).then(
+        reply => callback(null, reply),
+        (err: unknown) => {
+          const status = err instanceof PeerRefusal ? err.status : grpc.status.INTERNAL
+          if (status === grpc.status.INTERNAL) log.error({ call: name, err: (err as Error).message }, 'peer call failed')
+          callback({ code: status, details: (err as Error).message })
+        })
+    }
+  server.addService(peerService(), {
+    handshake: unary<HandshakeRequest, HandshakeReply>('handshake', request => handler.handshake(request)),
+    read: unary<ReadRequest, ReadReply>('read', async request => await handler.read(request)),
+    reclaim: unary<ReclaimRequest, ReclaimReply>('reclaim', request => handler.reclaim(request)),
+    takeoverState: unary<TakeoverStateRequest, TakeoverStateReply>('takeoverState', async request => await handler.takeoverState(request)),
+    stats: unary<object, StatsReply>('stats', () => handler.stats())
+  })
+  const port = await new Promise<number>((resolve, reject) => {
+    server.bindAsync(listen.text, credentials.server, (err, bound) => {
+      if (err !== null) reject(new RedirfsError(`cannot listen on ${listen.text}: ${err.message}`))
+      else resolve(bound)
+    })
+  })
+  return {
+    port,
+    close: async () => await new Promise<void>(resolve => {
+      // Give calls in flight a moment, then cut the rest.
+      const timer = setTimeout(() => server.forceShutdown(), 2000)
+      server.tryShutdown(() => { clearTimeout(timer); resolve() })
+    })
+  }
+}

@@ -84,7 +84,7 @@ export class ClusterNode implements PeerHandler {
   /** Listens, then handshakes with every peer; throws a one-line reason on any mismatch. */
   async start (): Promise<void> {
     this.server = await startPeerServer(this.options.listen, this.options.credentials, this.options.token, this, this.log)
-    const request: HandshakeRequest = { protocolVersion: PROTOCOL_VERSION, node: this.node, nodes: this.layout.nodes, layoutHash: this.layout.hash }
+    const request = this.handshakeRequest()
     await Promise.all(this.clients.map(async (client, node) => {
       if (client === undefined) return
       let reply: HandshakeReply
@@ -97,6 +97,10 @@ export class ClusterNode implements PeerHandler {
       if (problem !== undefined) throw new RedirfsError(`peer ${node} at ${client.address.text}: ${problem}`)
     }))
     this.log.info({ node: this.node, peers: this.options.peers.map(p => p.text), storage: this.options.storage }, 'cluster handshake done')
+  }
+
+  private handshakeRequest (): HandshakeRequest {
+    return { protocolVersion: PROTOCOL_VERSION, node: this.node, nodes: this.layout.nodes, layoutHash: this.layout.hash }
   }
 
   private handshakeError (node: NodeId, err: unknown): RedirfsError {
@@ -171,7 +175,7 @@ export class ClusterNode implements PeerHandler {
           emptyOffsets: encodeOffsets(request.emptyOffsets, this.layout.chunkSize),
           freeBytes: Math.floor(request.freeBytes),
           lastBatch: request.lastBatch
-        })
+        }, this.handshakeRequest())
         return this.decodeReadReply(reply)
       } catch (err) {
         if (err instanceof PeerCallError && err.unreachable) {
@@ -218,9 +222,9 @@ export class ClusterNode implements PeerHandler {
     const lost = this.engine.protocol.forgetNode(node)
     const address = this.options.peers[node].text
     if (this.options.storage === 'sharded') {
-      this.log.error({ peer: node, address, why }, `peer ${node} (${address}) did not answer within ${this.options.peerTimeoutMs / 1000}s: its samples are only in its pack shard, so opens of them now fail with EIO`)
+      this.log.error({ peer: node, address, why }, `peer ${node} (${address}) is unreachable (${why}): its samples are only in its pack shard, so opens of them now fail with EIO`)
     } else {
-      this.log.error({ peer: node, address, why, vcsWithLostFiles: lost.length }, `peer ${node} (${address}) did not answer within ${this.options.peerTimeoutMs / 1000}s: the other nodes take over its chunks`)
+      this.log.error({ peer: node, address, why, vcsWithLostFiles: lost.length }, `peer ${node} (${address}) is unreachable (${why}): the other nodes take over its chunks`)
       void this.takeOver(node).catch(err => this.log.error({ dead: node, err: (err as Error).message }, 'takeover failed'))
     }
   }
@@ -307,7 +311,7 @@ export class ClusterNode implements PeerHandler {
     if (!this.dead.has(home)) {
       // The requester found the home dead; check for ourselves.
       try {
-        await this.clients[home]!.handshake({ protocolVersion: PROTOCOL_VERSION, node: this.node, nodes: this.layout.nodes, layoutHash: this.layout.hash })
+        await this.clients[home]!.handshake(this.handshakeRequest())
         refuse(`its home, node ${home}, answers`)
       } catch (err) {
         if (err instanceof PeerRefusal) throw err

@@ -45,7 +45,8 @@ export class RemoteReader {
       } catch (err) {
         this.mirror.abandonRequest(request)
         this.wake(request.vc)
-        throw err instanceof RedirfsError ? err : new RedirfsError((err as Error).message, 'EIO')
+        // As it is: the caller may be told to route the open elsewhere (a takeover made this node the owner).
+        throw err
       }
       this.mirror.finishRequest(request, { served: answer.served?.file, batch: answer.batch.map(f => f.file), batchNumber: answer.batchNumber, vcEpoch: answer.vcEpoch })
       for (const prefetched of answer.batch) this.resident.set(prefetched.file, prefetched.bytes)

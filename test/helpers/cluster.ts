@@ -1,0 +1,86 @@
+// Clusters of real daemons on loopback: free ports, a shared token, every
+// node mounted at once (each waits for the others' handshake), and a
+// teardown that leaves nothing mounted and no daemon running.
+import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs'
+import net from 'node:net'
+import os from 'node:os'
+import path from 'node:path'
+import { readStats } from '../../src/cli/stats-command'
+import { emptyDir, forceUnmount, redirfs, type CliResult } from './mount'
+import { SeededRandom } from '../../src/redirect/random'
+import { readFileAsTrainer, type ReadSample } from './readers'
+
+export async function freePorts (count: number): Promise<number[]> {
+  const servers = await Promise.all(Array.from({ length: count }, async () => await new Promise<net.Server>(resolve => {
+    const server = net.createServer()
+    server.listen(0, '127.0.0.1', () => resolve(server))
+  })))
+  const ports = servers.map(server => (server.address() as net.AddressInfo).port)
+  await Promise.all(servers.map(async server => await new Promise(resolve => server.close(resolve))))
+  return ports
+}
+
+export function tokenFile (token = 'a-cluster-token-' + Math.random().toString(36).slice(2)): string {
+  const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'redirfs-token-')), 'token')
+  writeFileSync(file, token + '\n')
+  chmodSync(file, 0o600)
+  return file
+}
+
+export interface Cluster {
+  readonly mountpoints: string[]
+  readonly peers: string
+  readonly token: string
+  pids (): Promise<number[]>
+}
+
+interface Teardown { teardown: (fn: () => Promise<void> | void) => void }
+
+/**
+ * Mounts `sources[i]` on node i, all at once. `perNode(i)` adds options for
+ * one node. Resolves with the CLI results when any mount failed (`failed`).
+ */
+export async function mountCluster (t: Teardown, sources: string[], options: string[], perNode: (node: number) => string[] = () => []): Promise<Cluster & { results: CliResult[] }> {
+  const ports = await freePorts(sources.length)
+  const peers = ports.map(port => `127.0.0.1:${port}`).join(',')
+  const token = tokenFile()
+  const mountpoints = sources.map(() => emptyDir('redirfs-node-'))
+  t.teardown(async () => { for (const mountpoint of mountpoints) await forceUnmount(mountpoint) })
+  const results = await Promise.all(sources.map(async (source, node) =>
+    await redirfs('mount', source, mountpoints[node], '--node', String(node), '--peers', peers, '--token-file', token, '--peer-wait', '30', ...options, ...perNode(node))))
+  return { mountpoints, peers, token, results, pids: async () => await Promise.all(mountpoints.map(async m => (await readStats(m)).pid as number)) }
+}
+
+export interface NodeRead extends ReadSample { readonly node: number }
+export interface NodeError { readonly node: number, readonly opened: string, readonly code: string }
+
+/**
+ * One epoch as DistributedSampler deals it: a seeded permutation, node i
+ * reading positions i, i+N, ... through its own mount with `readers`
+ * concurrent readers. `afterEach` runs after every answered open (to kill a
+ * node mid-epoch); a node whose mount dies stops reading.
+ */
+export async function readClusterEpoch (mountpoints: string[], samples: readonly string[], seed: number, readers = 4, afterEach?: (done: number) => Promise<void> | void, stopped: Set<number> = new Set()): Promise<{ reads: NodeRead[], errors: NodeError[] }> {
+  const order = new SeededRandom(seed).shuffle([...samples])
+  const reads: NodeRead[] = []
+  const errors: NodeError[] = []
+  let done = 0
+  await Promise.all(mountpoints.map(async (mountpoint, node) => {
+    const share = order.filter((_, i) => i % mountpoints.length === node)
+    let next = 0
+    await Promise.all(Array.from({ length: readers }, async () => {
+      while (next < share.length && !stopped.has(node)) {
+        const relative = share[next++]
+        try {
+          reads.push({ node, ...(await readFileAsTrainer(mountpoint, relative)) })
+        } catch (err) {
+          const code = (err as NodeJS.ErrnoException).code ?? 'unknown'
+          if (stopped.has(node)) return
+          errors.push({ node, opened: relative, code })
+        }
+        await afterEach?.(++done)
+      }
+    }))
+  }))
+  return { reads, errors }
+}

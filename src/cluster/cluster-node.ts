@@ -25,11 +25,12 @@ import { RemoteReader, type OwnerAnswer, type Owners } from '../engine/remote-re
 import type { FileId, Layout, NodeId, VcId } from '../redirect/layout'
 import type { MirrorTable, RemoteRequest } from '../redirect/mirror'
 import type { ReclaimReport } from '../redirect/protocol'
+import { planAdoption, successorOf, type StandbyCopy } from '../redirect/takeover'
 import type { PeerAddress } from './addresses'
 import { PeerCallError, PeerClient } from './peer-client'
 import { PeerRefusal, startPeerServer, type PeerHandler, type RunningPeerServer } from './peer-server'
 import type { Credentials } from './security'
-import { decodeOffsets, encodeOffsets, PROTOCOL_VERSION, type FileData, type HandshakeReply, type HandshakeRequest, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type TakeoverStateReply, type TakeoverStateRequest, type VcState } from './wire'
+import { decodeOffsets, encodeOffsets, PROTOCOL_VERSION, type ServedNotice, type StandbyVc, type SyncRequest, type FileData, type HandshakeReply, type HandshakeRequest, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type TakeoverStateReply, type TakeoverStateRequest, type VcState } from './wire'
 
 export type Storage = 'shared' | 'sharded'
 
@@ -45,6 +46,9 @@ export interface ClusterOptions {
   /** How long start-up waits for every peer to answer the handshake. */
   startupTimeoutMs: number
 }
+
+/** How often standby copies and served notices go out. */
+const SYNC_PERIOD_MS = 250
 
 /** Ownership moved to this node while an open was asking elsewhere. */
 class OwnerIsHere extends Error {}
@@ -65,6 +69,11 @@ export class ClusterNode implements PeerHandler {
   readonly remote: RemoteReader
   /** Set by the daemon: the node's stats as JSON, for the Stats call. */
   statsJson: () => string = () => '{}'
+  /** Standby copies of the VCs this node would take over (see redirect/takeover.ts). */
+  private readonly standby = new Map<VcId, StandbyCopy>()
+  /** Served notices not yet delivered, per owner. */
+  private readonly unsentNotices = new Map<NodeId, ServedNotice[]>()
+  private syncTimer?: NodeJS.Timeout
 
   constructor (
     private readonly layout: Layout,
@@ -97,6 +106,40 @@ export class ClusterNode implements PeerHandler {
       if (problem !== undefined) throw new RedirfsError(`peer ${node} at ${client.address.text}: ${problem}`)
     }))
     this.log.info({ node: this.node, peers: this.options.peers.map(p => p.text), storage: this.options.storage }, 'cluster handshake done')
+    this.syncTimer = setInterval(() => { void this.syncPeers() }, SYNC_PERIOD_MS)
+    this.syncTimer.unref()
+  }
+
+  /**
+   * The periodic sync: to each live peer, the standby copies of the VCs it
+   * would take over from this node, and the files this node served from its
+   * mirrors of that peer's VCs. What cannot be delivered is sent again next
+   * time (until the peer is found dead).
+   */
+  private async syncPeers (): Promise<void> {
+    const standbyFor = new Map<NodeId, StandbyVc[]>()
+    for (const update of this.engine.protocol.takeStandbyUpdates()) {
+      const successor = successorOf(this.layout, update.vc, node => node === this.node || this.dead.has(node))
+      if (successor !== undefined) standbyFor.set(successor, [...(standbyFor.get(successor) ?? []), update])
+    }
+    for (const notice of this.remote.mirror.takeServedNotices()) {
+      const owner = this.ownerOf(notice.vc)
+      if (owner !== undefined && owner !== this.node) this.unsentNotices.set(owner, [...(this.unsentNotices.get(owner) ?? []), notice])
+    }
+    await Promise.all(this.clients.map(async (client, node) => {
+      if (client === undefined || this.dead.has(node)) return
+      const standby = standbyFor.get(node) ?? []
+      const served = this.unsentNotices.get(node) ?? []
+      if (standby.length === 0 && served.length === 0) return
+      this.unsentNotices.delete(node)
+      try {
+        await client.sync({ node: this.node, standby, served })
+      } catch (err) {
+        this.log.debug({ peer: node, err: (err as Error).message }, 'sync failed; will send again')
+        for (const update of standby) this.engine.protocol.touch(update.vc)
+        this.unsentNotices.set(node, [...served, ...(this.unsentNotices.get(node) ?? [])])
+      }
+    }))
   }
 
   private handshakeRequest (): HandshakeRequest {
@@ -145,15 +188,8 @@ export class ClusterNode implements PeerHandler {
     return this.successorOf(vc)
   }
 
-  /** The live node that takes over `vc` when its home is dead: a per-VC rotation of the others. */
   private successorOf (vc: VcId): NodeId | undefined {
-    const { nodes } = this.layout
-    const home = this.layout.vcs[vc].home
-    for (let step = 0; step < nodes - 1; step++) {
-      const candidate = (home + 1 + ((vc + step) % (nodes - 1))) % nodes
-      if (!this.dead.has(candidate)) return candidate
-    }
-    return undefined
+    return successorOf(this.layout, vc, node => this.dead.has(node))
   }
 
   /** Sends a remote open to the VC's owner, following takeovers. */
@@ -250,10 +286,8 @@ export class ClusterNode implements PeerHandler {
         }
       }))
       for (const vc of vcs) {
-        const reports = states.get(vc)!
-        const epoch = Math.max(0, ...reports.map(r => r.state.epoch))
-        const consumed = reports.filter(r => r.state.epoch === epoch).flatMap(r => r.state.received)
-        const heldElsewhere = reports.filter(r => r.node !== this.node).flatMap(r => r.state.held.map(file => ({ file, node: r.node, batch: r.state.lastBatch })))
+        const reports = states.get(vc)!.map(({ node, state }) => ({ node, epoch: state.epoch, received: state.received, held: state.held, lastBatch: state.lastBatch }))
+        const { epoch, consumed, heldElsewhere } = planAdoption(reports, this.standby.get(vc), this.node)
         this.engine.adopt(vc, epoch, consumed, heldElsewhere, this.remote.surrender(vc))
       }
       this.counters.takeovers += vcs.length
@@ -326,6 +360,9 @@ export class ClusterNode implements PeerHandler {
 
   reclaim (request: ReclaimRequest): ReclaimReply {
     this.invalid(this.checkNode(request.node))
+    // Once we reported our state for a takeover of that node, it is dead to us:
+    // a late reclaim from it must not take a file that the new owner counts on.
+    if (this.dead.has(request.node)) throw new PeerRefusal(grpc.status.FAILED_PRECONDITION, `node ${this.node} takes node ${request.node} for dead`)
     this.invalid(request.vc < this.layout.vcs.length ? undefined : `virtual chunk ${request.vc} is not in the layout`)
     const { held, lastBatch, returned } = this.remote.reclaim(request.vc, request.giveBack, request.offsets)
     return { held, lastBatch, returned: returned === undefined ? null : { file: returned.file, data: returned.bytes } }
@@ -338,6 +375,18 @@ export class ClusterNode implements PeerHandler {
     // The taking-over node found it dead: stop asking it, and take over our share.
     this.markDead(request.dead, `node ${request.node} is taking over its chunks`)
     return reply
+  }
+
+  sync (request: SyncRequest): object {
+    this.invalid(this.checkNode(request.node))
+    if (this.dead.has(request.node)) return {}
+    for (const update of request.standby) {
+      this.invalid(update.vc < this.layout.vcs.length && this.layout.vcs[update.vc].home === request.node ? undefined : `virtual chunk ${update.vc} is not node ${request.node}'s`)
+      const known = this.standby.get(update.vc)
+      if (known === undefined || update.epoch >= known.epoch) this.standby.set(update.vc, { epoch: update.epoch, servedHere: update.servedHere })
+    }
+    this.engine.protocol.noteServedElsewhere(request.node, request.served.filter(n => n.vc < this.layout.vcs.length && this.engine.protocol.owns(n.vc)))
+    return {}
   }
 
   stats (): { json: string } { return { json: this.statsJson() } }
@@ -366,6 +415,7 @@ export class ClusterNode implements PeerHandler {
   }
 
   async close (): Promise<void> {
+    clearInterval(this.syncTimer)
     await this.server?.close()
     for (const client of this.clients) client?.close()
   }

@@ -15,7 +15,7 @@ import * as grpc from '@grpc/grpc-js'
 import { RedirfsError } from '../errors'
 import type { PeerAddress } from './addresses'
 import { TOKEN_METADATA, type Credentials } from './security'
-import { CHANNEL_OPTIONS, peerService, type HandshakeReply, type HandshakeRequest, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type StatsReply, type TakeoverStateReply, type TakeoverStateRequest } from './wire'
+import { CHANNEL_OPTIONS, peerService, type HandshakeReply, type HandshakeRequest, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type StatsReply, type SyncRequest, type TakeoverStateReply, type TakeoverStateRequest } from './wire'
 
 export class PeerCallError extends RedirfsError {
   constructor (readonly peer: string, readonly status: grpc.status, readonly details: string) {
@@ -75,6 +75,7 @@ export class PeerClient {
   async reclaim (request: ReclaimRequest): Promise<ReclaimReply> { return await this.call('reclaim', request) }
   async takeoverState (request: TakeoverStateRequest): Promise<TakeoverStateReply> { return await this.call('takeoverState', request) }
   async stats (): Promise<StatsReply> { return await this.call('stats', {}) }
+  async sync (request: SyncRequest): Promise<object> { return await this.call('sync', request) }
 
   close (): void { this.client.close() }
 }

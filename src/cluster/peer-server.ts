@@ -9,7 +9,7 @@ import type { Logger } from 'pino'
 import { RedirfsError } from '../errors'
 import type { PeerAddress } from './addresses'
 import { TOKEN_METADATA, tokenMatches, type Credentials } from './security'
-import { CHANNEL_OPTIONS, peerService, type HandshakeReply, type HandshakeRequest, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type StatsReply, type TakeoverStateReply, type TakeoverStateRequest } from './wire'
+import { CHANNEL_OPTIONS, peerService, type HandshakeReply, type HandshakeRequest, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type StatsReply, type SyncRequest, type TakeoverStateReply, type TakeoverStateRequest } from './wire'
 
 /** A refusal with the gRPC status the caller gets. */
 export class PeerRefusal extends RedirfsError {
@@ -21,6 +21,7 @@ export interface PeerHandler {
   read (request: ReadRequest): Promise<ReadReply>
   reclaim (request: ReclaimRequest): ReclaimReply
   takeoverState (request: TakeoverStateRequest): Promise<TakeoverStateReply>
+  sync (request: SyncRequest): object
   stats (): StatsReply
 }
 
@@ -52,6 +53,7 @@ export async function startPeerServer (listen: PeerAddress, credentials: Credent
     read: unary<ReadRequest, ReadReply>('read', async request => await handler.read(request)),
     reclaim: unary<ReclaimRequest, ReclaimReply>('reclaim', request => handler.reclaim(request)),
     takeoverState: unary<TakeoverStateRequest, TakeoverStateReply>('takeoverState', async request => await handler.takeoverState(request)),
+    sync: unary<SyncRequest, object>('sync', request => handler.sync(request)),
     stats: unary<object, StatsReply>('stats', () => handler.stats())
   })
   const port = await new Promise<number>((resolve, reject) => {

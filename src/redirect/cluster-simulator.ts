@@ -11,6 +11,7 @@ import type { FileId, Layout, NodeId, VcId } from './layout'
 import { MirrorTable, type RemoteRequest } from './mirror'
 import { Protocol, type LoadPlan, type MirrorReport, type ReclaimPlan, type ReclaimReport, type RedirectMode } from './protocol'
 import { SeededRandom } from './random'
+import { planAdoption, successorOf, type StandbyCopy } from './takeover'
 
 export interface ClusterSimulationOptions {
   mode: RedirectMode
@@ -22,8 +23,14 @@ export interface ClusterSimulationOptions {
   /** Concurrent opens per node. */
   readers?: number
   prefetch?: boolean
-  /** A node that dies once this many opens of the given epoch were answered cluster-wide (its trainer stops too). */
+  /**
+   * A node that dies once this many opens of the given epoch were answered
+   * cluster-wide (its trainer stops too). Its VCs are taken over by the
+   * survivors (shared storage), as ClusterNode does (see takeover.ts).
+   */
   kill?: { node: NodeId, epoch: number, afterOpens: number }
+  /** Tasks between syncs: standby copies and served notices (the sync period; default 25). */
+  standbyEvery?: number
 }
 
 export interface ClusterOpen { readonly node: NodeId, readonly opened: FileId, readonly served: FileId | undefined }
@@ -54,6 +61,8 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
 
   /** The owner answers an open of `file` (its own trainer's, or a requester's). */
   const serveAtHome = (owner: NodeId, file: FileId, retry: boolean, report: MirrorReport | undefined, answer: Answer): void => {
+    // A dead node decides nothing more: its opens are lost, and a remote one fails over (see `request`).
+    if (dead.has(owner)) return answer(undefined)
     const protocol = protocols[owner]
     const decision = protocol.open(file, retry, report)
     const vc = vcOf(file)
@@ -96,7 +105,10 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
         if (dead.has(holder)) {
           reports.push({ node: holder, dead: true })
         } else {
-          const returned = plan.giveBack?.node === holder ? mirrors[holder].giveBack(plan.vc, plan.giveBack.offsets) : undefined
+          // A holder gives nothing back to an owner it knows is dead (the file would be lost);
+          // the dead owner's opens then fail over, as their calls would.
+          const giveBack = plan.giveBack?.node === holder && !dead.has(owner)
+          const returned = giveBack ? mirrors[holder].giveBack(plan.vc, plan.giveBack!.offsets) : undefined
           reports.push({ node: holder, held: mirrors[holder].held(plan.vc), lastBatch: mirrors[holder].lastBatchOf(plan.vc), returned })
         }
         if (reports.length === plan.holders.length) finish()
@@ -117,16 +129,60 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
 
   const request = (node: NodeId, req: RemoteRequest, answer: Answer): void => {
     const owner = ownerOf(req.vc)
+    if (owner === node) {
+      // This node took the VC over while its request was out: answer at home now.
+      mirrors[node].abandonRequest(req)
+      wake(mirrorWaiters, `${node}:${req.vc}`)
+      return serveAtHome(node, req.file, false, undefined, answer)
+    }
     const report: MirrorReport = { node, emptyOffsets: req.emptyOffsets, freeBytes: req.freeBytes, lastBatch: req.lastBatch }
     serveAtHome(owner, req.file, false, report, served => {
       const { files: batch, batch: batchNumber } = served === undefined ? { files: [], batch: 0 } : protocols[owner].shipBatch(req.vc, report)
       const vcEpoch = protocols[owner].epochOf(req.vc)
       tasks.push(() => {
         if (dead.has(node)) return
+        if (dead.has(owner)) return request(node, req, answer) // the answer died with its sender
         mirrors[node].finishRequest(req, { served, batch, batchNumber, vcEpoch })
         answer(served)
         wake(mirrorWaiters, `${node}:${req.vc}`)
       })
+    })
+  }
+
+  // Standby copies: node -> VC -> the home's consumed bits as last sent.
+  const standby = Array.from({ length: nodes }, () => new Map<VcId, StandbyCopy>())
+  let tasksRun = 0
+  /** The periodic sync: standby copies to successors, served notices to owners. */
+  const sync = (): void => {
+    for (const [home, protocol] of protocols.entries()) {
+      if (dead.has(home)) continue
+      for (const update of protocol.takeStandbyUpdates()) {
+        const successor = successorOf(layout, update.vc, n => dead.has(n) || n === home)
+        if (successor !== undefined) standby[successor].set(update.vc, update)
+      }
+      for (const notice of mirrors[home].takeServedNotices()) {
+        const owner = ownerOf(notice.vc)
+        if (owner >= 0) protocols[owner].noteServedElsewhere(home, [notice])
+      }
+    }
+  }
+
+  /** Every VC of the dead node goes to its successor, with the survivors' reports (its own mirror moves in). */
+  const takeOver = (deadNode: NodeId): void => {
+    layout.vcs.forEach((vc, v) => {
+      if (vc.home !== deadNode) return
+      const successor = successorOf(layout, v, n => dead.has(n))!
+      const reports = [...Array(nodes).keys()].filter(n => !dead.has(n)).map(n => {
+        const { epoch, files } = mirrors[n].receivedIn(v)
+        return { node: n, epoch, received: files, held: mirrors[n].held(v), lastBatch: mirrors[n].lastBatchOf(v) }
+      })
+      const adoption = planAdoption(reports, standby[successor].get(v), successor)
+      protocols[successor].adopt(v, adoption.epoch, adoption.consumed, adoption.heldElsewhere)
+      for (const file of mirrors[successor].held(v)) {
+        mirrors[successor].giveBack(v, [mirrors[successor].offsetOf(file)])
+        protocols[successor].placeAdopted(v, file)
+      }
+      wake(mirrorWaiters, `${successor}:${v}`)
     })
   }
 
@@ -147,6 +203,7 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
           dead.add(kill.node)
           queues[kill.node].length = 0
           for (const [survivor, protocol] of protocols.entries()) if (!dead.has(survivor)) protocol.forgetNode(kill.node)
+          takeOver(kill.node)
         }
       })
     }
@@ -155,6 +212,7 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
       if (ready.length > 0 && (tasks.length === 0 || random.below(2) === 0)) { startOpen(ready[random.below(ready.length)]); continue }
       if (tasks.length === 0) break
       tasks.splice(random.below(tasks.length), 1)[0]()
+      if (++tasksRun % (options.standbyEvery ?? 25) === 0) sync()
     }
     const stuck = outstanding.reduce((sum, n, node) => sum + (dead.has(node) ? 0 : n), 0)
     if (stuck > 0) throw new Error(`cluster simulation stalled in epoch ${epoch}: ${stuck} opens never answered`)

@@ -13,9 +13,11 @@
  * of a VC it received last (at most one request per VC is out, so a VC's
  * batches arrive in order). An entry of a later batch is *in transit*: it
  * cannot have been served yet. Entries leave the ledger only on evidence:
- * the holder's bitmap shows the slot empty, or a reclaim answer does not
- * list it (it served the file), it gave the file back, it never got the
- * batch, or it is dead (then the file never reached a trainer).
+ * the holder says it served the file (its periodic notices, naming the
+ * batch, so a late notice cannot remove a newer shipment of the same file),
+ * its bitmap shows the slot empty, a reclaim answer does not list it, it
+ * gave the file back, it never got the batch, or it is dead (then the file
+ * never reached a trainer, as far as anyone can tell).
  */
 import type { FileId, NodeId, VcId } from './layout'
 
@@ -40,6 +42,8 @@ export class ShippedLedger {
     entries.delete(file)
     if (entries.size === 0) this.byVc.delete(vc)
   }
+
+  get (vc: VcId, file: FileId): Holding | undefined { return this.byVc.get(vc)?.get(file) }
 
   /** Files of `vc` held elsewhere, with their holdings. */
   entries (vc: VcId): [FileId, Holding][] { return [...(this.byVc.get(vc) ?? [])] }

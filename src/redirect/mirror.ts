@@ -65,6 +65,8 @@ export interface MirrorCounters {
 
 interface VcMirror {
   readonly slots: Int32Array
+  /** The batch each held file came in. */
+  readonly batchOf: Map<FileId, number>
   valid: number
   /** The owner's epoch of this VC and the files received in it. */
   epoch: number
@@ -78,6 +80,8 @@ export class MirrorTable {
   readonly counters: MirrorCounters = { remoteOpens: 0, prefetchUsed: 0, remoteRequests: 0, remoteSamplesReceived: 0, prefetchReceived: 0, givenBack: 0, mirrorBytes: 0, peakMirrorBytes: 0 }
   private readonly mirrors = new Map<VcId, VcMirror>()
   private readonly requesting = new Set<VcId>()
+  /** Files served from mirrors since `takeServedNotices`, for their owners' ledgers. */
+  private servedLog: { vc: VcId, file: FileId, batch: number }[] = []
   private reservedBytes = 0
   private readonly random: SeededRandom
   /** Most bytes one request advertises: about two chunks' worth. */
@@ -96,7 +100,7 @@ export class MirrorTable {
 
   private mirror (vc: VcId): VcMirror {
     let mirror = this.mirrors.get(vc)
-    if (mirror === undefined) this.mirrors.set(vc, mirror = { slots: new Int32Array(this.capacity[vc]).fill(EMPTY), valid: 0, epoch: 0, received: new Set(), lastBatch: 0 })
+    if (mirror === undefined) this.mirrors.set(vc, mirror = { slots: new Int32Array(this.capacity[vc]).fill(EMPTY), batchOf: new Map(), valid: 0, epoch: 0, received: new Set(), lastBatch: 0 })
     return mirror
   }
 
@@ -104,8 +108,11 @@ export class MirrorTable {
   open (file: FileId, retry = false): RemoteDecision {
     if (!retry) this.counters.remoteOpens++
     const vc = this.vcOf(file)
+    const batchOf = this.mirrors.get(vc)?.batchOf
     const taken = this.takeFor(vc, this.offsetOf(file))
     if (taken !== undefined) {
+      this.servedLog.push({ vc, file: taken, batch: batchOf!.get(taken) ?? 0 })
+      batchOf!.delete(taken)
       this.counters.prefetchUsed++
       return { kind: 'serve', file: taken }
     }
@@ -153,6 +160,7 @@ export class MirrorTable {
       const offset = this.offsetOf(file)
       if (this.vcOf(file) !== vc || mirror.slots[offset] !== EMPTY) throw new Error(`owner shipped file ${file} to an occupied or foreign slot (${vc}, ${offset})`)
       mirror.slots[offset] = file
+      mirror.batchOf.set(file, answer.batchNumber)
       mirror.valid++
       mirror.received.add(file)
       this.counters.mirrorBytes += this.layout.files[file].size
@@ -185,7 +193,18 @@ export class MirrorTable {
     const candidates = (offsets ?? [...mirror.slots.keys()]).filter(offset => offset < mirror.slots.length && mirror.slots[offset] !== EMPTY)
     if (candidates.length === 0) return undefined
     this.counters.givenBack++
-    return this.take(vc, mirror, candidates[0])
+    const file = this.take(vc, mirror, candidates[0])
+    mirror.batchOf.delete(file)
+    // No trainer here got it: if its owner dies before serving it, a takeover must count it as loadable.
+    mirror.received.delete(file)
+    return file
+  }
+
+  /** What this node served from its mirrors since the last call, for the owners' ledgers. */
+  takeServedNotices (): { vc: VcId, file: FileId, batch: number }[] {
+    const log = this.servedLog
+    this.servedLog = []
+    return log
   }
 
   /** True while a request for `vc` is out. */

@@ -39,6 +39,8 @@ export interface LoadPlan {
   readonly bytes: number
   /** The opened file whose open asked for this load; absent for readahead. */
   readonly requester?: FileId
+  /** The node that open came from, when not this one. */
+  readonly forNode?: NodeId
 }
 
 /**
@@ -50,6 +52,8 @@ export interface ReclaimPlan {
   readonly vc: VcId
   readonly holders: readonly NodeId[]
   readonly giveBack?: { readonly node: NodeId, readonly offsets?: readonly number[] }
+  /** The node the waiting open came from, when not this one. */
+  readonly forNode?: NodeId
 }
 
 /**
@@ -119,6 +123,10 @@ export class Protocol {
   readonly node: NodeId
   /** Per VC, how many times its epoch ended; requesters learn it with every answer. */
   private readonly vcEpochs: Uint32Array
+  /** Files this node's own trainer got in their VC's current epoch (for the standby copy). */
+  private readonly servedHere: Uint8Array
+  /** The node whose open is being decided (undefined: this node's trainer). */
+  private asking: NodeId | undefined
 
   constructor (readonly layout: Layout, readonly options: ProtocolOptions) {
     this.slots = new SlotTable(layout)
@@ -126,6 +134,7 @@ export class Protocol {
     this.node = options.node ?? 0
     this.owned = new Uint8Array(layout.vcs.length)
     this.vcEpochs = new Uint32Array(layout.vcs.length)
+    this.servedHere = new Uint8Array(layout.files.length)
     layout.vcs.forEach((vc, v) => { if (vc.home === this.node) this.owned[v] = 1 })
   }
 
@@ -148,7 +157,10 @@ export class Protocol {
     if (requester !== undefined) this.reconcile(this.vcOf(file), requester)
     const reclaimed = this.reclaimedJustNow
     this.reclaimedJustNow = undefined
+    this.asking = requester?.node
     const decision = this.decide(file, reclaimed === this.vcOf(file))
+    this.asking = undefined
+    if (decision.kind === 'serve' && requester === undefined) this.noteServedHere(decision.file)
     if (decision.kind === 'serve') {
       if (!retry) this.counters.memoryHits++
       if (decision.file !== file) this.counters.redirects++
@@ -221,8 +233,9 @@ export class Protocol {
    * reclaim) stay consumed: they will be served in the epoch that starts.
    */
   private rollOver (vc: VcId): void {
-    this.slots.clearConsumed(vc, this.ledger.files(vc))
     this.vcEpochs[vc]++
+    this.slots.clearConsumed(vc, this.ledger.files(vc))
+    for (const pc of this.layout.vcs[vc].pcs) for (const file of this.layout.pcs[pc].files) this.servedHere[file] = 0
     for (const pc of this.layout.vcs[vc].pcs) this.failedPcs.delete(pc)
     this.counters.rollovers++
   }
@@ -252,7 +265,7 @@ export class Protocol {
     for (const file of files) bytes += this.layout.files[file].size
     this.slots.setLoading(vc, true)
     this.counters.inflightBytes += bytes
-    return { id: this.nextPlanId++, vc, pc, files, bytes, requester }
+    return { id: this.nextPlanId++, vc, pc, files, bytes, requester, forNode: requester === undefined ? undefined : this.asking }
   }
 
   /**
@@ -306,6 +319,7 @@ export class Protocol {
       served = this.answerRequester(plan, delivered)
       if (served === undefined) this.counters.failedOpens++
       else if (served !== plan.requester) this.counters.redirects++
+      if (served !== undefined && plan.forNode === undefined) this.noteServedHere(served)
     }
     this.noteMemory()
     return { placed, served }
@@ -350,7 +364,7 @@ export class Protocol {
     const giveBack = wanted.length === 0 ? undefined : { node: wanted[this.random.below(wanted.length)][1].node, offsets }
     this.slots.setLoading(vc, true)
     this.counters.reclaims++
-    return { kind: 'reclaim', plan: { vc, holders: this.ledger.holders(vc), giveBack } }
+    return { kind: 'reclaim', plan: { vc, holders: this.ledger.holders(vc), giveBack, forNode: this.asking } }
   }
 
   /**
@@ -381,7 +395,10 @@ export class Protocol {
       }
     }
     if (returned !== undefined) {
+      // Being served, so consumed, even if its holder was declared dead meanwhile (which made it loadable).
+      this.slots.consume(returned)
       this.counters.reclaimedFiles++
+      if (plan.forNode === undefined) this.noteServedHere(returned)
       this.noteMemory()
     } else {
       this.reclaimedJustNow = vc
@@ -398,6 +415,14 @@ export class Protocol {
     for (const [file, holding] of this.ledger.heldBy(vc, requester.node)) {
       if (holding.batch > requester.lastBatch) this.lose(vc, file)
       else if (requester.emptyOffsets.has(this.offsetOf(file))) this.ledger.remove(vc, file)
+    }
+  }
+
+  /** A holder's notice: it served these files from its mirror. */
+  noteServedElsewhere (node: NodeId, served: readonly { vc: VcId, file: FileId, batch: number }[]): void {
+    for (const { vc, file, batch } of served) {
+      const holding = this.ledger.get(vc, file)
+      if (holding !== undefined && holding.node === node && holding.batch === batch) this.ledger.remove(vc, file)
     }
   }
 
@@ -447,8 +472,9 @@ export class Protocol {
 
   /**
    * Takes over a VC whose home died (shared storage): from now on this node
-   * answers for it. `consumed` are the files the survivors report they
-   * received in its current epoch; `held` those still in their mirrors.
+   * answers for it. `consumed` are the files consumed in its current epoch
+   * as far as the survivors know (the standby copy and what they received);
+   * `held` those still in their mirrors.
    */
   adopt (vc: VcId, epoch: number, consumed: Iterable<FileId>, held: Iterable<{ file: FileId, node: NodeId, batch: number }>): void {
     this.owned[vc] = 1
@@ -461,6 +487,29 @@ export class Protocol {
       this.lastBatch = Math.max(this.lastBatch, batch)
     }
     this.counters.takeovers++
+  }
+
+  /**
+   * The standby copy a home keeps at each VC's successor: for the owned VCs
+   * that changed since the last call, the epoch and the files this node's own
+   * trainer got in it. That is what no survivor can report after this node
+   * dies; what it sent to others, they report themselves (and what was lost
+   * on the way, or still in this node's memory, may be served again).
+   */
+  takeStandbyUpdates (): { vc: VcId, epoch: number, servedHere: FileId[] }[] {
+    return this.slots.takeDirty().filter(vc => this.owns(vc)).map(vc => ({
+      vc,
+      epoch: this.vcEpochs[vc],
+      servedHere: this.layout.vcs[vc].pcs.flatMap(pc => this.layout.pcs[pc].files.filter(file => this.servedHere[file] === 1))
+    }))
+  }
+
+  /** Marks `vc` for the next standby update (one that could not be delivered). */
+  touch (vc: VcId): void { this.slots.touch(vc) }
+
+  private noteServedHere (file: FileId): void {
+    this.servedHere[file] = 1
+    this.slots.touch(this.vcOf(file))
   }
 
   /** After `adopt`: a file this node held of `vc` in its own mirror moves into the VC's slot. */
@@ -504,6 +553,7 @@ export class Protocol {
     const dropped = this.slots.reset()
     this.failedPcs.clear()
     this.ledger.clear()
+    this.servedHere.fill(0)
     this.counters.resets++
     this.noteMemory()
     return dropped

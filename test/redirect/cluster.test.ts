@@ -81,3 +81,23 @@ t.test('two nodes and many seeds: exactly once holds for every seed', async t =>
     t.equal(bad, 0, `seed ${seed}, ${layout.nodes} nodes, ${mode}: every epoch exact`)
   }
 })
+
+t.test('a node dies mid-epoch (shared storage): its VCs are taken over and the survivors get no sample twice, no wrong label, no error', async t => {
+  // 40 scenarios: 2 to 5 nodes, both modes, chunk sizes, memory, readers, sync periods and kill points.
+  for (let seed = 0; seed < 40; seed++) {
+    const nodes = 2 + (seed % 4)
+    const { layout, memoryBytes } = clusterLayout(nodes, [0.1, 0.15, 0.2][seed % 3], [4, 8, 2][seed % 3])
+    const mode: RedirectMode = seed % 2 === 0 ? 'strict' : 'pool'
+    const victim = seed % nodes
+    const killEpoch = 1 + (seed % 2)
+    const afterOpens = (seed * 37) % 1000 + 5
+    const result = simulateCluster(layout, { mode, memoryBytes, remoteMemoryBytes: memoryBytes / (1 + seed % 4), epochs: killEpoch + 1, seed, readers: 1 + (seed % 6), standbyEvery: 5 + (seed % 60), kill: { node: victim, epoch: killEpoch, afterOpens } })
+    const survivors = result.epochs[killEpoch].filter(o => o.node !== victim)
+    const served = survivors.map(o => o.served)
+    const what = `seed ${seed}: ${nodes} nodes, ${mode}, node ${victim} killed after ${afterOpens} opens of epoch ${killEpoch}`
+    t.equal(served.filter(s => s === undefined).length, 0, `${what}: no error`)
+    t.equal(survivors.filter(o => o.served !== undefined && files[o.served].group !== files[o.opened].group).length, 0, `${what}: no wrong label`)
+    t.equal(new Set(served).size, served.length, `${what}: no sample twice`)
+    t.ok(result.protocols.some(p => p.counters.takeovers > 0), `${what}: VCs were taken over`)
+  }
+})

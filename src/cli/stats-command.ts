@@ -15,18 +15,37 @@ const percent = (part: number, whole: number): string => whole === 0 ? '-' : `${
 
 export function formatStats (s: any): string {
   const p = s.protocol
+  // In a cluster, `protocol.opens` also counts opens this node answered for others.
+  const opens = s.cluster !== undefined ? p.opens - p.remoteOpens + s.cluster.remoteOpens : p.opens
   const rows: [string, string][] = [
     ['mount', `${s.dataset} at ${s.mountpoint} (pid ${s.pid}, up ${s.uptimeSeconds}s)`],
     ['mode', `${s.mode}, chunk size ${s.chunkSize}, seed ${s.seed}`],
     ['layout', `${s.layout.samples} samples in ${s.layout.classes} classes, ${s.layout.physicalChunks} physical / ${s.layout.virtualChunks} virtual chunks, ${formatSize(s.layout.datasetBytes)}`],
     ['memory', `${formatSize(p.residentBytes)} resident, ${formatSize(p.inflightBytes)} loading, peak ${formatSize(p.peakResidentBytes)} of ${formatSize(s.memory.budgetBytes)} budget`],
-    ['opens', `${p.opens} samples: ${p.memoryHits} from memory (${percent(p.memoryHits, p.opens)}), ${p.waitedOpens} waited for a load (${percent(p.waitedOpens, p.opens)}), ${p.failedOpens} failed`],
+    ['opens', s.cluster !== undefined
+      ? `${opens} samples by this node's trainer: ${p.opens - p.remoteOpens} of chunks it owns, ${s.cluster.remoteOpens} of other nodes' (${s.cluster.prefetchUsed} from its mirrors)`
+      : `${p.opens} samples: ${p.memoryHits} from memory (${percent(p.memoryHits, p.opens)}), ${p.waitedOpens} waited for a load (${percent(p.waitedOpens, p.opens)}), ${p.failedOpens} failed`],
     ['redirects', `${p.redirects} (${percent(p.redirects, p.opens)} of opens got another file of their class)`],
     ['loads', `${p.chunkLoads} chunk loads (${p.readaheadLoads} ahead of need), ${p.filesLoaded} files placed`],
     ['waste', `${p.wastedFiles} files / ${formatSize(p.wastedBytes)} of loaded chunks not placed`],
     ['rollovers', `${p.rollovers} (per virtual chunk), ${p.resets} resets`],
     ['source', Object.entries(s.source).map(([k, v]) => `${k} ${k.endsWith('Bytes') || k === 'bytesRead' ? formatSize(v as number) : String(v)}`).join(', ')],
-    ['files', `${s.fs.openHandles} open handles, ${s.fs.passthroughOpens} pass-through opens`]
+    ['files', `${s.fs.openHandles} open handles, ${s.fs.passthroughOpens} pass-through opens`],
+    ...(s.cluster !== undefined ? clusterRows(s) : [])
   ]
   return rows.map(([k, v]) => `${k.padEnd(10)} ${v}`).join('\n')
+}
+
+function clusterRows (s: any): [string, string][] {
+  const c = s.cluster
+  const p = s.protocol
+  const perSample = c.remoteOpens === 0 ? '-' : (c.remoteRequests / c.remoteOpens).toFixed(2)
+  return [
+    ['cluster', `node ${c.node} of ${c.nodes}, ${c.storage} storage${c.tls === true ? ', TLS' : ''}, listening on ${c.listen}`],
+    ['peers', c.peers.map((peer: any) => `${peer.node} ${peer.address} ${peer.state}`).join(', ')],
+    ['remote', `${c.remoteRequests} requests for ${c.remoteOpens} remote samples (${perSample} per sample), ${c.remoteSamplesReceived} samples received, ${c.prefetchReceived} prefetched, ${c.prefetchUsed} used`],
+    ['mirrors', `${formatSize(c.mirrorBytes)} now, peak ${formatSize(c.peakMirrorBytes)}; ${c.givenBack} files given back`],
+    ['served', `${p.remoteOpens} opens for other nodes, ${p.prefetchShipped} files shipped in batches, ${p.reclaims} reclaim rounds (${p.reclaimedFiles} files back)`],
+    ['failures', `${c.peersLost} peers lost, ${c.takeovers} virtual chunks taken over, ${p.lostHeldFiles} shipped files made loadable again`]
+  ]
 }

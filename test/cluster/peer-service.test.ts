@@ -1,0 +1,116 @@
+// The peer service on a real gRPC server on 127.0.0.1:0: the token guard,
+// status mapping for refusals and malformed requests, mutual TLS with
+// certificates made by openssl, and the offset bitmap of the wire format.
+// The handler is a small stand-in here; test/cluster/cluster.test.ts runs
+// the real nodes.
+import { execFile } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { promisify } from 'node:util'
+import * as grpc from '@grpc/grpc-js'
+import pino from 'pino'
+import t from 'tap'
+import { parseAddress, parsePeers } from '../../src/cluster/addresses'
+import { PeerCallError, PeerClient } from '../../src/cluster/peer-client'
+import { PeerRefusal, startPeerServer, type PeerHandler } from '../../src/cluster/peer-server'
+import { loadCredentials, type Credentials } from '../../src/cluster/security'
+import { decodeOffsets, encodeOffsets, PROTOCOL_VERSION } from '../../src/cluster/wire'
+import { generateDataset } from '../helpers/dataset'
+import { mountCluster, readClusterEpoch } from '../helpers/cluster'
+import { readStats } from '../../src/cli/stats-command'
+
+const run = promisify(execFile)
+const TOKEN = 'the-cluster-token-0123456789'
+const log = pino({ level: 'silent' })
+const work = mkdtempSync(path.join(os.tmpdir(), 'redirfs-peer-'))
+t.teardown(() => rmSync(work, { recursive: true, force: true }))
+
+const handler: PeerHandler = {
+  handshake: request => {
+    if (request.layoutHash !== 'abc') throw new PeerRefusal(grpc.status.FAILED_PRECONDITION, 'layout differs')
+    return { protocolVersion: PROTOCOL_VERSION, node: 1, layoutHash: 'abc' }
+  },
+  read: async request => {
+    if (request.file > 10) throw new PeerRefusal(grpc.status.INVALID_ARGUMENT, `file ${request.file} is not in the layout`)
+    return { served: { file: request.file, data: Buffer.from('bytes') }, batch: [], batchNumber: 0, vcEpoch: 0, unreadable: false }
+  },
+  reclaim: () => { throw new Error('boom') },
+  takeoverState: async () => ({ vcs: [] }),
+  sync: () => ({}),
+  stats: () => ({ json: '{"ok":true}' })
+}
+
+async function serve (t: Tap.Test, credentials: Credentials): Promise<PeerClient> {
+  const server = await startPeerServer({ host: '127.0.0.1', port: 0, text: '127.0.0.1:0' }, credentials, TOKEN, handler, log)
+  t.teardown(() => server.close())
+  const client = new PeerClient(parseAddress(`127.0.0.1:${server.port}`, 'peer'), credentials, TOKEN, 3000)
+  t.teardown(() => client.close())
+  return client
+}
+
+const statusOf = async (promise: Promise<unknown>): Promise<grpc.status | undefined> => await promise.then(() => undefined, (err: unknown) => (err as PeerCallError).status)
+const ping = { protocolVersion: PROTOCOL_VERSION, node: 0, nodes: 2, layoutHash: 'abc' }
+
+t.test('calls go through with the token; refusals and malformed requests get their status', async t => {
+  const client = await serve(t, await loadCredentials({}))
+  t.equal(JSON.parse((await client.stats()).json).ok, true)
+  t.equal((await client.read({ node: 0, file: 3, emptyOffsets: Buffer.alloc(1), freeBytes: 0, lastBatch: 0 }, ping)).served?.data.toString(), 'bytes')
+  t.equal(await statusOf(client.read({ node: 0, file: 99, emptyOffsets: Buffer.alloc(1), freeBytes: 0, lastBatch: 0 }, ping)), grpc.status.INVALID_ARGUMENT)
+  t.equal(await statusOf(client.handshake({ ...ping, layoutHash: 'other' })), grpc.status.FAILED_PRECONDITION)
+  t.equal(await statusOf(client.reclaim({ node: 0, vc: 0, giveBack: false, offsets: [] })), grpc.status.INTERNAL, 'a handler bug is INTERNAL, not a crash')
+})
+
+t.test('a peer that is not listening is unreachable within the timeout', async t => {
+  const client = new PeerClient(parseAddress('127.0.0.1:1', 'peer'), await loadCredentials({}), TOKEN, 500)
+  t.teardown(() => client.close())
+  const err = await client.stats().catch((e: unknown) => e)
+  t.ok(err instanceof PeerCallError && err.unreachable)
+})
+
+async function makeCertificates (): Promise<{ cert: string, key: string, ca: string, otherCa: string }> {
+  const script = `
+set -e
+cd "${work}"
+for ca in ca other-ca; do
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout $ca.key -out $ca.pem -days 2 -subj /CN=redirfs-test-$ca 2>/dev/null
+done
+openssl req -newkey rsa:2048 -nodes -keyout node.key -out node.csr -subj /CN=127.0.0.1 2>/dev/null
+printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext
+openssl x509 -req -in node.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out node.pem -days 2 -extfile san.ext 2>/dev/null
+`
+  await run('bash', ['-c', script])
+  return { cert: path.join(work, 'node.pem'), key: path.join(work, 'node.key'), ca: path.join(work, 'ca.pem'), otherCa: path.join(work, 'other-ca.pem') }
+}
+
+t.test('mutual TLS: a peer with the cluster CA gets through; one that trusts another CA does not', async t => {
+  const files = await makeCertificates()
+  const client = await serve(t, await loadCredentials(files))
+  t.equal(JSON.parse((await client.stats()).json).ok, true, 'TLS call answered')
+  const stranger = new PeerClient(client.address, await loadCredentials({ ...files, ca: files.otherCa }), TOKEN, 1500)
+  t.teardown(() => stranger.close())
+  t.ok(await statusOf(stranger.stats()) !== undefined, 'a peer of another CA is refused')
+  await t.rejects(loadCredentials({ cert: files.cert }), /needs all three/)
+  await t.rejects(loadCredentials({ ...files, key: '/nonexistent.key' }), /cannot read --tls-key \/nonexistent.key: ENOENT/)
+})
+
+t.test('two real nodes over mutual TLS read an epoch together', async t => {
+  const files = await makeCertificates()
+  const dataset = generateDataset(12)
+  t.teardown(() => rmSync(dataset.root, { recursive: true, force: true }))
+  const cluster = await mountCluster(t, [dataset.root, dataset.root], ['--memory', '200K', '--chunk-size', '4', '--tls-cert', files.cert, '--tls-key', files.key, '--tls-ca', files.ca])
+  t.same(cluster.results.map(r => r.code), [0, 0], cluster.results.map(r => r.stderr).join(''))
+  const { reads, errors } = await readClusterEpoch(cluster.mountpoints, dataset.samples, 3)
+  t.same(errors, [])
+  t.same(reads.map(r => dataset.byContent.get(r.content)).sort(), dataset.samples, 'every sample once')
+  t.equal((await readStats(cluster.mountpoints[0])).cluster.tls, true)
+})
+
+t.test('addresses and the offset bitmap', async t => {
+  t.same(parseAddress('[::1]:7000', 'x'), { host: '[::1]', port: 7000, text: '[::1]:7000' })
+  t.same(parsePeers('a:1, b:2').map(p => p.text), ['a:1', 'b:2'])
+  t.throws(() => parsePeers('a:1,a:1'), /lists a:1 twice/)
+  t.throws(() => parseAddress('a:70000', 'x'), /port must be from 1 to 65535/)
+  const offsets = new Set([0, 3, 9, 63])
+  t.same(decodeOffsets(encodeOffsets(offsets, 64)), offsets)
+})

@@ -258,6 +258,86 @@ def measure(name, pipeline, args, info, sources, limits, memory):
     return row
 
 
+# ---------------------------------------------------------------- cluster
+
+def free_ports(count):
+    import socket
+    sockets = [socket.socket() for _ in range(count)]
+    for sock in sockets:
+        sock.bind(("127.0.0.1", 0))
+    ports = [sock.getsockname()[1] for sock in sockets]
+    for sock in sockets:
+        sock.close()
+    return ports
+
+
+def measure_cluster(nodes, args, info, source, limits, memory, allowance):
+    """N redirfs nodes on loopback over one shared pack (pool), N DistributedSampler trainers, one cgroup.
+
+    Each node gets the memory one node gets elsewhere; the cgroup holds N times one node's processes
+    and data share; the blkio limit is shared, as a NAS is. Throughput = all ranks' samples over the
+    slowest rank's epoch time."""
+    drop_caches()
+    limits.set_memory_limit(nodes * (allowance + memory))
+    before = limits.device_reads()
+    ports = free_ports(nodes + 1)
+    peers = ",".join(f"127.0.0.1:{port}" for port in ports[:nodes])
+    token = tempfile.NamedTemporaryFile("w", delete=False)
+    token.write(os.urandom(24).hex())
+    token.close()
+    os.chmod(token.name, 0o600)
+    mountpoints = [tempfile.mkdtemp(prefix=f"redirfs-bench-node{i}-") for i in range(nodes)]
+    launches = [subprocess.Popen([REDIRFS, "mount", source, mountpoints[i], "--memory", str(memory), "--redirect", "pool", "--log-level", "warn",
+                                  "--node", str(i), "--peers", peers, "--token-file", token.name],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for i in range(nodes)]
+    errors = [launch.communicate()[1] for launch in launches]
+    try:
+        if any(launch.returncode != 0 for launch in launches):
+            raise RuntimeError("cluster mount failed: " + " | ".join(e.strip() for e in errors if e.strip()))
+        pids = []
+        for mountpoint in mountpoints:
+            with open(os.path.join(mountpoint, ".redirfs", "stats")) as f:
+                pids.append(json.load(f)["pid"])
+        for pid in pids:
+            limits.add(pid)
+        trainers = [subprocess.Popen(limits.wrap([PYTHON, TRAINER, mountpoints[rank], "--loader", "imagefolder", "--pipeline", "read", "--epochs", str(args.epochs),
+                                                  "--workers", str(args.workers), "--batch-size", str(args.batch_size), "--world", str(nodes), "--rank", str(rank),
+                                                  "--port", str(ports[nodes])]), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(nodes)]
+        outputs = [trainer.communicate() for trainer in trainers]
+        if any(trainer.returncode != 0 for trainer in trainers):
+            raise RuntimeError("a cluster trainer failed: " + " | ".join(err[-500:] for _, err in outputs))
+        per_rank = [[json.loads(line) for line in out.splitlines() if line.startswith("{") and "epoch" in line] for out, _ in outputs]
+        epochs = [{"epoch": e, "samples": sum(rank[e]["samples"] for rank in per_rank), "seconds": max(rank[e]["seconds"] for rank in per_rank)} for e in range(args.epochs)]
+        stats = []
+        for mountpoint in mountpoints:
+            with open(os.path.join(mountpoint, ".redirfs", "stats")) as f:
+                stats.append(json.load(f))
+        rss = []
+        cpu = 0.0
+        for pid in pids:
+            with open(f"/proc/{pid}/status") as f:
+                rss.append(next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:")))
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            cpu += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    finally:
+        for mountpoint in mountpoints:
+            subprocess.run([REDIRFS, "umount", "--force", mountpoint], check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            os.rmdir(mountpoint)
+        os.unlink(token.name)
+    after = limits.device_reads()
+    later = [e["samples"] / e["seconds"] for e in epochs[1:]] or [e["samples"] / e["seconds"] for e in epochs]
+    remote_opens = sum(s["cluster"]["remoteOpens"] for s in stats)
+    row = {"loader": f"{nodes}-node pack-pool", "pipeline": "read", "nodes": nodes, "samplesPerSecond": statistics.median(later), "epochs": epochs,
+           "deviceBytes": after[0] - before[0], "deviceOps": after[1] - before[1], "readAmplification": (after[0] - before[0]) / args.epochs / info["bytes"],
+           "remoteShare": remote_opens / max(1, sum(s["cluster"]["remoteOpens"] + s["protocol"]["opens"] - s["protocol"]["remoteOpens"] for s in stats)),
+           "requestsPerRemoteSample": sum(s["cluster"]["remoteRequests"] for s in stats) / max(1, remote_opens),
+           "prefetchUsed": sum(s["cluster"]["prefetchUsed"] for s in stats), "daemonPeakRssBytes": max(rss), "daemonCpuSecondsPerEpoch": cpu / args.epochs}
+    log(f"cluster {nodes} nodes {row['samplesPerSecond']:8.0f} samples/s  device {row['deviceBytes'] / 2**20:8.0f} MiB in {row['deviceOps']} ops, "
+        f"{row['requestsPerRemoteSample']:.2f} requests per remote sample")
+    return row
+
+
 # ---------------------------------------------------------------- hot path
 
 def read_all(paths, threads):
@@ -325,6 +405,11 @@ def ratio(a, b):
     return a / b if b else float("nan")
 
 
+def times(a, b):
+    """'1.23x', or '-' when there is nothing to compare with."""
+    return f"{a / b:.2f}x" if b else "-"
+
+
 def write_report(result, out):
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "latest.json"), "w") as f:
@@ -346,13 +431,26 @@ def write_report(result, out):
             waited = f"{r['openWaitFraction']:.1%}" if "openWaitFraction" in r else "-"
             rss = f"{r['daemonPeakRssBytes'] / 2**20:.0f} MiB" if "daemonPeakRssBytes" in r else "-"
             cpu = f"{r['daemonCpuSecondsPerEpoch']:.1f}" if "daemonCpuSecondsPerEpoch" in r else "-"
-            lines.append(f"| {r['loader']} | {r['samplesPerSecond']:.0f} | {ratio(r['samplesPerSecond'], base):.2f}x | {ratio(r['samplesPerSecond'], static):.2f}x | "
+            lines.append(f"| {r['loader']} | {r['samplesPerSecond']:.0f} | {times(r['samplesPerSecond'], base)} | {times(r['samplesPerSecond'], static)} | "
                          f"{r['deviceBytes'] / result['epochs'] / 2**20:.0f} | {r['deviceOps'] / result['epochs']:.0f} | {r['readAmplification']:.2f} | {waited} | {rss} | {cpu} |")
         lines.append("")
     if result.get("sweep"):
         lines += [f"**Chunk-size sweep** (pack, read pipeline, {result['sweepEpochs']} epochs)", "", "| K | mode | samples/s | chunk loads / PC / epoch | read amplification |", "|---|---|---|---|---|"]
         lines += [f"| {r['chunkSize']} | {r['loader']} | {r['samplesPerSecond']:.0f} | {r.get('chunkLoadsPerPcPerEpoch', 0):.2f} | {r['readAmplification']:.2f} |"
                   if "infeasible" not in r else f"| {r['chunkSize']} | {r['loader']} | - | - | - (refused: {r['infeasible']}) |" for r in result["sweep"]]
+        lines.append("")
+    if result.get("cluster"):
+        one = next((r["samplesPerSecond"] for r in result["rows"] if r["loader"] == "pack-pool" and r["pipeline"] == "read"), 0)
+        lines += [f"**Cluster** (read pipeline, one pack on the shared throttled disk, pool; every node has the memory one node has above; "
+                  "all nodes, trainers and daemons on this one machine and in one cgroup)", "",
+                  "| setup | samples/s (all ranks) | vs 1 node | device MiB/epoch | read amplification | remote samples | requests per remote sample | daemon peak RSS | daemons' CPU s/epoch |", "|---|---|---|---|---|---|---|---|---|"]
+        single = next((r for r in result["rows"] if r["loader"] == "pack-pool" and r["pipeline"] == "read"), None)
+        if single:
+            lines.append(f"| 1 node (pack-pool above) | {one:.0f} | 1.00x | {single['deviceBytes'] / result['epochs'] / 2**20:.0f} | {single['readAmplification']:.2f} | 0% | - | "
+                         f"{single['daemonPeakRssBytes'] / 2**20:.0f} MiB | {single['daemonCpuSecondsPerEpoch']:.1f} |")
+        for r in result["cluster"]:
+            lines.append(f"| {r['nodes']} nodes | {r['samplesPerSecond']:.0f} | {times(r['samplesPerSecond'], one)} | {r['deviceBytes'] / result['epochs'] / 2**20:.0f} | "
+                         f"{r['readAmplification']:.2f} | {r['remoteShare']:.0%} | {r['requestsPerRemoteSample']:.2f} | {r['daemonPeakRssBytes'] / 2**20:.0f} MiB | {r.get('daemonCpuSecondsPerEpoch', 0):.1f} |")
         lines.append("")
     if result.get("hotPath"):
         h = result["hotPath"]
@@ -415,6 +513,7 @@ def main():
     parser.add_argument("--hot-path", action="store_true", help="also measure files/s through the mount versus the page cache")
     parser.add_argument("--hot-files", type=int, default=5000)
     parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--cluster", type=int, default=0, help="also run N redirfs nodes on loopback with N DistributedSampler trainers (pack-pool), e.g. 3")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=os.path.join(HERE, "results"))
     args = parser.parse_args()
@@ -428,7 +527,7 @@ def main():
     if unknown:
         sys.exit(f"bench: unknown loaders {', '.join(sorted(unknown))}; known: {', '.join(ALL_LOADERS)}")
     sources = {"dir": root}
-    if any(name.startswith("pack-") for name in loaders):
+    if any(name.startswith("pack-") for name in loaders) or args.cluster > 1:
         sources["pack"] = ensure_pack(args.data, root, args.chunk_size)
     sweep = [int(k) for k in args.sweep.split(",") if k]
     packs = {k: ensure_pack(args.data, root, k) for k in sweep}
@@ -437,7 +536,8 @@ def main():
     result = {"startedAt": datetime.datetime.now().isoformat(timespec="seconds"), "command": "npm run bench -- " + " ".join(sys.argv[1:]),
               "dataset": info, "memoryFraction": args.memory_fraction, "memoryBytes": memory, "allowanceBytes": {},
               "profile": args.profile, "iops": iops, "bps": bps, "epochs": args.epochs, "workers": args.workers,
-              "batchSize": args.batch_size, "chunkSize": args.chunk_size, "pipelines": args.pipelines.split(","), "rows": [], "sweep": [], "sweepEpochs": args.sweep_epochs}
+              "batchSize": args.batch_size, "chunkSize": args.chunk_size, "pipelines": args.pipelines.split(","), "rows": [], "sweep": [], "sweepEpochs": args.sweep_epochs,
+              "cluster": []}
 
     limits = Limits(iops, bps, device_of(root))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
@@ -457,6 +557,9 @@ def main():
             for name in names:
                 result["rows"].append(noio if name == "noio" else measure(name, pipeline, args, info, sources, limits, memory))
                 write_report(result, args.out)
+        if args.cluster > 1:
+            result["cluster"].append(measure_cluster(args.cluster, args, info, sources["pack"], limits, memory, result["allowanceBytes"].get("read", DAEMON_ALLOWANCE)))
+            write_report(result, args.out)
         sweep_args = argparse.Namespace(**{**vars(args), "epochs": args.sweep_epochs})
         for k in sweep:
             for mode in ("strict", "pool"):

@@ -110,6 +110,9 @@ def main():
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--cache-bytes", type=int, default=0)
     parser.add_argument("--samples", type=int, default=0, help="noio: how many samples an epoch has")
+    parser.add_argument("--world", type=int, default=1, help="DistributedSampler ranks (a cluster run)")
+    parser.add_argument("--rank", type=int, default=0)
+    parser.add_argument("--port", type=int, default=0, help="gloo rendezvous port on 127.0.0.1")
     args = parser.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -120,14 +123,24 @@ def main():
         dataset = StaticCache(args.root, args.pipeline, args.cache_bytes)
     else:
         dataset = BytesFolder(args.root, args.pipeline)
-    loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, shuffle=True, num_workers=args.workers,
-                                         persistent_workers=args.workers > 0)
+    sampler = None
+    if args.world > 1:
+        import torch.distributed as dist
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=args.rank, world_size=args.world)
+        sampler = torch.utils.data.distributed.DistributedSampler(dataset, num_replicas=args.world, rank=args.rank, shuffle=True)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, shuffle=sampler is None, sampler=sampler,
+                                         num_workers=args.workers, persistent_workers=args.workers > 0)
     try:
         for epoch in range(args.epochs):
+            if sampler is not None:
+                sampler.set_epoch(epoch)
+                dist.barrier()  # ranks start an epoch together, as DDP keeps them in step
             started = time.time()
             samples = 0
             for batch, _ in loader:
                 samples += len(batch)
+            if sampler is not None:
+                dist.barrier()
             print(json.dumps({"epoch": epoch, "samples": samples, "seconds": time.time() - started}), flush=True)
         if args.loader == "static":
             print(json.dumps({"staticHits": dataset.hits.value, "staticBytes": dataset.used.value}), flush=True)

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Installs everything redirfs, its tests and its demo need on Debian 12 with
-# Node 20, as root: FUSE 2 (fuse-native's prebuilt addon links libfuse.so.2),
+# Node 20, as root: FUSE 2 (fuse-native's prebuilt addon links libfuse.so.2), openssl (TLS tests),
 # PyTorch from Debian, npm dependencies, and the TypeScript build.
 # Quick when everything is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(libfuse2 fuse3 python3-torch python3-torchvision python3-pil python3-numpy python3-opencv python3-sklearn util-linux-extra)
+packages=(libfuse2 fuse3 python3-torch python3-torchvision python3-pil python3-numpy python3-opencv python3-sklearn util-linux-extra openssl)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -17,6 +17,7 @@ import type { ChunkSource } from '../chunks/source'
 import { RedirfsError } from '../errors'
 import type { FileId, VcId } from '../redirect/layout'
 import type { LoadPlan, MirrorReport, Protocol, ReclaimPlan, ReclaimReport } from '../redirect/protocol'
+import { ResidentBytes, VcWaiters } from './memory'
 
 export interface ServedFile {
   /** The file whose bytes these are (differs from the opened one when redirected). */
@@ -36,8 +37,8 @@ export interface RequestAnswer {
 }
 
 export class Engine {
-  private readonly resident = new Map<FileId, Buffer>()
-  private readonly waiters = new Map<VcId, (() => void)[]>()
+  private readonly resident = new ResidentBytes('home slots')
+  private readonly waiters = new VcWaiters()
   private readonly loadsInFlight = new Set<Promise<unknown>>()
   /** Set by a cluster; a single node never ships files, so never reclaims. */
   reclaimer?: Reclaimer
@@ -80,7 +81,7 @@ export class Engine {
         return { file: decision.file, bytes }
       }
       if (decision.kind === 'wait') {
-        await new Promise<void>(resolve => this.waiters.set(decision.vc, [...(this.waiters.get(decision.vc) ?? []), resolve]))
+        await this.waiters.wait(decision.vc)
         continue
       }
       if (decision.kind === 'reclaim') {
@@ -146,19 +147,9 @@ export class Engine {
     this.wake(vc)
   }
 
-  private takeResident (file: FileId): Buffer {
-    const bytes = this.resident.get(file)
-    if (bytes === undefined) throw new Error(`protocol served file ${file} but its bytes are not in memory`)
-    this.resident.delete(file)
-    return bytes
-  }
+  private takeResident (file: FileId): Buffer { return this.resident.take(file) }
 
-  private wake (vc: VcId): void {
-    const waiting = this.waiters.get(vc)
-    if (waiting === undefined) return
-    this.waiters.delete(vc)
-    for (const resume of waiting) resume()
-  }
+  private wake (vc: VcId): void { this.waiters.wake(vc) }
 
   private startReadahead (vc: VcId): void {
     const plan = this.protocol.readahead(vc)

@@ -11,6 +11,7 @@ import { RedirfsError } from '../errors'
 import type { FileId, VcId } from '../redirect/layout'
 import type { MirrorTable, RemoteRequest } from '../redirect/mirror'
 import type { ServedFile } from './engine'
+import { ResidentBytes, VcWaiters } from './memory'
 
 export interface OwnerAnswer {
   readonly served?: ServedFile
@@ -25,8 +26,8 @@ export interface Owners {
 }
 
 export class RemoteReader {
-  private readonly resident = new Map<FileId, Buffer>()
-  private readonly waiters = new Map<VcId, (() => void)[]>()
+  private readonly resident = new ResidentBytes('mirror')
+  private readonly waiters = new VcWaiters()
 
   constructor (readonly mirror: MirrorTable, private readonly owners: Owners, private readonly log: Logger) {}
 
@@ -35,7 +36,7 @@ export class RemoteReader {
       const decision = this.mirror.open(file, retry)
       if (decision.kind === 'serve') return { file: decision.file, bytes: this.take(decision.file) }
       if (decision.kind === 'wait') {
-        await new Promise<void>(resolve => this.waiters.set(decision.vc, [...(this.waiters.get(decision.vc) ?? []), resolve]))
+        await this.waiters.wait(decision.vc)
         continue
       }
       const { request } = decision
@@ -73,19 +74,9 @@ export class RemoteReader {
     return held
   }
 
-  private take (file: FileId): Buffer {
-    const bytes = this.resident.get(file)
-    if (bytes === undefined) throw new Error(`mirror served file ${file} but its bytes are not here`)
-    this.resident.delete(file)
-    return bytes
-  }
+  private take (file: FileId): Buffer { return this.resident.take(file) }
 
-  private wake (vc: VcId): void {
-    const waiting = this.waiters.get(vc)
-    if (waiting === undefined) return
-    this.waiters.delete(vc)
-    for (const resume of waiting) resume()
-  }
+  private wake (vc: VcId): void { this.waiters.wake(vc) }
 
   /** Drops every mirrored file (a reset). */
   reset (): number {

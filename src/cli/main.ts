@@ -15,7 +15,7 @@ import { runInBackground, runInForeground } from './mount-command'
 import { resetEpochs } from './reset-command'
 import { formatStats, readStats } from './stats-command'
 import { unmount } from './umount-command'
-import { formatSimulationTable, runSimulations } from './simulate-command'
+import { formatClusterSimulationTable, formatSimulationTable, runClusterSimulations, runSimulations } from './simulate-command'
 
 const program = new Command()
 
@@ -262,9 +262,17 @@ program.command('simulate')
   .option('--batch-size <n>', 'batch size for the randomness measure', wholeNumber('--batch-size', 2, 100_000), 256)
   .option('--readers <n>', 'concurrent opens (DataLoader workers)', wholeNumber('--readers', 1, 1024), 8)
   .option('--seed <n>', 'seed', wholeNumber('--seed', 0, 2 ** 31 - 1), 0)
+  .option('--nodes <n>', 'simulate a cluster of n nodes (each with --memory of the dataset): remote requests, prefetch, exactness; with and without prefetch', wholeNumber('--nodes', 1, 64), 1)
+  .option('--remote-memory <fraction>', 'cluster: a node\'s mirror memory as a fraction of its memory', fraction, 0.25)
   .option('--json', 'print the rows as JSON', false)
   .action(async options => {
-    const rows = await runSimulations({ ...options, memoryFractions: options.memory, source: options.source !== undefined ? path.resolve(options.source) : undefined })
+    const simulateOptions = { ...options, memoryFractions: options.memory, source: options.source !== undefined ? path.resolve(options.source) : undefined }
+    if (options.nodes > 1) {
+      const rows = await runClusterSimulations(simulateOptions)
+      process.stdout.write((options.json ? JSON.stringify(rows, null, 2) : formatClusterSimulationTable(rows)) + '\n')
+      return
+    }
+    const rows = await runSimulations(simulateOptions)
     process.stdout.write((options.json ? JSON.stringify(rows, null, 2) : formatSimulationTable(rows)) + '\n')
   })
 

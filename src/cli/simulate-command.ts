@@ -10,6 +10,7 @@ import { buildLayout, type SampleFile } from '../redirect/layout'
 import type { RedirectMode } from '../redirect/protocol'
 import { SeededRandom } from '../redirect/random'
 import { simulate } from '../redirect/simulator'
+import { simulateCluster } from '../redirect/cluster-simulator'
 
 export interface SimulateOptions {
   source?: string
@@ -23,6 +24,10 @@ export interface SimulateOptions {
   batchSize: number
   readers: number
   seed: number
+  /** More than 1: simulate a cluster of this many nodes (each with the memory fraction). */
+  nodes?: number
+  /** A node's mirror memory, as a fraction of its memory. */
+  remoteMemory?: number
 }
 
 export interface SimulationRow extends FidelityFigures {
@@ -77,4 +82,75 @@ export function formatSimulationTable (rows: SimulationRow[]): string {
   const header = '| mode | K | memory | chunk loads / PC / epoch | read amplification | wasted / epoch | same-chunk pairs per batch (vs uniform) |'
   const lines = rows.map(r => `| ${r.mode} | ${r.chunkSize} | ${Math.round(r.memoryFraction * 100)}% | ${r.chunkLoadsPerPcPerEpoch.toFixed(2)} | ${r.readAmplification.toFixed(2)} | ${(r.wastedBytesPerEpoch / 2 ** 20).toFixed(1)} MiB | ${r.sameChunkPairsPerBatch.toFixed(2)} (${r.sameChunkRatio.toFixed(1)}x) |`)
   return [header, '|---|---|---|---|---|---|---|', ...lines].join('\n')
+}
+
+export interface ClusterSimulationRow {
+  nodes: number
+  mode: RedirectMode
+  chunkSize: number
+  memoryFraction: number
+  prefetch: boolean
+  /** Epochs whose union over the nodes was exactly the dataset, with right labels. */
+  exactEpochs: number
+  epochs: number
+  remoteShare: number
+  requestsPerRemoteSample: number
+  prefetchUsedShare: number
+  reclaimsPerEpoch: number
+}
+
+/**
+ * The cluster protocol on DistributedSampler-like traces: what share of
+ * opens is remote, how many requests a remote sample costs with and
+ * without prefetch, and whether every epoch's union is the dataset.
+ */
+export async function runClusterSimulations (options: SimulateOptions): Promise<ClusterSimulationRow[]> {
+  const nodes = options.nodes ?? 1
+  const samples = options.source !== undefined
+    ? (await scanTree(options.source)).samples
+    : syntheticSamples(options.files, options.classes, options.meanSize, options.seed)
+  const datasetBytes = samples.reduce((sum, s) => sum + s.size, 0)
+  const everyFile = JSON.stringify(samples.map((_, id) => id))
+  const rows: ClusterSimulationRow[] = []
+  for (const chunkSize of options.chunkSizes) {
+    for (const memoryFraction of options.memoryFractions) {
+      const memoryBytes = Math.round(datasetBytes * memoryFraction)
+      const plan = planMemory(samples, chunkSize, memoryBytes)
+      let layout
+      try {
+        layout = buildLayout(samples, { chunkSize, seed: options.seed, vcCount: plan.vcCount, nodes })
+      } catch (err) {
+        throw new RedirfsError(`memory ${memoryFraction} of the dataset per node is too small for chunk size ${chunkSize}: ${(err as Error).message}`)
+      }
+      for (const mode of options.modes) {
+        for (const prefetch of [true, false]) {
+          const result = simulateCluster(layout, { mode, memoryBytes, remoteMemoryBytes: memoryBytes * (options.remoteMemory ?? 0.25), epochs: options.epochs, seed: options.seed, readers: options.readers, prefetch })
+          const remoteOpens = result.mirrors.reduce((sum, m) => sum + m.counters.remoteOpens, 0)
+          const exactEpochs = result.epochs.filter(epoch =>
+            epoch.every(o => o.served !== undefined && samples[o.served].group === samples[o.opened].group) &&
+            JSON.stringify(epoch.map(o => o.served ?? -1).sort((a, b) => a - b)) === everyFile).length
+          rows.push({
+            nodes,
+            mode,
+            chunkSize,
+            memoryFraction,
+            prefetch,
+            exactEpochs,
+            epochs: options.epochs,
+            remoteShare: remoteOpens / (samples.length * options.epochs),
+            requestsPerRemoteSample: result.mirrors.reduce((sum, m) => sum + m.counters.remoteRequests, 0) / Math.max(1, remoteOpens),
+            prefetchUsedShare: result.mirrors.reduce((sum, m) => sum + m.counters.prefetchUsed, 0) / Math.max(1, remoteOpens),
+            reclaimsPerEpoch: result.protocols.reduce((sum, p) => sum + p.counters.reclaims, 0) / options.epochs
+          })
+        }
+      }
+    }
+  }
+  return rows
+}
+
+export function formatClusterSimulationTable (rows: ClusterSimulationRow[]): string {
+  const header = '| nodes | mode | K | memory per node | prefetch | exact epochs | remote samples | requests per remote sample | remote samples from the mirror | reclaim rounds / epoch |'
+  const lines = rows.map(r => `| ${r.nodes} | ${r.mode} | ${r.chunkSize} | ${Math.round(r.memoryFraction * 100)}% | ${r.prefetch ? 'on' : 'off'} | ${r.exactEpochs} of ${r.epochs} | ${(r.remoteShare * 100).toFixed(0)}% | ${r.requestsPerRemoteSample.toFixed(2)} | ${(r.prefetchUsedShare * 100).toFixed(0)}% | ${r.reclaimsPerEpoch.toFixed(0)} |`)
+  return [header, '|---|---|---|---|---|---|---|---|---|---|', ...lines].join('\n')
 }

@@ -25,7 +25,7 @@ import { RemoteReader, type OwnerAnswer, type Owners } from '../engine/remote-re
 import type { FileId, Layout, NodeId, VcId } from '../redirect/layout'
 import type { MirrorTable, RemoteRequest } from '../redirect/mirror'
 import type { ReclaimReport } from '../redirect/protocol'
-import { planAdoption, successorOf, type StandbyCopy } from '../redirect/takeover'
+import { ownerOrder, planAdoption, successorOf, type StandbyCopy } from '../redirect/takeover'
 import type { PeerAddress } from './addresses'
 import { PeerCallError, PeerClient } from './peer-client'
 import { PeerRefusal, startPeerServer, type PeerHandler, type RunningPeerServer } from './peer-server'
@@ -63,7 +63,8 @@ export class ClusterNode implements PeerHandler {
   readonly counters: ClusterCounters = { peersLost: 0, takeovers: 0, refusedRequests: 0 }
   private readonly clients: (PeerClient | undefined)[]
   private readonly dead = new Set<NodeId>()
-  private readonly takeovers = new Map<NodeId, Promise<void>>()
+  /** VCs being taken over, so that each is adopted once. */
+  private readonly adopting = new Map<VcId, Promise<void>>()
   private server?: RunningPeerServer
   /** Opens of files whose VC another node owns. */
   readonly remote: RemoteReader
@@ -119,8 +120,9 @@ export class ClusterNode implements PeerHandler {
   private async syncPeers (): Promise<void> {
     const standbyFor = new Map<NodeId, StandbyVc[]>()
     for (const update of this.engine.protocol.takeStandbyUpdates()) {
-      const successor = successorOf(this.layout, update.vc, node => node === this.node || this.dead.has(node))
-      if (successor !== undefined) standbyFor.set(successor, [...(standbyFor.get(successor) ?? []), update])
+      const next = ownerOrder(this.layout, update.vc).find(node => node !== this.node && !this.dead.has(node))
+      const wire = { vc: update.vc, epoch: update.epoch, servedFiles: update.served.map(s => s.file), servedNodes: update.served.map(s => s.node) }
+      if (next !== undefined) standbyFor.set(next, [...(standbyFor.get(next) ?? []), wire])
     }
     for (const notice of this.remote.mirror.takeServedNotices()) {
       const owner = this.ownerOf(notice.vc)
@@ -201,7 +203,8 @@ export class ClusterNode implements PeerHandler {
         throw new RedirfsError(`node ${home} (${this.options.peers[home].text}) is gone and ${this.options.storage === 'sharded' ? 'its chunks are only in its pack shard' : 'no node is left to take over its chunks'}`, 'EIO')
       }
       if (owner === this.node) {
-        await this.takeovers.get(home)
+        await this.adoptOrphans()
+        if (!this.engine.protocol.owns(request.vc)) throw new RedirfsError(`this node could not take over virtual chunk ${request.vc} of dead node ${home}`, 'EIO')
         throw new OwnerIsHere()
       }
       try {
@@ -261,41 +264,48 @@ export class ClusterNode implements PeerHandler {
       this.log.error({ peer: node, address, why }, `peer ${node} (${address}) is unreachable (${why}): its samples are only in its pack shard, so opens of them now fail with EIO`)
     } else {
       this.log.error({ peer: node, address, why, vcsWithLostFiles: lost.length }, `peer ${node} (${address}) is unreachable (${why}): the other nodes take over its chunks`)
-      void this.takeOver(node).catch(err => this.log.error({ dead: node, err: (err as Error).message }, 'takeover failed'))
+      void this.adoptOrphans().catch(err => this.log.error({ dead: node, err: (err as Error).message }, 'takeover failed'))
     }
   }
 
-  /** Takes over the dead node's VCs whose successor is this node (once per dead node). */
-  private async takeOver (dead: NodeId): Promise<void> {
-    const existing = this.takeovers.get(dead)
-    if (existing !== undefined) return await existing
-    const vcs = this.layout.vcs.map((_, vc) => vc).filter(vc => this.layout.vcs[vc].home === dead && !this.engine.protocol.owns(vc) && this.successorOf(vc) === this.node)
-    const work = (async () => {
-      if (vcs.length === 0) return
-      const states = new Map<VcId, { node: NodeId, state: VcState }[]>(vcs.map(vc => [vc, []]))
-      const collect = (node: NodeId, reply: TakeoverStateReply): void => {
-        for (const state of reply.vcs) states.get(state.vc)?.push({ node, state })
+  /**
+   * Takes over every VC this node should now answer for and does not yet:
+   * its owners before this node in the rotation are all dead. Each VC is
+   * adopted once; VCs of one dead home are adopted together.
+   */
+  private async adoptOrphans (): Promise<void> {
+    const orphans = this.layout.vcs.map((_, vc) => vc).filter(vc => !this.engine.protocol.owns(vc) && !this.adopting.has(vc) && this.ownerOf(vc) === this.node)
+    const byHome = new Map<NodeId, VcId[]>()
+    for (const vc of orphans) byHome.set(this.layout.vcs[vc].home, [...(byHome.get(this.layout.vcs[vc].home) ?? []), vc])
+    for (const [home, vcs] of byHome) {
+      const work = this.adopt(home, vcs)
+      for (const vc of vcs) this.adopting.set(vc, work)
+    }
+    await Promise.all(this.layout.vcs.map((_, vc) => vc).filter(vc => this.ownerOf(vc) === this.node).map(async vc => await this.adopting.get(vc)))
+  }
+
+  /** Adopts `vcs` of the dead `home` from the survivors' reports and the standby copies. */
+  private async adopt (home: NodeId, vcs: VcId[]): Promise<void> {
+    const states = new Map<VcId, { node: NodeId, state: VcState }[]>(vcs.map(vc => [vc, []]))
+    const collect = (node: NodeId, reply: TakeoverStateReply): void => {
+      for (const state of reply.vcs) states.get(state.vc)?.push({ node, state })
+    }
+    collect(this.node, this.mirrorStates(vcs))
+    await Promise.all(this.clients.map(async (client, node) => {
+      if (client === undefined || this.dead.has(node)) return
+      try {
+        collect(node, await client.takeoverState({ node: this.node, dead: home, vcs }))
+      } catch (err) {
+        this.log.warn({ peer: node, err: (err as Error).message }, 'a survivor did not report its state for a takeover; going on without it')
       }
-      collect(this.node, this.mirrorStates(vcs))
-      await Promise.all(this.clients.map(async (client, node) => {
-        if (client === undefined || this.dead.has(node)) return
-        try {
-          collect(node, await client.takeoverState({ node: this.node, dead, vcs }))
-        } catch (err) {
-          this.log.warn({ peer: node, err: (err as Error).message }, 'a survivor did not report its state for a takeover; going on without it')
-        }
-      }))
-      for (const vc of vcs) {
-        const reports = states.get(vc)!.map(({ node, state }) => ({ node, epoch: state.epoch, received: state.received, held: state.held, lastBatch: state.lastBatch }))
-        const { epoch, consumed, heldElsewhere } = planAdoption(reports, this.standby.get(vc), this.node)
-        this.engine.adopt(vc, epoch, consumed, heldElsewhere, this.remote.surrender(vc))
-      }
-      this.counters.takeovers += vcs.length
-      this.remote.wakeAll(vcs)
-      this.log.info({ dead, vcs: vcs.length }, `took over ${vcs.length} virtual chunk(s) of node ${dead}`)
-    })()
-    this.takeovers.set(dead, work)
-    await work
+    }))
+    for (const vc of vcs) {
+      const reports = states.get(vc)!.map(({ node, state }) => ({ node, epoch: state.epoch, received: state.received, held: state.held, lastBatch: state.lastBatch }))
+      this.engine.adopt(vc, planAdoption(reports, this.standby.get(vc), this.node, node => this.dead.has(node)), this.remote.surrender(vc))
+    }
+    this.counters.takeovers += vcs.length
+    this.remote.wakeAll(vcs)
+    this.log.info({ home, vcs: vcs.length }, `took over ${vcs.length} virtual chunk(s) of node ${home}`)
   }
 
   private mirrorStates (vcs: readonly VcId[]): TakeoverStateReply {
@@ -342,19 +352,21 @@ export class ClusterNode implements PeerHandler {
       throw new PeerRefusal(grpc.status.FAILED_PRECONDITION, `node ${this.node} does not answer for virtual chunk ${vc} (asked by node ${requester}): ${why}`)
     }
     if (this.options.storage === 'sharded') refuse(`its home, node ${home}, is the only node with its chunks`)
-    if (!this.dead.has(home)) {
-      // The requester found the home dead; check for ourselves.
+    // The requester found every node before us in the VC's owner order dead; check for ourselves.
+    const order = ownerOrder(this.layout, vc)
+    for (const earlier of order.slice(0, order.indexOf(this.node))) {
+      if (this.dead.has(earlier)) continue
       try {
-        await this.clients[home]!.handshake(this.handshakeRequest())
-        refuse(`its home, node ${home}, answers`)
+        await this.clients[earlier]!.handshake(this.handshakeRequest())
+        refuse(`node ${earlier}, which answers for it before this node, answers`)
       } catch (err) {
         if (err instanceof PeerRefusal) throw err
-        if (!(err instanceof PeerCallError && err.unreachable)) refuse(`its home, node ${home}, answered: ${(err as Error).message}`)
-        this.markDead(home, `node ${requester} found it unreachable, and so did this node`)
+        if (!(err instanceof PeerCallError && err.unreachable)) refuse(`node ${earlier} answered: ${(err as Error).message}`)
+        this.markDead(earlier, `node ${requester} found it unreachable, and so did this node`)
       }
     }
-    if (this.successorOf(vc) !== this.node) refuse(`node ${this.successorOf(vc)} takes it over`)
-    await this.takeOver(home)
+    if (this.ownerOf(vc) !== this.node) refuse(`node ${this.ownerOf(vc) ?? 'none'} takes it over`)
+    await this.adoptOrphans()
     if (!this.engine.protocol.owns(vc)) refuse('the takeover did not include it')
   }
 
@@ -381,9 +393,9 @@ export class ClusterNode implements PeerHandler {
     this.invalid(this.checkNode(request.node))
     if (this.dead.has(request.node)) return {}
     for (const update of request.standby) {
-      this.invalid(update.vc < this.layout.vcs.length && this.layout.vcs[update.vc].home === request.node ? undefined : `virtual chunk ${update.vc} is not node ${request.node}'s`)
+      this.invalid(update.vc < this.layout.vcs.length && update.servedFiles.length === update.servedNodes.length ? undefined : `bad standby update for virtual chunk ${update.vc}`)
       const known = this.standby.get(update.vc)
-      if (known === undefined || update.epoch >= known.epoch) this.standby.set(update.vc, { epoch: update.epoch, servedHere: update.servedHere })
+      if (known === undefined || update.epoch >= known.epoch) this.standby.set(update.vc, { epoch: update.epoch, served: update.servedFiles.map((file, i) => ({ file, node: update.servedNodes[i] })) })
     }
     this.engine.protocol.noteServedElsewhere(request.node, request.served.filter(n => n.vc < this.layout.vcs.length && this.engine.protocol.owns(n.vc)))
     return {}

@@ -22,7 +22,7 @@ export interface TakeoverStateRequest { node: number, dead: number, vcs: number[
 export interface VcState { vc: number, epoch: number, received: number[], held: number[], lastBatch: number }
 export interface TakeoverStateReply { vcs: VcState[] }
 export interface StatsReply { json: string }
-export interface StandbyVc { vc: number, epoch: number, servedHere: number[] }
+export interface StandbyVc { vc: number, epoch: number, servedFiles: number[], servedNodes: number[] }
 export interface ServedNotice { vc: number, file: number, batch: number }
 export interface SyncRequest { node: number, standby: StandbyVc[], served: ServedNotice[] }
 

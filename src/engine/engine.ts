@@ -17,6 +17,7 @@ import type { ChunkSource } from '../chunks/source'
 import { RedirfsError } from '../errors'
 import type { FileId, VcId } from '../redirect/layout'
 import type { LoadPlan, MirrorReport, Protocol, ReclaimPlan, ReclaimReport } from '../redirect/protocol'
+import type { Adoption } from '../redirect/takeover'
 import { ResidentBytes, VcWaiters } from './memory'
 
 export interface ServedFile {
@@ -138,8 +139,8 @@ export class Engine {
   }
 
   /** Takes a VC over from a dead home, with the files this node held of it in its own mirror. */
-  adopt (vc: VcId, epoch: number, consumed: Iterable<FileId>, heldElsewhere: Iterable<{ file: FileId, node: number, batch: number }>, heldHere: Map<FileId, Buffer>): void {
-    this.protocol.adopt(vc, epoch, consumed, heldElsewhere)
+  adopt (vc: VcId, adoption: Adoption, heldHere: Map<FileId, Buffer>): void {
+    this.protocol.adopt(vc, adoption.epoch, adoption.consumed, adoption.heldElsewhere, adoption.servedHere)
     for (const [file, bytes] of heldHere) {
       this.protocol.placeAdopted(vc, file)
       this.resident.set(file, bytes)

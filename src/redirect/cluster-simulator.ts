@@ -11,7 +11,7 @@ import type { FileId, Layout, NodeId, VcId } from './layout'
 import { MirrorTable, type RemoteRequest } from './mirror'
 import { Protocol, type LoadPlan, type MirrorReport, type ReclaimPlan, type ReclaimReport, type RedirectMode } from './protocol'
 import { SeededRandom } from './random'
-import { planAdoption, successorOf, type StandbyCopy } from './takeover'
+import { ownerOrder, planAdoption, type StandbyCopy } from './takeover'
 
 export interface ClusterSimulationOptions {
   mode: RedirectMode
@@ -28,10 +28,12 @@ export interface ClusterSimulationOptions {
    * cluster-wide (its trainer stops too). Its VCs are taken over by the
    * survivors (shared storage), as ClusterNode does (see takeover.ts).
    */
-  kill?: { node: NodeId, epoch: number, afterOpens: number }
+  kill?: Kill | Kill[]
   /** Tasks between syncs: standby copies and served notices (the sync period; default 25). */
   standbyEvery?: number
 }
+
+export interface Kill { node: NodeId, epoch: number, afterOpens: number }
 
 export interface ClusterOpen { readonly node: NodeId, readonly opened: FileId, readonly served: FileId | undefined }
 
@@ -157,7 +159,7 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
     for (const [home, protocol] of protocols.entries()) {
       if (dead.has(home)) continue
       for (const update of protocol.takeStandbyUpdates()) {
-        const successor = successorOf(layout, update.vc, n => dead.has(n) || n === home)
+        const successor = ownerOrder(layout, update.vc).find(n => n !== home && !dead.has(n))
         if (successor !== undefined) standby[successor].set(update.vc, update)
       }
       for (const notice of mirrors[home].takeServedNotices()) {
@@ -167,17 +169,17 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
     }
   }
 
-  /** Every VC of the dead node goes to its successor, with the survivors' reports (its own mirror moves in). */
-  const takeOver = (deadNode: NodeId): void => {
-    layout.vcs.forEach((vc, v) => {
-      if (vc.home !== deadNode) return
-      const successor = successorOf(layout, v, n => dead.has(n))!
+  /** Every VC no live node owns goes to the first live node of its owner order, with the survivors' reports. */
+  const adoptOrphans = (): void => {
+    layout.vcs.forEach((_, v) => {
+      if (protocols.some((p, n) => !dead.has(n) && p.owns(v))) return
+      const successor = ownerOrder(layout, v).find(n => !dead.has(n))!
       const reports = [...Array(nodes).keys()].filter(n => !dead.has(n)).map(n => {
         const { epoch, files } = mirrors[n].receivedIn(v)
         return { node: n, epoch, received: files, held: mirrors[n].held(v), lastBatch: mirrors[n].lastBatchOf(v) }
       })
-      const adoption = planAdoption(reports, standby[successor].get(v), successor)
-      protocols[successor].adopt(v, adoption.epoch, adoption.consumed, adoption.heldElsewhere)
+      const adoption = planAdoption(reports, standby[successor].get(v), successor, n => dead.has(n))
+      protocols[successor].adopt(v, adoption.epoch, adoption.consumed, adoption.heldElsewhere, adoption.servedHere)
       for (const file of mirrors[successor].held(v)) {
         mirrors[successor].giveBack(v, [mirrors[successor].offsetOf(file)])
         protocols[successor].placeAdopted(v, file)
@@ -198,12 +200,12 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
       open(node, file, false, served => {
         outstanding[node]--
         if (!dead.has(node)) answered.push({ node, opened: file, served })
-        const kill = options.kill
-        if (kill !== undefined && kill.epoch === epoch && answered.length === kill.afterOpens && !dead.has(kill.node)) {
+        for (const kill of [options.kill ?? []].flat()) {
+          if (kill.epoch !== epoch || answered.length !== kill.afterOpens || dead.has(kill.node)) continue
           dead.add(kill.node)
           queues[kill.node].length = 0
           for (const [survivor, protocol] of protocols.entries()) if (!dead.has(survivor)) protocol.forgetNode(kill.node)
-          takeOver(kill.node)
+          adoptOrphans()
         }
       })
     }

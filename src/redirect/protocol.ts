@@ -89,6 +89,13 @@ export interface LoadOutcome {
   readonly served?: FileId
 }
 
+export interface StandbyUpdate {
+  readonly vc: VcId
+  readonly epoch: number
+  /** Files this home answered opens with in that epoch, and whose opens they were. */
+  readonly served: readonly { readonly file: FileId, readonly node: NodeId }[]
+}
+
 export interface ProtocolOptions {
   mode: RedirectMode
   /** Readahead is started only while resident plus in-flight bytes stay within this. */
@@ -123,8 +130,12 @@ export class Protocol {
   readonly node: NodeId
   /** Per VC, how many times its epoch ended; requesters learn it with every answer. */
   private readonly vcEpochs: Uint32Array
-  /** Files this node's own trainer got in their VC's current epoch (for the standby copy). */
-  private readonly servedHere: Uint8Array
+  /**
+   * Per file, the node this node sent it to in its VC's current epoch (an
+   * answer to an open, or a batch), plus one (0: none; its own trainer is
+   * this node). For the standby copy.
+   */
+  private readonly servedTo: Uint16Array
   /** The node whose open is being decided (undefined: this node's trainer). */
   private asking: NodeId | undefined
 
@@ -134,7 +145,7 @@ export class Protocol {
     this.node = options.node ?? 0
     this.owned = new Uint8Array(layout.vcs.length)
     this.vcEpochs = new Uint32Array(layout.vcs.length)
-    this.servedHere = new Uint8Array(layout.files.length)
+    this.servedTo = new Uint16Array(layout.files.length)
     layout.vcs.forEach((vc, v) => { if (vc.home === this.node) this.owned[v] = 1 })
   }
 
@@ -160,7 +171,7 @@ export class Protocol {
     this.asking = requester?.node
     const decision = this.decide(file, reclaimed === this.vcOf(file))
     this.asking = undefined
-    if (decision.kind === 'serve' && requester === undefined) this.noteServedHere(decision.file)
+    if (decision.kind === 'serve') this.noteServed(decision.file, requester?.node)
     if (decision.kind === 'serve') {
       if (!retry) this.counters.memoryHits++
       if (decision.file !== file) this.counters.redirects++
@@ -235,7 +246,7 @@ export class Protocol {
   private rollOver (vc: VcId): void {
     this.vcEpochs[vc]++
     this.slots.clearConsumed(vc, this.ledger.files(vc))
-    for (const pc of this.layout.vcs[vc].pcs) for (const file of this.layout.pcs[pc].files) this.servedHere[file] = 0
+    for (const pc of this.layout.vcs[vc].pcs) for (const file of this.layout.pcs[pc].files) this.servedTo[file] = 0
     for (const pc of this.layout.vcs[vc].pcs) this.failedPcs.delete(pc)
     this.counters.rollovers++
   }
@@ -319,7 +330,7 @@ export class Protocol {
       served = this.answerRequester(plan, delivered)
       if (served === undefined) this.counters.failedOpens++
       else if (served !== plan.requester) this.counters.redirects++
-      if (served !== undefined && plan.forNode === undefined) this.noteServedHere(served)
+      if (served !== undefined) this.noteServed(served, plan.forNode)
     }
     this.noteMemory()
     return { placed, served }
@@ -398,7 +409,7 @@ export class Protocol {
       // Being served, so consumed, even if its holder was declared dead meanwhile (which made it loadable).
       this.slots.consume(returned)
       this.counters.reclaimedFiles++
-      if (plan.forNode === undefined) this.noteServedHere(returned)
+      this.noteServed(returned, plan.forNode)
       this.noteMemory()
     } else {
       this.reclaimedJustNow = vc
@@ -430,6 +441,7 @@ export class Protocol {
   private lose (vc: VcId, file: FileId): void {
     this.ledger.remove(vc, file)
     this.slots.unconsume(file)
+    this.servedTo[file] = 0
     this.counters.lostHeldFiles++
   }
 
@@ -451,6 +463,7 @@ export class Protocol {
       bytes += size
       const file = this.slots.take(vc, offset)
       this.ledger.add(vc, file, { node: requester.node, batch })
+      this.noteServed(file, requester.node)
       files.push(file)
     }
     this.counters.prefetchShipped += files.length
@@ -474,12 +487,15 @@ export class Protocol {
    * Takes over a VC whose home died (shared storage): from now on this node
    * answers for it. `consumed` are the files consumed in its current epoch
    * as far as the survivors know (the standby copy and what they received);
-   * `held` those still in their mirrors.
+   * `held` those still in their mirrors; `servedHere` those this node's own
+   * trainer received from it in that epoch.
    */
-  adopt (vc: VcId, epoch: number, consumed: Iterable<FileId>, held: Iterable<{ file: FileId, node: NodeId, batch: number }>): void {
+  adopt (vc: VcId, epoch: number, consumed: Iterable<FileId>, held: Iterable<{ file: FileId, node: NodeId, batch: number }>, servedHere: Iterable<FileId> = []): void {
     this.owned[vc] = 1
     this.vcEpochs[vc] = epoch
     for (const file of consumed) this.slots.consume(file)
+    // What this node's trainer got from the VC before it owned it: its standby copy must say so.
+    for (const file of servedHere) this.noteServed(file, undefined)
     for (const { file, node, batch } of held) {
       this.slots.consume(file)
       this.ledger.add(vc, file, { node, batch })
@@ -490,25 +506,27 @@ export class Protocol {
   }
 
   /**
-   * The standby copy a home keeps at each VC's successor: for the owned VCs
-   * that changed since the last call, the epoch and the files this node's own
-   * trainer got in it. That is what no survivor can report after this node
-   * dies; what it sent to others, they report themselves (and what was lost
-   * on the way, or still in this node's memory, may be served again).
+   * The standby copy a home keeps at the next node in each VC's owner order:
+   * for the owned VCs that changed since the last call, the epoch and every
+   * file this node sent out in it (answers and batches), with the node.
+   * If this node dies, those opens' nodes that are dead too can report
+   * nothing; the standby copy speaks for them (see takeover.ts).
    */
-  takeStandbyUpdates (): { vc: VcId, epoch: number, servedHere: FileId[] }[] {
-    return this.slots.takeDirty().filter(vc => this.owns(vc)).map(vc => ({
-      vc,
-      epoch: this.vcEpochs[vc],
-      servedHere: this.layout.vcs[vc].pcs.flatMap(pc => this.layout.pcs[pc].files.filter(file => this.servedHere[file] === 1))
-    }))
+  takeStandbyUpdates (): StandbyUpdate[] {
+    return this.slots.takeDirty().filter(vc => this.owns(vc)).map(vc => {
+      const served: { file: FileId, node: NodeId }[] = []
+      for (const pc of this.layout.vcs[vc].pcs) {
+        for (const file of this.layout.pcs[pc].files) if (this.servedTo[file] !== 0) served.push({ file, node: this.servedTo[file] - 1 })
+      }
+      return { vc, epoch: this.vcEpochs[vc], served }
+    })
   }
 
   /** Marks `vc` for the next standby update (one that could not be delivered). */
   touch (vc: VcId): void { this.slots.touch(vc) }
 
-  private noteServedHere (file: FileId): void {
-    this.servedHere[file] = 1
+  private noteServed (file: FileId, node: NodeId | undefined): void {
+    this.servedTo[file] = (node ?? this.node) + 1
     this.slots.touch(this.vcOf(file))
   }
 
@@ -553,7 +571,7 @@ export class Protocol {
     const dropped = this.slots.reset()
     this.failedPcs.clear()
     this.ledger.clear()
-    this.servedHere.fill(0)
+    this.servedTo.fill(0)
     this.counters.resets++
     this.noteMemory()
     return dropped

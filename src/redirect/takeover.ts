@@ -2,30 +2,38 @@
  * Taking over a dead home's VCs (shared storage), as pure functions.
  *
  * Who: each VC of the dead node goes to a successor, the first live node
- * in a per-VC rotation of the others, so the dead node's load spreads.
+ * in a per-VC rotation of the others, so the dead node's load spreads; if
+ * that node dies too, the next one in the rotation takes the VC over.
  *
  * With what: the new owner must know which files of the VC's current epoch
  * some trainer already got, or it would serve them again in that epoch.
- * Survivors report what they received and still hold; what the dead node's
- * own trainer got only the dead node knew, so every home keeps a *standby
- * copy* of that (and of its VC epochs) at each VC's successor, refreshed a
- * few times a second. The new owner takes the newest epoch anyone knows and
- * counts as consumed: the standby copy if it is of that epoch, what each
- * survivor received in it, and what survivors hold (those go on its ledger).
- * Everything else may be served again: it died in the dead node's memory,
- * was lost on the way, or went to its trainer after the last refresh; none
- * of that is a duplicate to anyone alive.
+ * Survivors report what they received and still hold. What went to dead
+ * nodes (the dead home's own trainer, or a node that died earlier) only the
+ * dead home knew, so every home keeps a *standby copy* at the next node of
+ * each VC's owner order, refreshed a few times a second: the VC's epoch and
+ * every file it answered an open with, and whose open. The new owner takes
+ * the newest epoch anyone knows and counts as consumed: what each survivor
+ * received in it, what survivors hold (those go on its ledger), and the
+ * standby copy's files whose opens came from nodes now dead. A file sent to
+ * a live node is counted only on that node's word: an answer lost on the
+ * way must stay loadable for the open that will ask again. Everything else
+ * may be served again: it died in the dead node's memory, or went out after
+ * the last refresh to a node that is dead now; no one alive got it.
  */
 import type { FileId, Layout, NodeId, VcId } from './layout'
 
-export function successorOf (layout: Layout, vc: VcId, isDead: (node: NodeId) => boolean): NodeId | undefined {
+/** Who answers for `vc`, in order: its home, then the others in a per-VC rotation. */
+export function ownerOrder (layout: Layout, vc: VcId): NodeId[] {
   const { nodes } = layout
   const home = layout.vcs[vc].home
-  for (let step = 0; step < nodes - 1; step++) {
-    const candidate = (home + 1 + ((vc + step) % (nodes - 1))) % nodes
-    if (!isDead(candidate)) return candidate
-  }
-  return undefined
+  const order = [home]
+  for (let step = 0; step < nodes - 1; step++) order.push((home + 1 + ((vc + step) % (nodes - 1))) % nodes)
+  return order
+}
+
+/** The first live node after the home in `ownerOrder`: who takes `vc` over once its owners before are dead. */
+export function successorOf (layout: Layout, vc: VcId, isDead: (node: NodeId) => boolean): NodeId | undefined {
+  return ownerOrder(layout, vc).slice(1).find(node => !isDead(node))
 }
 
 /** What one survivor knows of a dead home's VC. */
@@ -41,8 +49,8 @@ export interface SurvivorReport {
 
 export interface StandbyCopy {
   readonly epoch: number
-  /** Files the home's own trainer got in that epoch. */
-  readonly servedHere: readonly FileId[]
+  /** Files the home answered opens with in that epoch, and whose opens. */
+  readonly served: readonly { readonly file: FileId, readonly node: NodeId }[]
 }
 
 export interface Adoption {
@@ -50,13 +58,17 @@ export interface Adoption {
   readonly consumed: FileId[]
   /** Files held in other survivors' mirrors (the new owner's ledger). */
   readonly heldElsewhere: { file: FileId, node: NodeId, batch: number }[]
+  /** Files the new owner's own trainer got in that epoch (they go into its own standby copy). */
+  readonly servedHere: FileId[]
 }
 
 /** Merges the standby copy and the survivors' reports; `self` is the new owner. */
-export function planAdoption (reports: readonly SurvivorReport[], standby: StandbyCopy | undefined, self: NodeId): Adoption {
+export function planAdoption (reports: readonly SurvivorReport[], standby: StandbyCopy | undefined, self: NodeId, isDead: (node: NodeId) => boolean): Adoption {
   const epoch = Math.max(standby?.epoch ?? 0, ...reports.map(r => r.epoch))
-  const consumed = new Set<FileId>(standby?.epoch === epoch ? standby.servedHere : [])
+  const consumed = new Set<FileId>(standby?.epoch === epoch ? standby.served.filter(s => isDead(s.node)).map(s => s.file) : [])
   for (const report of reports) if (report.epoch === epoch) for (const file of report.received) consumed.add(file)
   const heldElsewhere = reports.filter(r => r.node !== self).flatMap(r => r.held.map(file => ({ file, node: r.node, batch: r.lastBatch })))
-  return { epoch, consumed: [...consumed], heldElsewhere }
+  const own = reports.find(r => r.node === self)
+  const servedHere = own === undefined || own.epoch !== epoch ? [] : own.received.filter(file => !own.held.includes(file))
+  return { epoch, consumed: [...consumed], heldElsewhere, servedHere }
 }

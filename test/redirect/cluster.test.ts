@@ -101,3 +101,31 @@ t.test('a node dies mid-epoch (shared storage): its VCs are taken over and the s
     t.ok(result.protocols.some(p => p.counters.takeovers > 0), `${what}: VCs were taken over`)
   }
 })
+
+t.test('two nodes die in one epoch, the second holding VCs it took over from the first: the next in line takes them; no error, no wrong label', async t => {
+  // Exactness is guaranteed for one death per epoch (above). With two, the
+  // survivors may get a few samples twice (a known limit, see the README):
+  // counted and reported here, not asserted away.
+  let duplicates = 0
+  let opens = 0
+  for (let seed = 0; seed < 12; seed++) {
+    const nodes = 4 + (seed % 2)
+    const { layout, memoryBytes } = clusterLayout(nodes, 0.15, 4)
+    const mode: RedirectMode = seed % 2 === 0 ? 'strict' : 'pool'
+    const first = seed % nodes
+    const second = (first + 1 + (seed % (nodes - 1))) % nodes
+    const result = simulateCluster(layout, {
+      mode, memoryBytes, remoteMemoryBytes: memoryBytes / 3, epochs: 2, seed, readers: 3, standbyEvery: 10 + seed,
+      kill: [{ node: first, epoch: 1, afterOpens: 100 + 20 * seed }, { node: second, epoch: 1, afterOpens: 400 + 20 * seed }]
+    })
+    const survivors = result.epochs[1].filter(o => o.node !== first && o.node !== second)
+    const served = survivors.map(o => o.served)
+    const what = `seed ${seed}: ${nodes} nodes, ${mode}, nodes ${first} then ${second} killed`
+    t.equal(served.filter(s => s === undefined).length, 0, `${what}: no error`)
+    t.equal(survivors.filter(o => files[o.served!].group !== files[o.opened].group).length, 0, `${what}: no wrong label`)
+    t.ok(layout.vcs.every((_, v) => result.protocols.some((p, n) => n !== first && n !== second && p.owns(v))), `${what}: every VC has a live owner`)
+    duplicates += served.length - new Set(served).size
+    opens += served.length
+  }
+  t.comment(`survivors' samples served twice after two deaths: ${duplicates} of ${opens}`)
+})

@@ -7,13 +7,16 @@
  *   a mismatch fails the mount with a message that says what differs.
  * - Opens: a file of a VC this node owns goes to the engine (home side);
  *   any other to the remote reader, which asks the VC's current owner.
+ * - Sync, four times a second: to each peer, the standby copies of the VCs
+ *   it would take over from this node, and the files this node served from
+ *   its mirrors of that peer's VCs (keeping the owner's ledger true).
  * - Death: a peer that does not answer within the peer timeout is dead to
  *   this node for the rest of the mount. What this node shipped into its
  *   mirror is made loadable again (it never reached a trainer). Then:
- *   - shared storage: each of the dead node's VCs gets a successor (a fixed
- *     order of the other nodes, rotated per VC so the load spreads), which
- *     asks the survivors what they received of it in its current epoch and
- *     still hold, and takes it over; training goes on with no error.
+ *   - shared storage: each VC whose owners are all dead goes to the next
+ *     live node of its owner order (redirect/takeover.ts), which merges the
+ *     survivors' reports with its standby copy and takes the VC over;
+ *     training goes on with no error.
  *   - sharded packs: nobody else has those chunks; opens of them fail with
  *     EIO at once, with one clear log line.
  */
@@ -74,6 +77,8 @@ export class ClusterNode implements PeerHandler {
   private readonly standby = new Map<VcId, StandbyCopy>()
   /** Served notices not yet delivered, per owner. */
   private readonly unsentNotices = new Map<NodeId, ServedNotice[]>()
+  /** Peers with a sync call out (a slow peer gets one at a time). */
+  private readonly syncing = new Set<NodeId>()
   private syncTimer?: NodeJS.Timeout
 
   constructor (
@@ -129,17 +134,24 @@ export class ClusterNode implements PeerHandler {
       if (owner !== undefined && owner !== this.node) this.unsentNotices.set(owner, [...(this.unsentNotices.get(owner) ?? []), notice])
     }
     await Promise.all(this.clients.map(async (client, node) => {
-      if (client === undefined || this.dead.has(node)) return
       const standby = standbyFor.get(node) ?? []
+      if (client === undefined || this.dead.has(node)) return
+      if (this.syncing.has(node)) {
+        for (const update of standby) this.engine.protocol.touch(update.vc)
+        return
+      }
       const served = this.unsentNotices.get(node) ?? []
       if (standby.length === 0 && served.length === 0) return
       this.unsentNotices.delete(node)
+      this.syncing.add(node)
       try {
         await client.sync({ node: this.node, standby, served })
       } catch (err) {
         this.log.debug({ peer: node, err: (err as Error).message }, 'sync failed; will send again')
         for (const update of standby) this.engine.protocol.touch(update.vc)
         this.unsentNotices.set(node, [...served, ...(this.unsentNotices.get(node) ?? [])])
+      } finally {
+        this.syncing.delete(node)
       }
     }))
   }

@@ -92,7 +92,7 @@ export interface LoadOutcome {
 export interface StandbyUpdate {
   readonly vc: VcId
   readonly epoch: number
-  /** Files this home answered opens with in that epoch, and whose opens they were. */
+  /** Files this home sent out in that epoch (answers and batches), and to which node. */
   readonly served: readonly { readonly file: FileId, readonly node: NodeId }[]
 }
 

@@ -49,7 +49,7 @@ export interface SurvivorReport {
 
 export interface StandbyCopy {
   readonly epoch: number
-  /** Files the home answered opens with in that epoch, and whose opens. */
+  /** Files the home sent out in that epoch (answers and batches), and to which node. */
   readonly served: readonly { readonly file: FileId, readonly node: NodeId }[]
 }
 

@@ -174,13 +174,13 @@ function seconds (what: string) {
   }
 }
 
-const CLUSTER_FLAGS = ['node', 'listen', 'remoteMemory', 'tokenFile', 'tlsCert', 'tlsKey', 'tlsCa']
+const CLUSTER_FLAGS = ['node', 'listen', 'remoteMemory', 'tokenFile', 'tlsCert', 'tlsKey', 'tlsCa', 'peerTimeout', 'peerWait']
 
 /** The cluster options, checked together; undefined for a single mount. */
 function clusterConfig (options: Record<string, any>, command: Command): ClusterConfig | undefined {
   const given = (name: string): boolean => command.getOptionValueSource(name) === 'cli'
   if (options.peers === undefined) {
-    const stray = [...CLUSTER_FLAGS, 'peerTimeout', 'peerWait'].filter(given)
+    const stray = CLUSTER_FLAGS.filter(given)
     if (stray.length > 0 || options.prefetch === false) throw new RedirfsError(`--${(stray[0] ?? 'no-prefetch').replace(/[A-Z]/g, c => '-' + c.toLowerCase())} applies only to a cluster: give --peers and --node too`)
     return undefined
   }

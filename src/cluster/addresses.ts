@@ -25,7 +25,7 @@ export function parseAddress (text: string, what: string): PeerAddress {
   return { host: match[1], port, text: trimmed }
 }
 
-export function isWildcard (address: PeerAddress): boolean { return WILDCARDS.has(address.host) }
+function isWildcard (address: PeerAddress): boolean { return WILDCARDS.has(address.host) }
 
 export function parsePeers (text: string): PeerAddress[] {
   const peers = text.split(',').map(item => item.trim()).filter(Boolean).map((item, i) => parseAddress(item, `--peers entry ${i}`))

@@ -23,12 +23,12 @@
 import type { Logger } from 'pino'
 import * as grpc from '@grpc/grpc-js'
 import { RedirfsError } from '../errors'
-import type { Engine, Reclaimer, ServedFile } from '../engine/engine'
-import { RemoteReader, type OwnerAnswer, type Owners } from '../engine/remote-reader'
+import type { Engine, Reclaimer, RequestAnswer, ServedFile } from '../engine/engine'
+import { RemoteReader, type Owners } from '../engine/remote-reader'
 import type { FileId, Layout, NodeId, VcId } from '../redirect/layout'
 import type { MirrorTable, RemoteRequest } from '../redirect/mirror'
 import type { ReclaimReport } from '../redirect/protocol'
-import { ownerOrder, planAdoption, successorOf, type StandbyCopy } from '../redirect/takeover'
+import { ownerOrder, planAdoption, type StandbyCopy } from '../redirect/takeover'
 import type { PeerAddress } from './addresses'
 import { PeerCallError, PeerClient } from './peer-client'
 import { PeerRefusal, startPeerServer, type PeerHandler, type RunningPeerServer } from './peer-server'
@@ -58,12 +58,11 @@ class OwnerIsHere extends Error {}
 
 export interface ClusterCounters {
   peersLost: number
-  takeovers: number
   refusedRequests: number
 }
 
 export class ClusterNode implements PeerHandler {
-  readonly counters: ClusterCounters = { peersLost: 0, takeovers: 0, refusedRequests: 0 }
+  readonly counters: ClusterCounters = { peersLost: 0, refusedRequests: 0 }
   private readonly clients: (PeerClient | undefined)[]
   private readonly dead = new Set<NodeId>()
   /** VCs being taken over, so that each is adopted once. */
@@ -90,7 +89,7 @@ export class ClusterNode implements PeerHandler {
   ) {
     this.clients = options.peers.map((address, node) => node === options.node ? undefined : new PeerClient(address, options.credentials, options.token, options.peerTimeoutMs))
     const owners: Owners = { read: async request => await this.askOwner(request) }
-    this.remote = new RemoteReader(mirror, owners, log)
+    this.remote = new RemoteReader(mirror, owners)
     engine.reclaimer = this.reclaimFromHolders
   }
 
@@ -194,20 +193,14 @@ export class ClusterNode implements PeerHandler {
 
   private vcOf (file: FileId): VcId { return this.layout.pcs[this.layout.filePc[file]].vc }
 
-  /** Who answers for `vc` now, as this node sees it; undefined when nobody can. */
+  /** Who answers for `vc` now, as this node sees it: the first live node of its owner order (only its home, with sharded packs). */
   private ownerOf (vc: VcId): NodeId | undefined {
-    const home = this.layout.vcs[vc].home
-    if (!this.dead.has(home)) return home
-    if (this.options.storage === 'sharded') return undefined
-    return this.successorOf(vc)
-  }
-
-  private successorOf (vc: VcId): NodeId | undefined {
-    return successorOf(this.layout, vc, node => this.dead.has(node))
+    const candidates = this.options.storage === 'sharded' ? [this.layout.vcs[vc].home] : ownerOrder(this.layout, vc)
+    return candidates.find(node => !this.dead.has(node))
   }
 
   /** Sends a remote open to the VC's owner, following takeovers. */
-  private async askOwner (request: RemoteRequest): Promise<OwnerAnswer> {
+  private async askOwner (request: RemoteRequest): Promise<RequestAnswer> {
     for (;;) {
       const owner = this.ownerOf(request.vc)
       const home = this.layout.vcs[request.vc].home
@@ -238,7 +231,7 @@ export class ClusterNode implements PeerHandler {
     }
   }
 
-  private decodeReadReply (reply: ReadReply): OwnerAnswer {
+  private decodeReadReply (reply: ReadReply): RequestAnswer {
     const served = reply.unreadable || reply.served == null ? undefined : { file: reply.served.file, bytes: reply.served.data }
     return { served, batch: reply.batch.map(f => ({ file: f.file, bytes: f.data })), batchNumber: reply.batchNumber, vcEpoch: reply.vcEpoch }
   }
@@ -312,21 +305,15 @@ export class ClusterNode implements PeerHandler {
       }
     }))
     for (const vc of vcs) {
-      const reports = states.get(vc)!.map(({ node, state }) => ({ node, epoch: state.epoch, received: state.received, held: state.held, lastBatch: state.lastBatch }))
+      const reports = states.get(vc)!.map(({ node, state }) => ({ node, ...state }))
       this.engine.adopt(vc, planAdoption(reports, this.standby.get(vc), this.node, node => this.dead.has(node)), this.remote.surrender(vc))
     }
-    this.counters.takeovers += vcs.length
     this.remote.wakeAll(vcs)
     this.log.info({ home, vcs: vcs.length }, `took over ${vcs.length} virtual chunk(s) of node ${home}`)
   }
 
   private mirrorStates (vcs: readonly VcId[]): TakeoverStateReply {
-    return {
-      vcs: vcs.map(vc => {
-        const { epoch, files } = this.remote.mirror.receivedIn(vc)
-        return { vc, epoch, received: files, held: this.remote.mirror.held(vc), lastBatch: this.remote.mirror.lastBatchOf(vc) }
-      })
-    }
+    return { vcs: vcs.map(vc => ({ vc, ...this.remote.mirror.takeoverReport(vc) })) }
   }
 
   // ---------------------------------------------------------------- the peer service
@@ -356,7 +343,7 @@ export class ClusterNode implements PeerHandler {
     return { served: answer.served === undefined ? null : data(answer.served), batch: answer.batch.map(data), batchNumber: answer.batchNumber, vcEpoch: answer.vcEpoch, unreadable: answer.served === undefined }
   }
 
-  /** A request for a VC this node does not own: only its successor, once its home is dead, answers. */
+  /** A request for a VC this node does not own: this node answers only once every node before it in the VC's owner order is dead. */
   private async becomeOwner (vc: VcId, requester: NodeId): Promise<void> {
     const home = this.layout.vcs[vc].home
     const refuse = (why: string): never => {
@@ -434,6 +421,7 @@ export class ClusterNode implements PeerHandler {
       tls: this.options.credentials.tls,
       peers: this.options.peers.map((address, node) => ({ node, address: address.text, state: node === this.node ? 'self' : this.dead.has(node) ? 'dead' : 'alive' })),
       ...this.counters,
+      takeovers: this.engine.protocol.counters.takeovers,
       ...this.remote.mirror.counters
     }
   }

@@ -27,7 +27,7 @@ import { planMemory } from '../redirect/budget'
 import { buildLayout, cutPhysicalChunks, groupsPerHome } from '../redirect/layout'
 import { MirrorTable } from '../redirect/mirror'
 import { Protocol } from '../redirect/protocol'
-import { isWildcard, parseAddress, parsePeers } from '../cluster/addresses'
+import { parseAddress, parsePeers, type PeerAddress } from '../cluster/addresses'
 import { ClusterNode, type Storage } from '../cluster/cluster-node'
 import { loadCredentials, readToken } from '../cluster/security'
 import { shardName } from '../pack/writer'
@@ -132,38 +132,40 @@ export async function startMount (config: MountConfig, log: Logger): Promise<Run
 }
 
 /** The cluster's shape from the configuration, checked against a pack shard. */
-function clusterShape (config: MountConfig, dataset: OpenedDataset): { nodes: number, node: number, storage: Storage } {
+function clusterShape (config: MountConfig, dataset: OpenedDataset): { nodes: number, node: number, storage: Storage, peers: PeerAddress[] } {
   const cluster = config.cluster
   if (cluster === undefined) {
     if (dataset.shard !== undefined) throw new RedirfsError(`${config.source} is the shard of node ${dataset.shard.node} of a ${dataset.shard.nodes}-node pack: mount it with --node ${dataset.shard.node} --peers <every node's address> ...`)
-    return { nodes: 1, node: 0, storage: 'shared' }
+    return { nodes: 1, node: 0, storage: 'shared', peers: [] }
   }
-  const nodes = parsePeers(cluster.peers).length
+  const peers = parsePeers(cluster.peers)
+  const nodes = peers.length
   if (cluster.node >= nodes) throw new RedirfsError(`--node ${cluster.node} is not in --peers, which lists ${nodes} nodes (0 to ${nodes - 1})`)
   if (dataset.shard !== undefined) {
     if (dataset.shard.nodes !== nodes) throw new RedirfsError(`${config.source} is a shard of a ${dataset.shard.nodes}-node pack, but --peers lists ${nodes} nodes`)
     if (dataset.shard.node !== cluster.node) throw new RedirfsError(`${config.source} is the shard of node ${dataset.shard.node}; this is --node ${cluster.node}`)
   }
-  return { nodes, node: cluster.node, storage: dataset.shard !== undefined ? 'sharded' : 'shared' }
+  return { nodes, node: cluster.node, storage: dataset.shard !== undefined ? 'sharded' : 'shared', peers }
 }
 
 async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger): Promise<RunningMount> {
   const { tree, chunkSize } = dataset
   const shape = clusterShape(config, dataset)
-  const busiest = shape.nodes === 1 ? undefined : Math.max(...groupsPerHome(cutPhysicalChunks(tree.samples, chunkSize, dataset.layoutSeed), shape.nodes))
+  const chunking = cutPhysicalChunks(tree.samples, chunkSize, dataset.layoutSeed)
+  const busiest = shape.nodes === 1 ? undefined : Math.max(...groupsPerHome(chunking, shape.nodes))
   const memory = planMemory(tree.samples, chunkSize, config.memoryBytes, busiest)
   const classes = busiest ?? new Set(tree.samples.map(s => s.group)).size
   if (config.memoryBytes < memory.minimumBytes) {
     const where = shape.nodes > 1 ? ' a node is home to' : ''
     throw new RedirfsError(`--memory ${formatSize(config.memoryBytes)} is too small: each of the ${classes} classes${where} needs one chunk of ${chunkSize} files (mean ${formatSize(memory.meanFileSize)}); use --memory ${formatSize(memory.minimumBytes)} or more, or a smaller --chunk-size`)
   }
-  const layout = buildLayout(tree.samples, { chunkSize, seed: dataset.layoutSeed, vcCount: memory.vcCount, nodes: shape.nodes })
+  const layout = buildLayout(tree.samples, { chunkSize, seed: dataset.layoutSeed, vcCount: memory.vcCount, nodes: shape.nodes, chunking })
   if (dataset.packedChunkOf !== undefined && layout.files.some((_, id) => layout.filePc[id] !== dataset.packedChunkOf!(id))) {
     throw new RedirfsError(`the pack's chunks do not match the layout computed from its index (written by another version of redirfs?); repack it`)
   }
   const protocol = new Protocol(layout, { mode: config.mode, memoryBytes: config.memoryBytes, seed: config.seed, node: shape.node, prefetch: config.cluster?.prefetch })
   const engine = new Engine(protocol, dataset.source, log)
-  const cluster = config.cluster === undefined ? undefined : await startCluster(config, config.cluster, layout, engine, shape.storage, log)
+  const cluster = config.cluster === undefined ? undefined : await startCluster(config, config.cluster, shape.peers, layout, engine, shape.storage, log)
   const startedAt = Date.now()
 
   const stats = (): object => ({
@@ -221,10 +223,9 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
 }
 
 /** Starts the peer service and handshakes with every peer; the mount comes up only after. */
-async function startCluster (config: MountConfig, cluster: NonNullable<MountConfig['cluster']>, layout: ReturnType<typeof buildLayout>, engine: Engine, storage: Storage, log: Logger): Promise<ClusterNode> {
-  const peers = parsePeers(cluster.peers)
+async function startCluster (config: MountConfig, cluster: NonNullable<MountConfig['cluster']>, peers: PeerAddress[], layout: ReturnType<typeof buildLayout>, engine: Engine, storage: Storage, log: Logger): Promise<ClusterNode> {
+  // parsePeers refuses wildcard entries, so only an explicit --listen listens on one.
   const listen = cluster.listen !== undefined ? parseAddress(cluster.listen, '--listen') : peers[cluster.node]
-  if (isWildcard(listen) && cluster.listen === undefined) throw new RedirfsError('refusing to listen on a wildcard address unless --listen asks for it')
   const token = await readToken(cluster.tokenFile, message => log.warn(message))
   const credentials = await loadCredentials(cluster.tls)
   const mirror = new MirrorTable(layout, cluster.remoteMemoryBytes, config.mode, config.seed + cluster.node)

@@ -140,11 +140,8 @@ export class Engine {
 
   /** Takes a VC over from a dead home, with the files this node held of it in its own mirror. */
   adopt (vc: VcId, adoption: Adoption, heldHere: Map<FileId, Buffer>): void {
-    this.protocol.adopt(vc, adoption.epoch, adoption.consumed, adoption.heldElsewhere, adoption.servedHere)
-    for (const [file, bytes] of heldHere) {
-      this.protocol.placeAdopted(vc, file)
-      this.resident.set(file, bytes)
-    }
+    this.protocol.adopt(vc, adoption, [...heldHere.keys()])
+    for (const [file, bytes] of heldHere) this.resident.set(file, bytes)
     this.wake(vc)
   }
 

@@ -6,30 +6,22 @@
  * takeover elsewhere, or the samples are gone) and the open either asks
  * the new owner or fails with EIO, never hangs past the peer timeout.
  */
-import type { Logger } from 'pino'
 import { RedirfsError } from '../errors'
 import type { FileId, VcId } from '../redirect/layout'
 import type { MirrorTable, RemoteRequest } from '../redirect/mirror'
-import type { ServedFile } from './engine'
+import type { RequestAnswer, ServedFile } from './engine'
 import { ResidentBytes, VcWaiters } from './memory'
 
-export interface OwnerAnswer {
-  readonly served?: ServedFile
-  readonly batch: readonly ServedFile[]
-  readonly batchNumber: number
-  readonly vcEpoch: number
-}
-
 export interface Owners {
-  /** Sends the request to the VC's current owner; rejects with an error that says why no owner answered. */
-  read (request: RemoteRequest): Promise<OwnerAnswer>
+  /** Sends the request to the VC's current owner (whose engine answers it); rejects with an error that says why no owner answered. */
+  read (request: RemoteRequest): Promise<RequestAnswer>
 }
 
 export class RemoteReader {
   private readonly resident = new ResidentBytes('mirror')
   private readonly waiters = new VcWaiters()
 
-  constructor (readonly mirror: MirrorTable, private readonly owners: Owners, private readonly log: Logger) {}
+  constructor (readonly mirror: MirrorTable, private readonly owners: Owners) {}
 
   async open (file: FileId): Promise<ServedFile> {
     for (let retry = false; ; retry = true) {
@@ -40,7 +32,7 @@ export class RemoteReader {
         continue
       }
       const { request } = decision
-      let answer: OwnerAnswer
+      let answer: RequestAnswer
       try {
         answer = await this.owners.read(request)
       } catch (err) {
@@ -59,19 +51,13 @@ export class RemoteReader {
 
   /** A reclaim from the owner of `vc`: what is held, and maybe one file back. */
   reclaim (vc: VcId, giveBack: boolean, offsets: readonly number[]): { held: FileId[], lastBatch: number, returned?: ServedFile } {
-    const file = giveBack ? this.mirror.giveBack(vc, offsets.length === 0 ? undefined : offsets) : undefined
-    const returned = file === undefined ? undefined : { file, bytes: this.take(file) }
-    return { held: this.mirror.held(vc), lastBatch: this.mirror.lastBatchOf(vc), returned }
+    const { held, lastBatch, returned } = this.mirror.answerReclaim(vc, giveBack, offsets)
+    return { held, lastBatch, returned: returned === undefined ? undefined : { file: returned, bytes: this.take(returned) } }
   }
 
   /** For a takeover: gives up this node's mirror of `vc`, with its bytes. */
   surrender (vc: VcId): Map<FileId, Buffer> {
-    const held = new Map<FileId, Buffer>()
-    for (const file of this.mirror.held(vc)) {
-      this.mirror.giveBack(vc, [this.mirror.offsetOf(file)])
-      held.set(file, this.take(file))
-    }
-    return held
+    return new Map(this.mirror.surrender(vc).map(file => [file, this.take(file)]))
   }
 
   private take (file: FileId): Buffer { return this.resident.take(file) }

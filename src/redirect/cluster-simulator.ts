@@ -110,8 +110,7 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
           // A holder gives nothing back to an owner it knows is dead (the file would be lost);
           // the dead owner's opens then fail over, as their calls would.
           const giveBack = plan.giveBack?.node === holder && !dead.has(owner)
-          const returned = giveBack ? mirrors[holder].giveBack(plan.vc, plan.giveBack!.offsets) : undefined
-          reports.push({ node: holder, held: mirrors[holder].held(plan.vc), lastBatch: mirrors[holder].lastBatchOf(plan.vc), returned })
+          reports.push({ node: holder, ...mirrors[holder].answerReclaim(plan.vc, giveBack, plan.giveBack?.offsets ?? []) })
         }
         if (reports.length === plan.holders.length) finish()
       })
@@ -174,16 +173,8 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
     layout.vcs.forEach((_, v) => {
       if (protocols.some((p, n) => !dead.has(n) && p.owns(v))) return
       const successor = ownerOrder(layout, v).find(n => !dead.has(n))!
-      const reports = [...Array(nodes).keys()].filter(n => !dead.has(n)).map(n => {
-        const { epoch, files } = mirrors[n].receivedIn(v)
-        return { node: n, epoch, received: files, held: mirrors[n].held(v), lastBatch: mirrors[n].lastBatchOf(v) }
-      })
-      const adoption = planAdoption(reports, standby[successor].get(v), successor, n => dead.has(n))
-      protocols[successor].adopt(v, adoption.epoch, adoption.consumed, adoption.heldElsewhere, adoption.servedHere)
-      for (const file of mirrors[successor].held(v)) {
-        mirrors[successor].giveBack(v, [mirrors[successor].offsetOf(file)])
-        protocols[successor].placeAdopted(v, file)
-      }
+      const reports = [...Array(nodes).keys()].filter(n => !dead.has(n)).map(n => ({ node: n, ...mirrors[n].takeoverReport(v) }))
+      protocols[successor].adopt(v, planAdoption(reports, standby[successor].get(v), successor, n => dead.has(n)), mirrors[successor].surrender(v))
       wake(mirrorWaiters, `${successor}:${v}`)
     })
   }

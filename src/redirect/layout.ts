@@ -78,6 +78,8 @@ export interface LayoutOptions {
   vcCount: number
   /** Nodes in the cluster (default 1). */
   nodes?: number
+  /** The result of `cutPhysicalChunks` for these files, K and seed, if the caller already has it. */
+  chunking?: PhysicalChunking
 }
 
 export function meanFileSize (files: readonly SampleFile[]): number {
@@ -132,8 +134,7 @@ export function buildLayout (files: readonly SampleFile[], options: LayoutOption
   const { chunkSize, seed } = options
   const nodes = options.nodes ?? 1
   if (!Number.isInteger(nodes) || nodes < 1) throw new RangeError(`node count must be a whole number ≥ 1, got ${nodes}`)
-  const chunking = cutPhysicalChunks(files, chunkSize, seed)
-  const { groups, chunksOfGroup } = chunking
+  const { groups, chunksOfGroup } = options.chunking ?? cutPhysicalChunks(files, chunkSize, seed)
 
   const pcs: PhysicalChunk[] = []
   const vcs: { group: number, home: NodeId, pcs: PcId[] }[] = []

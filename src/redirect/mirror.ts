@@ -18,7 +18,7 @@
  * received in the owner's current epoch of that VC (the owner tells it
  * with every answer).
  */
-import type { FileId, Layout, NodeId, VcId } from './layout'
+import type { FileId, Layout, VcId } from './layout'
 import type { RedirectMode } from './protocol'
 import { SeededRandom } from './random'
 
@@ -96,7 +96,7 @@ export class MirrorTable {
   }
 
   private vcOf (file: FileId): VcId { return this.layout.pcs[this.layout.filePc[file]].vc }
-  offsetOf (file: FileId): number { return this.layout.fileOffset[file] }
+  private offsetOf (file: FileId): number { return this.layout.fileOffset[file] }
 
   private mirror (vc: VcId): VcMirror {
     let mirror = this.mirrors.get(vc)
@@ -177,17 +177,24 @@ export class MirrorTable {
     this.reservedBytes -= request.freeBytes
   }
 
-  /** What this mirror holds of `vc`, and the last batch of it received (for a reclaim). */
+  /** What this mirror holds of `vc`. */
   held (vc: VcId): FileId[] {
     const mirror = this.mirrors.get(vc)
     if (mirror === undefined) return []
     return [...mirror.slots].filter(file => file !== EMPTY)
   }
 
-  lastBatchOf (vc: VcId): number { return this.mirrors.get(vc)?.lastBatch ?? 0 }
+  /**
+   * Answers the owner's reclaim of `vc`: first gives one file back if asked
+   * (one at `offsets`, or any when empty), then says what it still holds and
+   * the last batch of `vc` it received.
+   */
+  answerReclaim (vc: VcId, giveBack: boolean, offsets: readonly number[]): { held: FileId[], lastBatch: number, returned?: FileId } {
+    const returned = giveBack ? this.giveBack(vc, offsets.length === 0 ? undefined : offsets) : undefined
+    return { held: this.held(vc), lastBatch: this.mirrors.get(vc)?.lastBatch ?? 0, returned }
+  }
 
-  /** Gives one held file of `vc` back to its owner: one at `offsets` if given, else any. */
-  giveBack (vc: VcId, offsets?: readonly number[]): FileId | undefined {
+  private giveBack (vc: VcId, offsets?: readonly number[]): FileId | undefined {
     const mirror = this.mirrors.get(vc)
     if (mirror === undefined) return undefined
     const candidates = (offsets ?? [...mirror.slots.keys()]).filter(offset => offset < mirror.slots.length && mirror.slots[offset] !== EMPTY)
@@ -207,19 +214,18 @@ export class MirrorTable {
     return log
   }
 
-  /** True while a request for `vc` is out. */
-  isRequesting (vc: VcId): boolean { return this.requesting.has(vc)
-  }
-
-  /** For a takeover of `vc`: the owner's epoch this node knows, and what it received in it. */
-  receivedIn (vc: VcId): { epoch: number, files: FileId[] } {
+  /** What this node knows of `vc` for a takeover of it (see takeover.ts). */
+  takeoverReport (vc: VcId): { epoch: number, received: FileId[], held: FileId[], lastBatch: number } {
     const mirror = this.mirrors.get(vc)
-    return { epoch: mirror?.epoch ?? 0, files: [...(mirror?.received ?? [])] }
+    return { epoch: mirror?.epoch ?? 0, received: [...(mirror?.received ?? [])], held: this.held(vc), lastBatch: mirror?.lastBatch ?? 0 }
   }
 
-  /** VCs of `home` this node has a mirror of. */
-  vcsOf (home: NodeId): VcId[] {
-    return [...this.mirrors.keys()].filter(vc => this.layout.vcs[vc].home === home)
+  /** This node now owns `vc`: its mirror of it goes away; returns the files it held (they move into the VC's slots). */
+  surrender (vc: VcId): FileId[] {
+    const held = this.held(vc)
+    for (const file of held) this.counters.mirrorBytes -= this.layout.files[file].size
+    this.mirrors.delete(vc)
+    return held
   }
 
   /** Drops everything (a reset); returns the files dropped. */

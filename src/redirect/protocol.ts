@@ -23,6 +23,7 @@
 import { zeroCounters, type ProtocolCounters } from './counters'
 import type { FileId, Layout, NodeId, PcId, VcId } from './layout'
 import { ShippedLedger } from './ledger'
+import type { Adoption } from './takeover'
 import { SeededRandom } from './random'
 import { chooseRefill } from './refill'
 import { SlotTable } from './slots'
@@ -138,6 +139,8 @@ export class Protocol {
   private readonly servedTo: Uint16Array
   /** The node whose open is being decided (undefined: this node's trainer). */
   private asking: NodeId | undefined
+  /** Owned VCs whose standby copy (epoch, `servedTo`) changed since the last update. */
+  private readonly standbyDirty = new Set<VcId>()
 
   constructor (readonly layout: Layout, readonly options: ProtocolOptions) {
     this.slots = new SlotTable(layout)
@@ -247,6 +250,7 @@ export class Protocol {
     this.vcEpochs[vc]++
     this.slots.clearConsumed(vc, this.ledger.files(vc))
     for (const pc of this.layout.vcs[vc].pcs) for (const file of this.layout.pcs[pc].files) this.servedTo[file] = 0
+    this.standbyDirty.add(vc)
     for (const pc of this.layout.vcs[vc].pcs) this.failedPcs.delete(pc)
     this.counters.rollovers++
   }
@@ -442,6 +446,7 @@ export class Protocol {
     this.ledger.remove(vc, file)
     this.slots.unconsume(file)
     this.servedTo[file] = 0
+    this.standbyDirty.add(vc)
     this.counters.lostHeldFiles++
   }
 
@@ -485,24 +490,29 @@ export class Protocol {
 
   /**
    * Takes over a VC whose home died (shared storage): from now on this node
-   * answers for it. `consumed` are the files consumed in its current epoch
-   * as far as the survivors know (the standby copy and what they received);
-   * `held` those still in their mirrors; `servedHere` those this node's own
-   * trainer received from it in that epoch.
+   * answers for it, in the epoch and with the consumed files, holdings and
+   * own trainer's files the adoption gives (see takeover.ts). `heldHere`
+   * were in this node's own mirror of it: they move into the VC's slots.
    */
-  adopt (vc: VcId, epoch: number, consumed: Iterable<FileId>, held: Iterable<{ file: FileId, node: NodeId, batch: number }>, servedHere: Iterable<FileId> = []): void {
+  adopt (vc: VcId, adoption: Adoption, heldHere: readonly FileId[]): void {
     this.owned[vc] = 1
-    this.vcEpochs[vc] = epoch
-    for (const file of consumed) this.slots.consume(file)
+    this.vcEpochs[vc] = adoption.epoch
+    for (const file of adoption.consumed) this.slots.consume(file)
     // What this node's trainer got from the VC before it owned it: its standby copy must say so.
-    for (const file of servedHere) this.noteServed(file, undefined)
-    for (const { file, node, batch } of held) {
+    for (const file of adoption.servedHere) this.noteServed(file, undefined)
+    for (const { file, node, batch } of adoption.heldElsewhere) {
       this.slots.consume(file)
       this.ledger.add(vc, file, { node, batch })
       // Our own batches must number after every batch the holders know of.
       this.lastBatch = Math.max(this.lastBatch, batch)
     }
+    for (const file of heldHere) {
+      this.slots.consume(file)
+      this.slots.place(vc, this.offsetOf(file), file)
+    }
+    this.standbyDirty.add(vc)
     this.counters.takeovers++
+    this.noteMemory()
   }
 
   /**
@@ -513,7 +523,9 @@ export class Protocol {
    * nothing; the standby copy speaks for them (see takeover.ts).
    */
   takeStandbyUpdates (): StandbyUpdate[] {
-    return this.slots.takeDirty().filter(vc => this.owns(vc)).map(vc => {
+    const changed = [...this.standbyDirty].filter(vc => this.owns(vc))
+    this.standbyDirty.clear()
+    return changed.map(vc => {
       const served: { file: FileId, node: NodeId }[] = []
       for (const pc of this.layout.vcs[vc].pcs) {
         for (const file of this.layout.pcs[pc].files) if (this.servedTo[file] !== 0) served.push({ file, node: this.servedTo[file] - 1 })
@@ -523,18 +535,12 @@ export class Protocol {
   }
 
   /** Marks `vc` for the next standby update (one that could not be delivered). */
-  touch (vc: VcId): void { this.slots.touch(vc) }
+  touch (vc: VcId): void { this.standbyDirty.add(vc) }
 
   private noteServed (file: FileId, node: NodeId | undefined): void {
+    if (this.layout.nodes === 1) return // no standby copy without a cluster: keep the single-node open path as it was
     this.servedTo[file] = (node ?? this.node) + 1
-    this.slots.touch(this.vcOf(file))
-  }
-
-  /** After `adopt`: a file this node held of `vc` in its own mirror moves into the VC's slot. */
-  placeAdopted (vc: VcId, file: FileId): void {
-    this.slots.consume(file)
-    this.slots.place(vc, this.offsetOf(file), file)
-    this.noteMemory()
+    this.standbyDirty.add(this.vcOf(file))
   }
 
   /**
@@ -572,6 +578,7 @@ export class Protocol {
     this.failedPcs.clear()
     this.ledger.clear()
     this.servedTo.fill(0)
+    for (let vc = 0; vc < this.layout.vcs.length; vc++) this.standbyDirty.add(vc)
     this.counters.resets++
     this.noteMemory()
     return dropped

@@ -21,8 +21,6 @@ export class SlotTable {
   /** Slots a VC can use: the longest PC in its set. */
   readonly capacity: Uint32Array
   residentBytes = 0
-  /** VCs whose consumed bits changed since `takeDirty` (for a cluster's standby copy). */
-  private readonly dirty = new Set<VcId>()
 
   constructor (private readonly layout: Layout) {
     const K = layout.chunkSize
@@ -83,9 +81,7 @@ export class SlotTable {
   consume (file: FileId): void {
     if (this.consumedBits[file] === 1) return
     this.consumedBits[file] = 1
-    const vc = this.layout.pcs[this.layout.filePc[file]].vc
-    this.unconsumedCount[vc]--
-    this.dirty.add(vc)
+    this.unconsumedCount[this.layout.pcs[this.layout.filePc[file]].vc]--
   }
 
   /** No file of PCS(v) is left to load this epoch. */
@@ -95,9 +91,7 @@ export class SlotTable {
   unconsume (file: FileId): void {
     if (this.consumedBits[file] === 0) return
     this.consumedBits[file] = 0
-    const vc = this.layout.pcs[this.layout.filePc[file]].vc
-    this.unconsumedCount[vc]++
-    this.dirty.add(vc)
+    this.unconsumedCount[this.layout.pcs[this.layout.filePc[file]].vc]++
   }
 
   /**
@@ -107,7 +101,6 @@ export class SlotTable {
    * here or, in a cluster, in another node's mirror (`heldElsewhere`).
    */
   clearConsumed (vc: VcId, heldElsewhere: Iterable<FileId> = []): void {
-    this.dirty.add(vc)
     const inMemory = new Set<FileId>([...(this.stagedFiles.get(vc) ?? []), ...heldElsewhere])
     for (const offset of this.validOffsets(vc)) inMemory.add(this.fileAt(vc, offset)!)
     for (const pc of this.layout.vcs[vc].pcs) {
@@ -118,16 +111,6 @@ export class SlotTable {
         }
       }
     }
-  }
-
-  /** Marks `vc` changed for the standby copy. */
-  touch (vc: VcId): void { this.dirty.add(vc) }
-
-  /** VCs whose state changed since the last call. */
-  takeDirty (): VcId[] {
-    const vcs = [...this.dirty]
-    this.dirty.clear()
-    return vcs
   }
 
   unconsumedFilesOf (pc: PcId): FileId[] {
@@ -148,7 +131,6 @@ export class SlotTable {
     }
     this.stagedFiles.clear()
     this.consumedBits.fill(0)
-    for (let vc = 0; vc < this.layout.vcs.length; vc++) this.dirty.add(vc)
     this.layout.vcs.forEach((vc, v) => {
       this.unconsumedCount[v] = vc.pcs.reduce((sum, pc) => sum + this.layout.pcs[pc].files.length, 0)
     })

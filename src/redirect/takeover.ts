@@ -31,11 +31,6 @@ export function ownerOrder (layout: Layout, vc: VcId): NodeId[] {
   return order
 }
 
-/** The first live node after the home in `ownerOrder`: who takes `vc` over once its owners before are dead. */
-export function successorOf (layout: Layout, vc: VcId, isDead: (node: NodeId) => boolean): NodeId | undefined {
-  return ownerOrder(layout, vc).slice(1).find(node => !isDead(node))
-}
-
 /** What one survivor knows of a dead home's VC. */
 export interface SurvivorReport {
   readonly node: NodeId

@@ -185,6 +185,21 @@ class Infeasible(Exception):
     """A configuration redirfs refuses (e.g. memory too small for the chunk size)."""
 
 
+def cpu_seconds(pid):
+    """User + system CPU a process used so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def peak_rss(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 class Mount:
     def __init__(self, source, mode, memory, limits, extra=()):
         self.mountpoint = tempfile.mkdtemp(prefix="redirfs-bench-mnt-")
@@ -201,16 +216,10 @@ class Mount:
             return json.load(f)
 
     def cpu_seconds(self):
-        with open(f"/proc/{self.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu_seconds(self.pid)
 
     def peak_rss(self):
-        with open(f"/proc/{self.pid}/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-        return 0
+        return peak_rss(self.pid)
 
     def close(self):
         subprocess.run([REDIRFS, "umount", "--force", self.mountpoint], check=False)
@@ -312,14 +321,8 @@ def measure_cluster(nodes, args, info, source, limits, memory, allowance):
         for mountpoint in mountpoints:
             with open(os.path.join(mountpoint, ".redirfs", "stats")) as f:
                 stats.append(json.load(f))
-        rss = []
-        cpu = 0.0
-        for pid in pids:
-            with open(f"/proc/{pid}/status") as f:
-                rss.append(next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:")))
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            cpu += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        rss = [peak_rss(pid) for pid in pids]
+        cpu = sum(cpu_seconds(pid) for pid in pids)
     finally:
         for mountpoint in mountpoints:
             subprocess.run([REDIRFS, "umount", "--force", mountpoint], check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -400,10 +403,6 @@ def summarize_profile(prof_dir):
 
 
 # ---------------------------------------------------------------- report
-
-def ratio(a, b):
-    return a / b if b else float("nan")
-
 
 def times(a, b):
     """'1.23x', or '-' when there is nothing to compare with."""

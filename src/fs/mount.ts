@@ -3,7 +3,7 @@
  *
  * - fuse-native has no option for direct_io or a zero attr_timeout and drops
  *   option values of 0, but passes the fsname through verbatim; so the
- *   options ride in the fsname (DESIGN §4).
+ *   options ride in the fsname (docs/design.md, "The FUSE layer").
  * - Its unmount shells out to `fusermount`, which Debian 12 does not always
  *   ship; as root, util-linux's `umount -l` does the same job.
  * - The unmount must never run synchronously from the daemon: the kernel

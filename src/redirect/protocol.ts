@@ -9,7 +9,7 @@
  * take the slot that load was for. The caller owns all I/O, timing and
  * bytes; this module decides only which file ids go where.
  *
- * The three modes (DESIGN §3) differ only in how an open is answered and
+ * The three modes (docs/design.md, "The protocol") differ only in how an open is answered and
  * how a load is placed; they share slots, consumed bits, rollover,
  * readahead admission and counters, all of which live here.
  *

@@ -4,7 +4,7 @@
  * A slot (v, O) holds at most one file, always a file stored at offset O of
  * some PC in PCS(v). A file's consumed bit is set when its bytes enter
  * memory and cleared only by a rollover, which is how a file is loaded at
- * most once per epoch (DESIGN §2.3). Pool mode may also hold one *staged*
+ * most once per epoch (docs/design.md, "Invariants", 3). Pool mode may also hold one *staged*
  * chunk per VC: loaded ahead of need, installed when the VC runs empty.
  */
 import type { FileId, Layout, PcId, VcId } from './layout'

@@ -2,7 +2,7 @@
 
   npm run bench -- [options]        (or /usr/bin/python3 bench/run.py --help)
 
-What one run does (DESIGN.md section 6):
+What one run does (docs/design.md, "How we measure"):
 - makes a JPEG ImageFolder (mean ~110 KB, --size, kept in --data between runs) and packs of it;
 - puts the trainer *and* the redirfs daemon in a cgroup v1 memory limit (process allowance plus
   --memory-fraction of the dataset, so the page cache cannot hold the dataset) and a blkio throttle
@@ -90,8 +90,24 @@ def ensure_dataset(data_dir, size, classes, seed):
     return root, info
 
 
+def pack_format_version(pack):
+    """The format version in a pack's index (u32 after the 8-byte magic), or None."""
+    try:
+        with open(os.path.join(pack, "index.bin"), "rb") as f:
+            head = f.read(12)
+        return int.from_bytes(head[8:12], "little") if len(head) == 12 else None
+    except OSError:
+        return None
+
+
 def ensure_pack(data_dir, root, chunk_size):
+    """A pack of `root` written by this redirfs: one of an older format is written again."""
     pack = os.path.join(data_dir, os.path.basename(root) + f".pack-k{chunk_size}")
+    current = json.loads(subprocess.run(["node", "-p", "JSON.stringify(require('./dist/pack/format').PACK_VERSION)"],
+                                        check=True, capture_output=True, text=True, cwd=ROOT).stdout)
+    if os.path.exists(pack) and pack_format_version(pack) != current:
+        log(f"{pack} has pack format {pack_format_version(pack)}, this redirfs writes {current}: packing again")
+        shutil.rmtree(pack)
     if not os.path.exists(os.path.join(pack, "index.bin")):
         for partial in glob.glob(pack + ".partial-*"):
             shutil.rmtree(partial, ignore_errors=True)

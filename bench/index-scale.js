@@ -77,8 +77,9 @@ paths.forEach((p, i) => {
 })
 // Give samples the chunks the layout will compute, as a real pack has them.
 const { cutPhysicalChunks } = require(path.join(dist, 'redirect/layout.js'))
+const { groupOf } = require(path.join(dist, 'redirect/grouping.js'))
 const sampleIndex = paths.map((p, i) => [p, i]).filter(([p]) => p.includes('/'))
-const chunking = cutPhysicalChunks(sampleIndex.map(([p]) => ({ path: p, size: 110_000, group: p.slice(0, p.indexOf('/')) })), 64, 0)
+const chunking = cutPhysicalChunks(sampleIndex.map(([p]) => ({ path: p, size: 110_000, group: groupOf(p, undefined) })), 64, 0)
 chunking.chunksOfGroup.flat().forEach((files, c) => files.forEach(f => { arrays.chunk[sampleIndex[f][1]] = c }))
 const header = { format: 'redirfs-pack', version: PACK_VERSION, chunkSize: 64, seed: 0, entries: paths.length, samples, chunks: chunking.chunksOfGroup.flat().length, pathBytes: pathEnd, sampleBytes: samples * 110_000, createdAt: new Date().toISOString() }
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'redirfs-index-'))

@@ -4,17 +4,23 @@
  * The result is both the tree the mount presents (names, modes, sizes,
  * times, exactly as the source has them) and the list of samples the
  * protocol may redirect between. A sample is a regular, non-empty file
- * with a sample extension inside a class directory (the first level under
- * the root, as ImageFolder sees classes). Anything else passes through.
+ * with a sample extension inside some directory of the root (a file at the
+ * root itself is in no class); its redirect group comes from grouping.ts.
+ * Anything else passes through.
  *
- * Symbolic links are followed, as ImageFolder follows them; a broken link
- * is left out with a warning.
+ * Symbolic links are followed, as ImageFolder follows them.
+ *
+ * Nothing vanishes silently: an entry the mount cannot serve (a name that
+ * is not valid UTF-8, a broken link, a special file, anything unreadable)
+ * fails the scan with a list of them, unless the caller asked to skip
+ * them, and then the result says how many were left out.
  */
 import { promises as fs, type Stats } from 'node:fs'
 import path from 'node:path'
 import { RedirfsError } from '../errors'
+import { groupOf, type GroupDepth } from '../redirect/grouping'
 import type { SampleFile } from '../redirect/layout'
-import type { DatasetTree, EntryAttributes, FileReader, OpenFile, TreeEntry } from './tree'
+import type { DatasetTree, EntryAttributes, FileReader, OpenFile, SkippedEntry, TreeEntry } from './tree'
 
 /** ImageFolder's image extensions, plus common audio ones. */
 export const DEFAULT_SAMPLE_EXTENSIONS = ['.jpg', '.jpeg', '.png', '.ppm', '.bmp', '.pgm', '.tif', '.tiff', '.webp', '.wav', '.flac', '.mp3', '.ogg']
@@ -24,8 +30,15 @@ export interface ScanOptions {
   extensions?: readonly string[]
   /** When given, only these relative paths are shown as samples; other samples are hidden. */
   include?: ReadonlySet<string>
+  /** Coarser redirect groups (grouping.ts); default: the directory holding each sample. */
+  groupDepth?: GroupDepth
+  /** Leave out entries that cannot be served, and list them in `skipped`, instead of failing. */
+  skipUnservable?: boolean
   onWarning?: (message: string) => void
 }
+
+/** How many skipped entries an error message names. */
+const NAMED_IN_MESSAGE = 3
 
 const attributesOf = (stat: Stats): EntryAttributes => ({
   mode: stat.mode, size: stat.size, uid: stat.uid, gid: stat.gid, nlink: stat.nlink, atimeMs: stat.atimeMs, mtimeMs: stat.mtimeMs, ctimeMs: stat.ctimeMs
@@ -37,47 +50,87 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
   const warn = options.onWarning ?? (() => {})
   const entries = new Map<string, TreeEntry>()
   const samplePaths: string[] = []
+  const skipped: SkippedEntry[] = []
+  const join = (relative: string, name: string): string => relative === '' ? name : `${relative}/${name}`
 
-  const visit = async (relative: string, stat: Stats): Promise<void> => {
+  const visit = async (relative: string, stat: Stats): Promise<boolean> => {
     if (!stat.isDirectory()) {
       entries.set(relative, { attributes: attributesOf(stat) })
       if (isSample(relative, stat)) samplePaths.push(relative)
-      return
+      return true
     }
-    const names = (await fs.readdir(path.join(root, relative))).sort()
+    const names = await fs.readdir(path.join(root, relative), { encoding: 'buffer' }).catch((err: NodeJS.ErrnoException) => {
+      skipped.push({ path: relative === '' ? '.' : relative, why: `cannot list directory (${err.code ?? err.message})` })
+      return undefined
+    })
+    if (names === undefined) return false
     const shown: string[] = []
-    await Promise.all(names.map(async name => {
-      const child = relative === '' ? name : `${relative}/${name}`
+    await Promise.all(names.map(async raw => {
+      const name = utf8Name(raw)
+      if (name === undefined) {
+        skipped.push({ path: join(relative, printableName(raw)), why: 'name is not valid UTF-8' })
+        return
+      }
+      const child = join(relative, name)
       const childStat = await fs.stat(path.join(root, child)).catch((err: NodeJS.ErrnoException) => {
-        warn(`skipping ${child}: ${err.code ?? err.message}`)
+        skipped.push({ path: child, why: err.code === 'ENOENT' ? 'broken symbolic link' : `cannot stat (${err.code ?? err.message})` })
         return undefined
       })
-      if (childStat === undefined || !(childStat.isDirectory() || childStat.isFile())) return
+      if (childStat === undefined) return
+      if (!(childStat.isDirectory() || childStat.isFile())) {
+        skipped.push({ path: child, why: 'not a regular file or directory' })
+        return
+      }
       if (options.include !== undefined && childStat.isFile() && isSample(child, childStat) && !options.include.has(child)) return
-      await visit(child, childStat)
-      shown.push(name)
+      if (await visit(child, childStat)) shown.push(name)
     }))
     entries.set(relative, { attributes: attributesOf(stat), children: shown.sort() })
+    return true
   }
 
   const isSample = (relative: string, stat: Stats): boolean =>
     stat.isFile() && stat.size > 0 && relative.includes('/') && extensions.has(path.extname(relative).toLowerCase())
 
   await visit('', await fs.stat(root))
+  if (skipped.length > 0 && options.skipUnservable !== true) {
+    skipped.sort((a, b) => (a.path < b.path ? -1 : 1))
+    const named = skipped.slice(0, NAMED_IN_MESSAGE).map(entry => `${entry.path} (${entry.why})`).join(', ')
+    const more = skipped.length > NAMED_IN_MESSAGE ? `, and ${skipped.length - NAMED_IN_MESSAGE} more` : ''
+    throw new RedirfsError(`${skipped.length} entr${skipped.length === 1 ? 'y' : 'ies'} of the source cannot be served: ${named}${more}; fix or remove ${skipped.length === 1 ? 'it' : 'them'}, or pass --skip-unservable to leave ${skipped.length === 1 ? 'it' : 'them'} out`)
+  }
+  for (const entry of skipped) warn(`left out ${entry.path}: ${entry.why}`)
   samplePaths.sort()
   const samples = samplePaths.map((relative, index): SampleFile => {
     const entry = entries.get(relative)!
     entry.sample = index
-    return { path: relative, size: entry.attributes.size, group: relative.slice(0, relative.indexOf('/')) }
+    return { path: relative, size: entry.attributes.size, group: groupOf(relative, options.groupDepth) }
   })
   if (options.include !== undefined) {
     const missing = [...options.include].filter(listed => entries.get(listed)?.sample === undefined)
     if (missing.length > 0) warn(`${missing.length} path(s) of the include list are not samples of the source, e.g. ${missing[0]}`)
   }
   if (samples.length === 0) {
-    throw new RedirfsError(`no sample files found (looked for ${[...extensions].join(' ')} inside class directories)`)
+    throw new RedirfsError(`no sample files found (looked for ${[...extensions].join(' ')} inside the directories of the source)`)
   }
-  return { entries, samples }
+  return { entries, samples, skipped }
+}
+
+/** The name as a string, or undefined when its bytes are not valid UTF-8 (the tree keys paths as strings). */
+function utf8Name (raw: Buffer): string | undefined {
+  try {
+    return STRICT_UTF8.decode(raw)
+  } catch {
+    return undefined
+  }
+}
+
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true })
+
+/** A name for messages: printable ASCII as is, every other byte as \xNN. */
+function printableName (raw: Buffer): string {
+  let text = ''
+  for (const byte of raw) text += byte >= 0x20 && byte < 0x7f && byte !== 0x5c ? String.fromCharCode(byte) : `\\x${byte.toString(16).padStart(2, '0')}`
+  return text
 }
 
 /** Reads an include list: one relative path per line; blank lines and # comments ignored. */

@@ -29,6 +29,14 @@ export interface DatasetTree {
   readonly entries: Map<string, TreeEntry>
   /** Sorted by path. */
   readonly samples: SampleFile[]
+  /** Entries of the source left out because the mount cannot serve them (`--skip-unservable`). */
+  readonly skipped: readonly SkippedEntry[]
+}
+
+export interface SkippedEntry {
+  /** Relative path; bytes that are not UTF-8 shown as \xNN. */
+  readonly path: string
+  readonly why: string
 }
 
 /** An open non-sample file, served exactly. */

@@ -11,6 +11,7 @@ import { SingleBar, Presets } from 'cli-progress'
 import { verifyPack } from '../pack/verify'
 import { writePack } from '../pack/writer'
 import { formatSize, parseSize } from '../util/size'
+import { sampleOfGroups } from '../redirect/grouping'
 import { runInBackground, runInForeground } from './mount-command'
 import { resetEpochs } from './reset-command'
 import { formatStats, readStats } from './stats-command'
@@ -33,6 +34,12 @@ function size (what: string) {
   }
 }
 
+/** Shared by mount and pack: how samples are grouped for redirection. */
+const GROUP_DEPTH_OPTION = ['--group-depth <N>', 'redirect between samples that share the first N directories of their path, instead of the directory that holds them ' +
+  '(e.g. 1 for <class>/<video>/<frame>.jpg at the root); set above the class level, it mixes classes and gives wrong labels', wholeNumber('--group-depth', 1, 1000)] as const
+const SKIP_UNSERVABLE_OPTION = ['--skip-unservable', 'leave out entries that cannot be served (names that are not UTF-8, special files, broken links, unreadable entries) ' +
+  'instead of failing; the output says how many', false] as const
+
 program
   .name('redirfs')
   .description('A FUSE filesystem that serves an ImageFolder dataset to training jobs by label-safe file redirection:\n' +
@@ -50,6 +57,8 @@ program.command('mount')
   .option('--seed <n>', 'seed of the chunk layout and of runtime choices', wholeNumber('--seed', 0, 2 ** 31 - 1), 0)
   .option('--include <listfile>', 'show only the samples listed (relative paths, one per line): for training on a subset')
   .option('--extensions <list>', 'comma-separated sample extensions (default: common image and audio types)')
+  .option(...GROUP_DEPTH_OPTION)
+  .option(...SKIP_UNSERVABLE_OPTION)
   .option('--foreground', 'stay attached; Ctrl-C unmounts', false)
   .option('--allow-other', 'let other users read the mount (needs user_allow_other in /etc/fuse.conf for non-root)', false)
   .option('--log-file <path>', 'daemon log (default: next to the runtime record in /run/redirfs)')
@@ -88,6 +97,8 @@ samples fail with EIO.`)
       chunkSizeGiven: command.getOptionValueSource('chunkSize') !== 'default',
       mode: options.redirect as RedirectMode,
       seed: options.seed,
+      groupDepth: options.groupDepth,
+      skipUnservable: options.skipUnservable,
       allowOther: options.allowOther,
       includeFile: options.include !== undefined ? path.resolve(options.include) : undefined,
       extensions: parseExtensions(options.extensions),
@@ -102,9 +113,10 @@ samples fail with EIO.`)
     if (config.allowOther) args.push('--allow-other')
     if (config.includeFile !== undefined) args.push('--include', config.includeFile)
     if (config.extensions !== undefined) args.push('--extensions', config.extensions.join(','))
+    if (config.groupDepth !== undefined) args.push('--group-depth', String(config.groupDepth))
+    if (config.skipUnservable) args.push('--skip-unservable')
     if (config.cluster !== undefined) args.push(...clusterArgs(config.cluster))
-    const logFile = await runInBackground(config, args)
-    process.stdout.write(`redirfs: mounted ${config.source} at ${config.mountpoint} (${config.mode}; log ${logFile})\n`)
+    process.stdout.write(await runInBackground(config, args) + '\n')
   })
 
 program.command('pack')
@@ -115,6 +127,8 @@ program.command('pack')
   .option('--seed <n>', 'seed of the within-class shuffle', wholeNumber('--seed', 0, 2 ** 31 - 1), 0)
   .option('--include <listfile>', 'pack only the samples listed (relative paths, one per line)')
   .option('--extensions <list>', 'comma-separated sample extensions (default: common image and audio types)')
+  .option(...GROUP_DEPTH_OPTION)
+  .option(...SKIP_UNSERVABLE_OPTION)
   .option('--nodes <N>', 'for a cluster without shared storage: write one pack per node, <out>/node-<i>, each with that node\'s home chunks', wholeNumber('--nodes', 1, 65535), 1)
   .action(async (source: string, out: string, options) => {
     const summary = await withProgress('packing', async onProgress => await writePack(path.resolve(source), path.resolve(out), {
@@ -123,11 +137,15 @@ program.command('pack')
       nodes: options.nodes,
       includeFile: options.include !== undefined ? path.resolve(options.include) : undefined,
       extensions: parseExtensions(options.extensions),
+      groupDepth: options.groupDepth,
+      skipUnservable: options.skipUnservable,
       onProgress,
       onWarning: message => process.stderr.write(`redirfs: warning: ${message}\n`)
     }))
     const where = options.nodes > 1 ? `${options.nodes} packs, ${out}/node-0 to node-${options.nodes - 1} (mount node-<i> on node i)` : out
-    process.stdout.write(`redirfs: packed ${summary.samples} samples${options.nodes > 1 ? '' : ` in ${summary.chunks} chunks`} (${formatSize(summary.sampleBytes)}) and ${summary.others} other files into ${where}\n`)
+    const groups = `${summary.groups.length} groups (${sampleOfGroups(summary.groups).join(', ')}${summary.groups.length > 4 ? ', …' : ''})`
+    const skipped = summary.skipped > 0 ? `; left out ${summary.skipped} entries that cannot be served` : ''
+    process.stdout.write(`redirfs: packed ${summary.samples} samples in ${groups}${options.nodes > 1 ? '' : `, ${summary.chunks} chunks`} (${formatSize(summary.sampleBytes)}) and ${summary.others} other files into ${where}${skipped}\n`)
   })
 
 program.command('verify')

@@ -7,13 +7,20 @@
 import { spawn } from 'node:child_process'
 import { mkdirSync, openSync } from 'node:fs'
 import path from 'node:path'
-import { startMount } from '../daemon/daemon'
+import { startMount, type MountSummary } from '../daemon/daemon'
 import type { MountConfig } from '../daemon/config'
 import { createLogger } from '../daemon/logger'
 import { defaultLogFile } from '../daemon/registry'
 import { RedirfsError } from '../errors'
 
-type Notice = { ready: true } | { error: string }
+type Notice = { ready: true, summary: MountSummary } | { error: string }
+
+/** What a mount found, as its one line of output says it: a user must see what the redirect groups are. */
+export function describeMount (config: MountConfig, summary: MountSummary, logFile: string): string {
+  const groups = `${summary.samples} samples in ${summary.groups} groups (${summary.someGroups.join(', ')}${summary.groups > summary.someGroups.length ? ', …' : ''})`
+  const skipped = summary.skipped > 0 ? `; left out ${summary.skipped} entr${summary.skipped === 1 ? 'y' : 'ies'} that cannot be served (listed in the log)` : ''
+  return `redirfs: mounted ${config.source} at ${config.mountpoint}: ${groups}${skipped}; ${config.mode}; log ${logFile}`
+}
 
 /** Runs the mount in this process until SIGINT/SIGTERM. */
 export async function runInForeground (config: MountConfig): Promise<void> {
@@ -39,9 +46,9 @@ export async function runInForeground (config: MountConfig): Promise<void> {
     notify({ error: err instanceof RedirfsError ? err.message : `unexpected error: ${(err as Error).message}` })
     throw err
   }
-  notify({ ready: true })
+  notify({ ready: true, summary: running.summary })
   if (process.send !== undefined) process.disconnect()
-  if (process.stderr.isTTY && config.logFile !== undefined) process.stderr.write(`redirfs: mounted ${config.source} at ${config.mountpoint}\n`)
+  else process.stderr.write(describeMount(config, running.summary, config.logFile ?? 'stderr') + '\n')
 
   await new Promise<void>(resolve => {
     let stopping = false
@@ -59,7 +66,7 @@ export async function runInForeground (config: MountConfig): Promise<void> {
   process.exit(0)
 }
 
-/** Starts the daemon detached and resolves once it reports the mount ready. */
+/** Starts the daemon detached and resolves, with the mount's line of output, once it reports the mount ready. */
 export async function runInBackground (config: MountConfig, cliArgs: string[]): Promise<string> {
   const logFile = config.logFile ?? defaultLogFile(config.mountpoint)
   mkdirSync(path.dirname(logFile), { recursive: true })
@@ -75,7 +82,7 @@ export async function runInBackground (config: MountConfig, cliArgs: string[]): 
       if ('ready' in notice) {
         child.unref()
         child.disconnect()
-        resolve(logFile)
+        resolve(describeMount(config, notice.summary, logFile))
       } else {
         reject(new RedirfsError(notice.error))
       }

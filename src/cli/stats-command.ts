@@ -20,7 +20,9 @@ export function formatStats (s: any): string {
   const rows: [string, string][] = [
     ['mount', `${s.dataset} at ${s.mountpoint} (pid ${s.pid}, up ${s.uptimeSeconds}s)`],
     ['mode', `${s.mode}, chunk size ${s.chunkSize}, seed ${s.seed}`],
-    ['layout', `${s.layout.samples} samples in ${s.layout.classes} classes, ${s.layout.physicalChunks} physical / ${s.layout.virtualChunks} virtual chunks, ${formatSize(s.layout.datasetBytes)}`],
+    ['layout', `${s.layout.samples} samples in ${s.layout.groups} groups, ${s.layout.physicalChunks} physical / ${s.layout.virtualChunks} virtual chunks, ${formatSize(s.layout.datasetBytes)}`],
+    ['groups', `by ${s.layout.grouping}: ${s.layout.someGroups.join(', ')}${s.layout.groups > s.layout.someGroups.length ? ', …' : ''}` +
+      (s.layout.skippedEntries > 0 ? `; ${s.layout.skippedEntries} entries of the source left out (--skip-unservable)` : '')],
     ['memory', `${formatSize(p.residentBytes)} resident, ${formatSize(p.inflightBytes)} loading, peak ${formatSize(p.peakResidentBytes)} of ${formatSize(s.memory.budgetBytes)} budget`],
     ['opens', s.cluster !== undefined
       ? `${opens} samples by this node's trainer: ${p.opens - p.remoteOpens} of chunks it owns, ${s.cluster.remoteOpens} of other nodes' (${s.cluster.prefetchUsed} from its mirrors)`

@@ -10,6 +10,10 @@ export interface MountConfig {
   chunkSizeGiven: boolean
   mode: RedirectMode
   seed: number
+  /** `--group-depth`: coarser redirect groups (grouping.ts); undefined for the directory holding each sample. */
+  groupDepth?: number
+  /** `--skip-unservable`: mount without the entries that cannot be served, instead of failing. */
+  skipUnservable: boolean
   allowOther: boolean
   includeFile?: string
   extensions?: string[]

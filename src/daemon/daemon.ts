@@ -23,8 +23,9 @@ import { Engine } from '../engine/engine'
 import { RedirfsError } from '../errors'
 import { FsAdapter } from '../fs/adapter'
 import { mountFilesystem, type MountedFilesystem } from '../fs/mount'
-import { planMemory } from '../redirect/budget'
-import { buildLayout, cutPhysicalChunks, groupsPerHome } from '../redirect/layout'
+import { planMemory, type MemoryPlan } from '../redirect/budget'
+import { describeGrouping, sampleOfGroups } from '../redirect/grouping'
+import { buildLayout, cutPhysicalChunks, groupsPerHome, type PhysicalChunking } from '../redirect/layout'
 import { MirrorTable } from '../redirect/mirror'
 import { Protocol } from '../redirect/protocol'
 import { parseAddress, parsePeers, type PeerAddress } from '../cluster/addresses'
@@ -37,7 +38,18 @@ import type { MountConfig } from './config'
 import { removeRecord, writeRecord } from './registry'
 
 export interface RunningMount {
+  /** What the mount found, for its one line of output. */
+  readonly summary: MountSummary
   stop (): Promise<void>
+}
+
+export interface MountSummary {
+  samples: number
+  groups: number
+  /** A few group names, spread over the sorted list. */
+  someGroups: string[]
+  /** Entries of the source left out (`--skip-unservable`). */
+  skipped: number
 }
 
 async function checkSource (source: string): Promise<void> {
@@ -66,6 +78,8 @@ interface OpenedDataset {
   statfsPath: string
   chunkSize: number
   layoutSeed: number
+  /** The grouping the samples were grouped by (a pack's own). */
+  groupDepth?: number
   /** For a pack: the chunk of each sample as written, to check against the layout. */
   packedChunkOf?: (sample: number) => number
   /** A shard of a `--nodes` pack: its cluster size and node. */
@@ -79,7 +93,7 @@ async function openDirectory (config: MountConfig, log: Logger): Promise<OpenedD
   const sourceDir = await fs.open(config.source, 'r')
   const sourceRoot = `/proc/self/fd/${sourceDir.fd}`
   try {
-    const tree = await scanTree(sourceRoot, { include, extensions: config.extensions, onWarning: message => log.warn(message) })
+    const tree = await scanTree(sourceRoot, { include, extensions: config.extensions, groupDepth: config.groupDepth, skipUnservable: config.skipUnservable, onWarning: message => log.warn(message) })
     return {
       tree,
       files: new DirectoryFileReader(sourceRoot),
@@ -87,6 +101,7 @@ async function openDirectory (config: MountConfig, log: Logger): Promise<OpenedD
       statfsPath: sourceRoot,
       chunkSize: config.chunkSize,
       layoutSeed: config.seed,
+      groupDepth: config.groupDepth,
       close: async () => await sourceDir.close()
     }
   } catch (err) {
@@ -102,6 +117,9 @@ async function openPack (config: MountConfig, log: Logger): Promise<OpenedDatase
   if (config.chunkSizeGiven && config.chunkSize !== pack.header.chunkSize) {
     throw new RedirfsError(`the pack was written with chunk size ${pack.header.chunkSize}; its chunks cannot be mounted with --chunk-size ${config.chunkSize}`)
   }
+  if (config.groupDepth !== undefined && config.groupDepth !== pack.header.groupDepth) {
+    throw new RedirfsError(`the pack was written with redirect groups by ${describeGrouping(pack.header.groupDepth)}; it cannot be mounted with --group-depth ${config.groupDepth} (leave it out, or re-pack with it)`)
+  }
   const source = new PackSource(pack, log)
   return {
     tree: pack.tree,
@@ -110,6 +128,7 @@ async function openPack (config: MountConfig, log: Logger): Promise<OpenedDatase
     statfsPath: config.source,
     chunkSize: pack.header.chunkSize,
     layoutSeed: pack.header.seed,
+    groupDepth: pack.header.groupDepth,
     packedChunkOf: sample => pack.arrays.chunk[pack.sampleEntry[sample]],
     shard: pack.header.nodes !== undefined ? { nodes: pack.header.nodes, node: pack.header.node ?? 0 } : undefined,
     close: async () => await source.close()
@@ -154,11 +173,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
   const chunking = cutPhysicalChunks(tree.samples, chunkSize, dataset.layoutSeed)
   const busiest = shape.nodes === 1 ? undefined : Math.max(...groupsPerHome(chunking, shape.nodes))
   const memory = planMemory(tree.samples, chunkSize, config.memoryBytes, busiest)
-  const classes = busiest ?? new Set(tree.samples.map(s => s.group)).size
-  if (config.memoryBytes < memory.minimumBytes) {
-    const where = shape.nodes > 1 ? ' a node is home to' : ''
-    throw new RedirfsError(`--memory ${formatSize(config.memoryBytes)} is too small: each of the ${classes} classes${where} needs one chunk of ${chunkSize} files (mean ${formatSize(memory.meanFileSize)}); use --memory ${formatSize(memory.minimumBytes)} or more, or a smaller --chunk-size`)
-  }
+  if (config.memoryBytes < memory.minimumBytes) throw memoryTooSmall(config.memoryBytes, dataset, chunking, busiest, memory)
   const layout = buildLayout(tree.samples, { chunkSize, seed: dataset.layoutSeed, vcCount: memory.vcCount, nodes: shape.nodes, chunking })
   if (dataset.packedChunkOf !== undefined && layout.files.some((_, id) => layout.filePc[id] !== dataset.packedChunkOf!(id))) {
     throw new RedirfsError(`the pack's chunks do not match the layout computed from its index (written by another version of redirfs?); repack it`)
@@ -176,7 +191,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
     chunkSize,
     seed: config.seed,
     uptimeSeconds: Math.round((Date.now() - startedAt) / 1000),
-    layout: { samples: layout.files.length, classes: layout.groups.length, physicalChunks: layout.pcs.length, virtualChunks: layout.vcs.length, datasetBytes: layout.totalBytes, hash: layout.hash, nodes: layout.nodes },
+    layout: { samples: layout.files.length, groups: layout.groups.length, someGroups: sampleOfGroups(layout.groups), grouping: describeGrouping(dataset.groupDepth), skippedEntries: tree.skipped.length, physicalChunks: layout.pcs.length, virtualChunks: layout.vcs.length, datasetBytes: layout.totalBytes, hash: layout.hash, nodes: layout.nodes },
     memory: { budgetBytes: config.memoryBytes, boundBytes: adapter.handles.boundBytes },
     ...engine.stats(),
     fs: { openHandles: adapter.handles.size, ...adapter.counters },
@@ -205,9 +220,10 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
     if (cluster !== undefined) log.info({ dropped: cluster.remote.reset() }, 'mirrors dropped')
   }
   process.on('SIGUSR1', reset)
-  log.info({ source: config.source, mountpoint: config.mountpoint, mode: config.mode, samples: layout.files.length, classes: layout.groups.length, pcs: layout.pcs.length, vcs: layout.vcs.length, layoutHash: layout.hash }, 'mounted')
+  log.info({ source: config.source, mountpoint: config.mountpoint, mode: config.mode, samples: layout.files.length, groups: layout.groups.length, pcs: layout.pcs.length, vcs: layout.vcs.length, layoutHash: layout.hash }, 'mounted')
 
   return {
+    summary: { samples: layout.files.length, groups: layout.groups.length, someGroups: sampleOfGroups(layout.groups), skipped: tree.skipped.length },
     stop: async () => {
       process.off('SIGUSR1', reset)
       const stillMounted = (await mountAt(config.mountpoint))?.source === 'redirfs'
@@ -220,6 +236,24 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
       log.info({ mountpoint: config.mountpoint }, 'unmounted')
     }
   }
+}
+
+/**
+ * The error for a budget below one chunk per group. Many small groups
+ * (directories of a file or two) are the usual cause, so it says how many
+ * there are and what to do about each cause.
+ */
+function memoryTooSmall (memoryBytes: number, dataset: OpenedDataset, { groups, chunksOfGroup }: PhysicalChunking, busiest: number | undefined, memory: MemoryPlan): RedirfsError {
+  const { chunkSize, groupDepth } = dataset
+  const sizes = chunksOfGroup.map(chunks => chunks.reduce((sum, chunk) => sum + chunk.length, 0))
+  const tiny = sizes.filter(size => size <= 2).length
+  const served = busiest ?? groups.length
+  const where = busiest !== undefined ? ' that one node is home to' : ''
+  const why = `the samples fall into ${groups.length} redirect groups (${describeGrouping(groupDepth)}; e.g. ${sampleOfGroups(groups, 3).join(', ')})` +
+    (tiny > 0 ? `, ${tiny} of them of 1-2 files` : '') + `, and each of the ${served} groups${where} needs one chunk of ${chunkSize} files (mean ${formatSize(memory.meanFileSize)}) in memory`
+  const fixes = [`--memory ${formatSize(memory.minimumBytes)} or more`, 'a smaller --chunk-size']
+  if (groupDepth === undefined && tiny > 0) fixes.push('--group-depth N if the directories below depth N each belong to one class (see the README)')
+  return new RedirfsError(`--memory ${formatSize(memoryBytes)} is too small: ${why}; use ${fixes.join(', or ')}`)
 }
 
 /** Starts the peer service and handshakes with every peer; the mount comes up only after. */

@@ -1,5 +1,5 @@
 /**
- * The pack format, version 1. A pack is a directory:
+ * The pack format, version 2. A pack is a directory:
  *
  *   chunks.bin  every physical chunk's files back to back, in layout order;
  *               each chunk starts on a 4 KiB boundary so it can be read
@@ -14,12 +14,17 @@
  * u32), then the UTF-8 paths back to back; and last a u32 CRC-32 of every
  * byte before it. Entries are sorted by path, so a directory precedes its
  * children and samples come in the order the layout numbers them.
+ *
+ * Version 2 records the redirect grouping (`groupDepth`, absent for the
+ * default). Version 1 packs grouped samples by their top-level directory,
+ * which mixes classes under a root holding `train/` and `val/`: they are
+ * refused with a message to re-pack, never mounted with another grouping.
  */
 import { crc32 } from 'node:zlib'
 import { RedirfsError } from '../errors'
 
 export const PACK_MAGIC = Buffer.from('RDXPACK\0', 'latin1')
-export const PACK_VERSION = 1
+export const PACK_VERSION = 2
 export const CHUNK_ALIGNMENT = 4096
 export const NO_CHUNK = 0xffffffff
 
@@ -36,6 +41,8 @@ export interface PackHeader {
   pathBytes: number
   sampleBytes: number
   createdAt: string
+  /** `--group-depth` it was written with; absent: the directory holding each sample (grouping.ts). */
+  groupDepth?: number
   /** A shard of a `--nodes` pack: the cluster size and which node's home chunks it holds. */
   nodes?: number
   node?: number
@@ -102,7 +109,8 @@ export function decodeIndex (bytes: Buffer, file: string): DecodedIndex {
   const bad = (why: string): RedirfsError => new RedirfsError(`${file} is not a valid redirfs pack index: ${why}`)
   if (bytes.length < PACK_MAGIC.length + 12 || !bytes.subarray(0, PACK_MAGIC.length).equals(PACK_MAGIC)) throw bad('wrong magic')
   const version = bytes.readUInt32LE(PACK_MAGIC.length)
-  if (version !== PACK_VERSION) throw bad(`format version ${version}, this redirfs reads version ${PACK_VERSION}`)
+  if (version < PACK_VERSION) throw new RedirfsError(`${file} was written by an older redirfs (pack format ${version}, whose redirect groups were top-level directories and could mix classes); re-pack the dataset: redirfs pack <source> <out>`)
+  if (version !== PACK_VERSION) throw bad(`format version ${version}, this redirfs reads version ${PACK_VERSION}; use a newer redirfs`)
   const body = bytes.subarray(0, bytes.length - 4)
   if (crc32(body) !== bytes.readUInt32LE(bytes.length - 4)) throw bad('index checksum mismatch (damaged or incomplete)')
   // Typed-array views need 8-byte aligned memory; a large readFile buffer

@@ -8,6 +8,7 @@ import { promises as fs } from 'node:fs'
 import path from 'node:path'
 import { RedirfsError } from '../errors'
 import type { DatasetTree, EntryAttributes, TreeEntry } from '../chunks/tree'
+import { groupOf } from '../redirect/grouping'
 import type { SampleFile } from '../redirect/layout'
 import { decodeIndex, EntryKind, PACK_MAGIC, type PackArrays, type PackHeader } from './format'
 
@@ -87,7 +88,7 @@ export async function loadPackIndex (directory: string): Promise<PackIndex> {
     if (arrays.kind[i] === EntryKind.Sample) {
       entry.sample = samples.length
       sampleEntry[samples.length] = i
-      samples.push({ path: relative, size: arrays.size[i], group: intern(relative.slice(0, relative.indexOf('/'))) })
+      samples.push({ path: relative, size: arrays.size[i], group: intern(groupOf(relative, header.groupDepth)) })
     }
     entries.set(relative, entry)
   }
@@ -96,7 +97,7 @@ export async function loadPackIndex (directory: string): Promise<PackIndex> {
     directory,
     header,
     arrays,
-    tree: { entries, samples },
+    tree: { entries, samples, skipped: [] },
     sampleEntry,
     entryIndex: (relativePath: string) => (entries.get(relativePath) as PackEntry | undefined)?.index,
     path: pathOf

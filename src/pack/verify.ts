@@ -6,6 +6,7 @@ import { promises as fs } from 'node:fs'
 import path from 'node:path'
 import { crc32 } from 'node:zlib'
 import { ChunkFile } from '../chunks/native'
+import { groupOf } from '../redirect/grouping'
 import { EntryKind } from './format'
 import { CHUNKS_FILE, loadPackIndex, OTHERS_FILE } from './pack-index'
 
@@ -30,16 +31,16 @@ export async function verifyPack (directory: string, onProgress?: (done: number,
       // A shard holds only its node's chunks; the others have length 0.
       if (header.nodes !== undefined && length === 0) continue
       const bytes = await chunkFile.read(arrays.chunkOffset[c], length)
-      const group = pack.path(filesOfChunk[c][0]).split('/')[0]
+      const group = groupOf(pack.path(filesOfChunk[c][0]), header.groupDepth)
       const damaged = filesOfChunk[c].filter(entry => {
         const start = arrays.location[entry] - arrays.chunkOffset[c]
         const end = start + arrays.size[entry]
         return end > bytes.length || crc32(bytes.subarray(start, end)) !== arrays.crc[entry]
       }).map(entry => pack.path(entry))
       if (bytes.length < length) {
-        problems.push(`chunk ${c} (class ${group}): truncated, ${bytes.length} of ${length} bytes present; files cut off: ${damaged.join(', ')}`)
+        problems.push(`chunk ${c} (group ${group}): truncated, ${bytes.length} of ${length} bytes present; files cut off: ${damaged.join(', ')}`)
       } else if (crc32(bytes) !== arrays.chunkCrc[c] || damaged.length > 0) {
-        problems.push(`chunk ${c} (class ${group}): checksum mismatch in ${damaged.length > 0 ? damaged.join(', ') : 'the chunk (no single file)'}`)
+        problems.push(`chunk ${c} (group ${group}): checksum mismatch in ${damaged.length > 0 ? damaged.join(', ') : 'the chunk (no single file)'}`)
       }
       done += length
       onProgress?.(done, header.sampleBytes)

@@ -29,6 +29,10 @@ import { CHUNKS_FILE, INDEX_FILE, OTHERS_FILE } from './pack-index'
 export interface PackOptions {
   chunkSize: number
   seed: number
+  /** Coarser redirect groups (grouping.ts); recorded in the pack. */
+  groupDepth?: number
+  /** Leave out entries that cannot be served instead of failing. */
+  skipUnservable?: boolean
   extensions?: string[]
   includeFile?: string
   /** Write one pack per node (`<out>/node-<i>`), each holding that node's home chunks. */
@@ -44,6 +48,9 @@ export interface PackSummary {
   chunks: number
   sampleBytes: number
   indexBytes: number
+  groups: readonly string[]
+  /** Entries of the source left out (`skipUnservable`). */
+  skipped: number
 }
 
 export async function writePack (source: string, out: string, options: PackOptions): Promise<PackSummary> {
@@ -55,21 +62,21 @@ export async function writePack (source: string, out: string, options: PackOptio
   const nodes = options.nodes ?? 1
 
   const include = options.includeFile !== undefined ? await readIncludeList(options.includeFile) : undefined
-  const tree = await scanTree(source, { include, extensions: options.extensions, onWarning: options.onWarning })
-  const { chunksOfGroup } = cutPhysicalChunks(tree.samples, options.chunkSize, options.seed)
+  const tree = await scanTree(source, { include, extensions: options.extensions, groupDepth: options.groupDepth, skipUnservable: options.skipUnservable, onWarning: options.onWarning })
+  const { groups, chunksOfGroup } = cutPhysicalChunks(tree.samples, options.chunkSize, options.seed)
   const chunks = chunksOfGroup.flat()
   const homes = chunksOfGroup.flatMap((groupChunks, group) => groupChunks.map((_, i) => homeOfChunk(group, i, nodes)))
   const paths = [...tree.entries.keys()].sort()
   const sampleBytes = tree.samples.reduce((sum, s) => sum + s.size, 0)
   const otherBytes = paths.reduce((sum, p) => { const e = tree.entries.get(p)!; return sum + (e.children === undefined && e.sample === undefined ? e.attributes.size : 0) }, 0)
-  const layout: PackLayout = { source, tree, chunks, paths, chunkSize: options.chunkSize, seed: options.seed, sampleBytes }
+  const layout: PackLayout = { source, tree, chunks, paths, chunkSize: options.chunkSize, seed: options.seed, groupDepth: options.groupDepth, sampleBytes }
 
   const partial = `${out}.partial-${process.pid}`
   await fs.mkdir(partial)
   try {
     let written = 0
     const progress = (bytes: number): void => { written += bytes; options.onProgress?.(written, sampleBytes + nodes * otherBytes) }
-    let summary: PackSummary
+    let summary: Omit<PackSummary, 'groups' | 'skipped'>
     if (nodes === 1) {
       summary = await writeOnePack(layout, partial, () => true, undefined, progress)
     } else {
@@ -84,7 +91,7 @@ export async function writePack (source: string, out: string, options: PackOptio
     await syncDirectory(partial)
     await fs.rename(partial, out)
     await syncDirectory(path.dirname(out))
-    return summary!
+    return { ...summary!, groups, skipped: tree.skipped.length }
   } catch (err) {
     await fs.rm(partial, { recursive: true, force: true })
     throw err
@@ -101,11 +108,12 @@ interface PackLayout {
   paths: string[]
   chunkSize: number
   seed: number
+  groupDepth?: number
   sampleBytes: number
 }
 
 /** Writes one pack into `directory`: the whole tree, the chunks `holds` selects, the non-sample files. */
-async function writeOnePack (layout: PackLayout, directory: string, holds: (chunk: number) => boolean, shard: { nodes: number, node: number } | undefined, progress: (bytes: number) => void): Promise<PackSummary> {
+async function writeOnePack (layout: PackLayout, directory: string, holds: (chunk: number) => boolean, shard: { nodes: number, node: number } | undefined, progress: (bytes: number) => void): Promise<Omit<PackSummary, 'groups' | 'skipped'>> {
   const { source, tree, chunks, paths } = layout
   const entryOf = new Map(paths.map((p, i) => [p, i]))
   const arrays = allocateArrays(paths.length, chunks.length)
@@ -194,6 +202,7 @@ async function writeOnePack (layout: PackLayout, directory: string, holds: (chun
     pathBytes: pathEnd,
     sampleBytes: layout.sampleBytes,
     createdAt: new Date().toISOString(),
+    ...(layout.groupDepth !== undefined ? { groupDepth: layout.groupDepth } : {}),
     ...(shard !== undefined ? { nodes: shard.nodes, node: shard.node } : {})
   }
   const index = encodeIndex(header, arrays, Buffer.from(paths.join('')))

@@ -6,9 +6,10 @@
  * chunk size K and the number of virtual chunks (VCs), so every node of a
  * cluster computes the same one and can compare `hash` at handshake.
  *
- * - A redirect group is a class directory. A PC holds files of one group
- *   only, and a VC serves one group only: that is what makes redirection
- *   label-safe (DESIGN §2.1).
+ * - A redirect group is the directory that holds a sample (grouping.ts).
+ *   A PC holds files of one group only, and a VC serves one group only:
+ *   that is what makes redirection label-safe (docs/design.md, "Label
+ *   safety").
  * - Within a group, files are shuffled with the seed before they are cut
  *   into PCs of K, so near-duplicate neighbours do not share a chunk.
  * - Each group gets VCs in proportion to its PC count (at least one, never
@@ -33,7 +34,7 @@ export interface SampleFile {
   /** Path relative to the dataset root, '/'-separated. */
   readonly path: string
   readonly size: number
-  /** The redirect group (the class directory). */
+  /** The redirect group (grouping.ts: by default the directory that holds it). */
   readonly group: string
 }
 
@@ -67,7 +68,7 @@ export interface Layout {
   readonly filePc: Uint32Array
   readonly fileOffset: Uint32Array
   readonly totalBytes: number
-  /** Identifies the layout across processes and nodes. */
+  /** Identifies the layout across processes and nodes: files, sizes, groups, chunks, homes. */
   readonly hash: string
 }
 
@@ -155,7 +156,7 @@ export function buildLayout (files: readonly SampleFile[], options: LayoutOption
     const vcCount = Math.min(options.vcCount, pcCount)
     if (vcCount < served.length) {
       const where = nodes > 1 ? ` on node ${home}` : ''
-      throw new RangeError(`the memory holds ${options.vcCount} chunk(s)${where} but there are ${served.length} classes${where}, and each class needs at least one`)
+      throw new RangeError(`the memory holds ${options.vcCount} chunk(s)${where} but there are ${served.length} redirect groups${where}, and each group needs at least one`)
     }
     const vcShare = shareVcs(served.map(entry => entry.indices.length), vcCount)
     served.forEach(({ group, indices }, k) => {
@@ -177,7 +178,7 @@ export function buildLayout (files: readonly SampleFile[], options: LayoutOption
 
   let totalBytes = 0
   for (const file of files) totalBytes += file.size
-  return { chunkSize, seed, nodes, files, groups, pcs, vcs, filePc, fileOffset, totalBytes, hash: hashLayout(files, pcs, chunkSize, seed, nodes) }
+  return { chunkSize, seed, nodes, files, groups, pcs, vcs, filePc, fileOffset, totalBytes, hash: hashLayout(files, groups, pcs, chunkSize, seed, nodes) }
 }
 
 function cutIntoChunks (members: FileId[], chunkSize: number): FileId[][] {
@@ -221,13 +222,12 @@ export function shareVcs (pcCounts: readonly number[], vcCount: number): number[
   return share
 }
 
-function hashLayout (files: readonly SampleFile[], pcs: readonly PhysicalChunk[], chunkSize: number, seed: number, nodes: number): string {
+function hashLayout (files: readonly SampleFile[], groups: readonly string[], pcs: readonly PhysicalChunk[], chunkSize: number, seed: number, nodes: number): string {
   const hash = createHash('sha256')
-  hash.update(`K=${chunkSize};seed=${seed};files=${files.length}\n`)
-  // A single node hashes as it always did, so existing hashes stay valid.
-  if (nodes > 1) hash.update(`nodes=${nodes}\n`)
+  hash.update(`K=${chunkSize};seed=${seed};files=${files.length};nodes=${nodes}\n`)
   pcs.forEach((pc, id) => {
-    hash.update(nodes > 1 ? `pc ${id} vc ${pc.vc} home ${pc.home}\n` : `pc ${id} vc ${pc.vc}\n`)
+    // The group name makes the grouping part of the hash: nodes (or a pack) grouping differently never agree.
+    hash.update(`pc ${id} vc ${pc.vc} home ${pc.home} group ${groups[pc.group]}\n`)
     for (const file of pc.files) hash.update(`${files[file].path}\0${files[file].size}\n`)
   })
   return hash.digest('hex').slice(0, 16)

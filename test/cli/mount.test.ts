@@ -30,7 +30,8 @@ t.test('bad input gets one line on stderr and a non-zero exit', async t => {
     ['no samples', ['mount', noSamples, mountpoint], /no sample files found/],
     ['mountpoint missing', ['mount', dataset.root, '/nonexistent/mnt'], /mountpoint \/nonexistent\/mnt does not exist/],
     ['mountpoint not empty', ['mount', dataset.root, notEmpty], /is not empty/],
-    ['memory smaller than a chunk per class', ['mount', dataset.root, mountpoint, '--memory', '10K'], /--memory 10\.0 KiB is too small: each of the 12 classes needs one chunk/],
+    ['memory smaller than a chunk per group', ['mount', dataset.root, mountpoint, '--memory', '10K'], /--memory 10\.0 KiB is too small: the samples fall into \d+ redirect groups \(the directory holding each sample; e\.g\. ant, .*\), \d+ of them of 1-2 files, and each of the \d+ groups needs one chunk of 64 files/],
+    ['bad group depth', ['mount', dataset.root, mountpoint, '--group-depth', '0'], /--group-depth must be a whole number from 1/],
     ['bad size', ['mount', dataset.root, mountpoint, '--memory', 'lots'], /--memory must be a size like 512M or 2G/],
     ['bad chunk size', ['mount', dataset.root, mountpoint, '--chunk-size', '0'], /--chunk-size must be a whole number/],
     ['bad mode', ['mount', dataset.root, mountpoint, '--redirect', 'maybe'], /Allowed choices are strict, pool, off/],
@@ -45,6 +46,42 @@ t.test('bad input gets one line on stderr and a non-zero exit', async t => {
     t.notMatch(result.stderr, /\n\s+at /, `${what}: no stack trace`)
   }
   t.notOk(isMounted(mountpoint), 'nothing was mounted')
+})
+
+t.test('an entry the mount cannot serve fails the mount, naming it; --skip-unservable leaves it out and says so', async t => {
+  const source = emptyDir('redirfs-unservable-')
+  t.teardown(async () => { await fs.rm(source, { recursive: true, force: true }) })
+  for (const cls of ['cat', 'dog']) {
+    mkdirSync(path.join(source, cls))
+    for (let i = 0; i < 6; i++) writeFileSync(path.join(source, cls, `${i}.jpg`), `${cls} ${i}`)
+  }
+  // A Latin-1 name from an old archive: not valid UTF-8.
+  writeFileSync(Buffer.concat([Buffer.from(path.join(source, 'cat', 'caf')), Buffer.from([0xe9]), Buffer.from('.jpg')]), 'latin-1 name')
+  const mountpoint = emptyDir()
+  t.teardown(() => forceUnmount(mountpoint))
+
+  const refused = await redirfs('mount', source, mountpoint, '--chunk-size', '2')
+  t.not(refused.code, 0)
+  t.match(refused.stderr, /^redirfs: 1 entry of the source cannot be served: cat\/caf\\xe9\.jpg \(name is not valid UTF-8\); fix or remove it, or pass --skip-unservable to leave it out\n$/)
+  t.notOk(isMounted(mountpoint))
+
+  const skipping = await redirfs('mount', source, mountpoint, '--chunk-size', '2', '--skip-unservable')
+  t.equal(skipping.code, 0, skipping.stderr)
+  t.match(skipping.stdout, /: 12 samples in 2 groups \(cat, dog\); left out 1 entry that cannot be served/)
+  t.same((await fs.readdir(path.join(mountpoint, 'cat'))).sort(), ['0.jpg', '1.jpg', '2.jpg', '3.jpg', '4.jpg', '5.jpg'])
+  t.equal((await readStats(mountpoint)).layout.skippedEntries, 1)
+})
+
+t.test('special files and broken links are named too, not dropped silently', async t => {
+  const source = emptyDir('redirfs-special-')
+  t.teardown(async () => { await fs.rm(source, { recursive: true, force: true }) })
+  mkdirSync(path.join(source, 'cat'))
+  for (let i = 0; i < 3; i++) writeFileSync(path.join(source, 'cat', `${i}.jpg`), `cat ${i}`)
+  await new Promise<void>((resolve, reject) => spawn('mkfifo', [path.join(source, 'cat', 'pipe.jpg')]).on('exit', code => (code === 0 ? resolve() : reject(new Error('mkfifo')))))
+  await fs.symlink('/nonexistent/target.jpg', path.join(source, 'cat', 'gone.jpg'))
+  const result = await redirfs('mount', source, emptyDir(), '--chunk-size', '2')
+  t.not(result.code, 0)
+  t.match(result.stderr, /2 entries of the source cannot be served: cat\/gone\.jpg \(broken symbolic link\), cat\/pipe\.jpg \(not a regular file or directory\)/)
 })
 
 t.test('a second mount on a busy mountpoint is refused', async t => {

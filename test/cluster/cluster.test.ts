@@ -14,13 +14,13 @@ import { loadCredentials } from '../../src/cluster/security'
 import { cutPhysicalChunks, homeOfChunk } from '../../src/redirect/layout'
 import { defaultLogFile } from '../../src/daemon/registry'
 import { mountCluster, readClusterEpoch, tokenFile, type NodeRead } from '../helpers/cluster'
-import { classOf, generateDataset } from '../helpers/dataset'
+import { classOf, generateDataset, splitClassOf } from '../helpers/dataset'
 import { emptyDir, forceUnmount, isMounted, redirfs } from '../helpers/mount'
 
 const dataset = generateDataset(6)
 t.teardown(async () => { await fs.rm(dataset.root, { recursive: true, force: true }) })
 // Each node's memory holds about a sixth of the dataset: most opens are redirected or remote.
-const NODE_OPTIONS = ['--memory', '120K', '--chunk-size', '4', '--peer-timeout', '3']
+const NODE_OPTIONS = ['--memory', '120K', '--chunk-size', '4', '--group-depth', '1', '--peer-timeout', '3']
 
 function checkEpoch (t: Tap.Test, reads: NodeRead[], expected: readonly string[], what: string): void {
   const served = reads.map(r => dataset.byContent.get(r.content))
@@ -47,6 +47,25 @@ for (const mode of ['strict', 'pool']) {
     t.same(stats.map(s => s.cluster.peers.map((p: any) => p.state)), [['self', 'alive', 'alive'], ['alive', 'self', 'alive'], ['alive', 'alive', 'self']])
   })
 }
+
+t.test('3 nodes over a train/val root with the default grouping: every split and class kept apart, the union exact', async t => {
+  const splits = generateDataset(8, { splits: true })
+  t.teardown(async () => { await fs.rm(splits.root, { recursive: true, force: true }) })
+  // The busiest node is home to about two thirds of the ~70 directories; each needs one chunk of 2.
+  const cluster = await mountCluster(t, [splits.root, splits.root, splits.root], ['--memory', '250K', '--chunk-size', '2', '--redirect', 'pool', '--peer-timeout', '3'])
+  t.same(cluster.results.map(r => r.code), [0, 0, 0], cluster.results.map(r => r.stderr).join(''))
+  t.match(cluster.results[0].stdout, /samples in \d+ groups \(train\/ant, /)
+  for (let epoch = 0; epoch < 2; epoch++) {
+    const { reads, errors } = await readClusterEpoch(cluster.mountpoints, splits.samples, 30 + epoch)
+    t.same(errors, [], `epoch ${epoch}: no errors`)
+    const served = reads.map(r => splits.byContent.get(r.content))
+    t.equal(reads.filter((r, i) => served[i] === undefined || splitClassOf(served[i]!) !== splitClassOf(r.opened)).length, 0, `epoch ${epoch}: every sample from the opened split and class`)
+    t.same([...served].sort(), splits.samples, `epoch ${epoch}: every sample exactly once across the nodes`)
+  }
+  const stats = await Promise.all(cluster.mountpoints.map(readStats))
+  t.ok(sum(stats, s => s.protocol.redirects) > 0, 'redirection happened')
+  t.ok(sum(stats, s => s.cluster.remoteRequests) > 0, 'nodes asked each other')
+})
 
 t.test('remote requests per remote sample, with and without prefetch', async t => {
   const rates: Record<string, number> = {}
@@ -158,7 +177,7 @@ t.test('sharded packs: a node killed mid-epoch; only its samples fail, with EIO,
   const work = emptyDir('redirfs-shards-')
   t.teardown(async () => { await fs.rm(work, { recursive: true, force: true }) })
   const out = path.join(work, 'pack')
-  const packed = await redirfs('pack', dataset.root, out, '--chunk-size', '4', '--nodes', '3')
+  const packed = await redirfs('pack', dataset.root, out, '--chunk-size', '4', '--group-depth', '1', '--nodes', '3')
   t.equal(packed.code, 0, packed.stderr)
   t.match(packed.stdout, /3 packs, .*node-0 to node-2/)
   const verified = await redirfs('verify', path.join(out, 'node-1'))

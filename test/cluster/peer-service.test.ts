@@ -98,7 +98,7 @@ t.test('two real nodes over mutual TLS read an epoch together', async t => {
   const files = await makeCertificates()
   const dataset = generateDataset(12)
   t.teardown(() => rmSync(dataset.root, { recursive: true, force: true }))
-  const cluster = await mountCluster(t, [dataset.root, dataset.root], ['--memory', '200K', '--chunk-size', '4', '--tls-cert', files.cert, '--tls-key', files.key, '--tls-ca', files.ca])
+  const cluster = await mountCluster(t, [dataset.root, dataset.root], ['--memory', '200K', '--chunk-size', '4', '--group-depth', '1', '--tls-cert', files.cert, '--tls-key', files.key, '--tls-ca', files.ca])
   t.same(cluster.results.map(r => r.code), [0, 0], cluster.results.map(r => r.stderr).join(''))
   const { reads, errors } = await readClusterEpoch(cluster.mountpoints, dataset.samples, 3)
   t.same(errors, [])

@@ -38,7 +38,7 @@ t.before(async () => {
 
 for (const mode of ['strict', 'pool']) {
   t.test(`${mode}: 3 nodes, 3 DistributedSampler ranks x 2 workers, 3 epochs: the union is every shown sample once per epoch, labels right`, async t => {
-    const cluster = await mountCluster(t, [data, data, data], ['--memory', '110K', '--chunk-size', '4', '--redirect', mode, '--include', include, '--peer-timeout', '5'])
+    const cluster = await mountCluster(t, [data, data, data], ['--memory', '110K', '--chunk-size', '4', '--group-depth', '1', '--redirect', mode, '--include', include, '--peer-timeout', '5'])
     t.same(cluster.results.map(r => r.code), [0, 0, 0], cluster.results.map(r => r.stderr).join(''))
     const port = String(30500 + Math.floor(Math.random() * 1000))
     const ranks = await Promise.all([0, 1, 2].map(async rank => {

@@ -2,10 +2,18 @@
 
 generate <root>          writes an ImageFolder of PNGs whose first pixel
                          encodes (class index, sample id), plus table.json
-                         mapping every sample identity to its class directory.
+                         mapping every sample identity to its class directory
+                         (relative to <root>). --shape splits writes train/ and
+                         val/, each with the same classes (as ImageNet copies
+                         are laid out); --shape videos writes
+                         <class>/<video>/<frame>.png with one or two frames
+                         per video.
 read <mnt> <table> ...   reads every sample once per epoch and prints JSON:
                          per epoch, the identities received and how many had
                          a label that does not match their class.
+splits <mnt> <table> ... a training run over a train/val root: each epoch
+                         ImageFolder(<mnt>/train) shuffled, then (every
+                         --val-every epochs) ImageFolder(<mnt>/val) in order.
 
 Loaders: pil (ImageFolder's default), cv2 (cv2.imread), cv2decode
 (cv2.imdecode of numpy.fromfile), numpy (numpy.fromfile then PIL decode),
@@ -22,20 +30,28 @@ import numpy as np
 CLASS_SIZES = {"ant": 30, "bee": 1, "cat": 45, "dog": 20, "eel": 38, "fox": 12, "gnu": 27, "hen": 17}
 
 
-def generate(root):
+def generate(root, shape):
     from PIL import Image
     rng = np.random.default_rng(0)
     table = {}
-    for c, (name, count) in enumerate(sorted(CLASS_SIZES.items())):
-        for i in range(count):
-            sub = "nested/" if i % 4 == 3 else ""
-            os.makedirs(os.path.join(root, name, sub), exist_ok=True)
-            # Uneven sizes, so a redirected file usually has another length.
-            side = 16 + (i * 7) % 24
-            pixels = rng.integers(0, 256, size=(side, side, 3), dtype=np.uint8)
-            pixels[0, 0] = (c, i // 256, i % 256)
-            Image.fromarray(pixels).save(os.path.join(root, name, sub, f"s{i:03d}.png"))
-            table[f"{c}:{i}"] = name
+    splits = [("train/", 0), ("val/", 1000)] if shape == "splits" else [("", 0)]
+    for prefix, first_id in splits:
+        for c, (name, count) in enumerate(sorted(CLASS_SIZES.items())):
+            if prefix == "val/":
+                count = max(1, count // 3)
+            for k in range(count):
+                i = first_id + k  # unique across splits
+                if shape == "videos":
+                    sub = f"video{k // 2:02d}/"  # two frames per video, the last may have one
+                else:
+                    sub = "nested/" if k % 4 == 3 else ""
+                os.makedirs(os.path.join(root, prefix, name, sub), exist_ok=True)
+                # Uneven sizes, so a redirected file usually has another length.
+                side = 16 + (k * 7) % 24
+                pixels = rng.integers(0, 256, size=(side, side, 3), dtype=np.uint8)
+                pixels[0, 0] = (c, i // 256, i % 256)
+                Image.fromarray(pixels).save(os.path.join(root, prefix, name, sub, f"s{k:03d}.png"))
+                table[f"{c}:{i}"] = prefix + name
     with open(os.path.join(os.path.dirname(root), "table.json"), "w") as f:
         json.dump(table, f)
 
@@ -79,17 +95,54 @@ def make_loader(kind):
     raise SystemExit(f"unknown loader {kind}")
 
 
-def read(args):
-    import torch
+def image_folder(root, loader_kind):
     from torchvision import datasets
+
+    loader = make_loader(loader_kind)
+    kwargs = {} if loader is None else {"loader": loader}
+    # Keep only what identifies the sample: its first pixel.
+    return datasets.ImageFolder(root, transform=lambda image: np.asarray(image)[0, 0].tolist(), **kwargs)
+
+
+def one_pass(data, dataset, table, prefix=""):
+    """Reads every batch once: the identities received, and how many came with another class's label."""
+    received, wrong = [], 0
+    for batch in data:
+        for sample, label in batch:
+            identity = identity_of_rgb(sample)
+            received.append(identity)
+            if table.get(identity) != prefix + dataset.classes[label]:
+                wrong += 1
+    return received, wrong
+
+
+def read_splits(args):
+    import torch
 
     with open(args.table) as f:
         table = json.load(f)
-    loader = make_loader(args.loader)
-    kwargs = {} if loader is None else {"loader": loader}
-    # Keep only what identifies the sample: its first pixel.
-    transform = (lambda image: np.asarray(image)[0, 0].tolist()) if loader is None else (lambda array: np.asarray(array)[0, 0].tolist())
-    dataset = datasets.ImageFolder(args.mnt, transform=transform, **kwargs)
+    torch.manual_seed(args.seed)
+    train = image_folder(os.path.join(args.mnt, "train"), args.loader)
+    val = image_folder(os.path.join(args.mnt, "val"), args.loader)
+    loader = lambda dataset, shuffle: torch.utils.data.DataLoader(  # noqa: E731
+        dataset, batch_size=8, shuffle=shuffle, num_workers=args.workers, collate_fn=lambda batch: batch)
+    train_data, val_data = loader(train, True), loader(val, False)
+    epochs = []
+    for epoch in range(args.epochs):
+        received, wrong = one_pass(train_data, train, table, "train/")
+        result = {"train": received, "trainWrongLabels": wrong, "val": None, "valWrongLabels": 0}
+        if epoch % args.val_every == 0:
+            result["val"], result["valWrongLabels"] = one_pass(val_data, val, table, "val/")
+        epochs.append(result)
+    print(json.dumps({"epochs": epochs}))
+
+
+def read(args):
+    import torch
+
+    with open(args.table) as f:
+        table = json.load(f)
+    dataset = image_folder(args.mnt, args.loader)
 
     distributed = args.world > 1
     if distributed:
@@ -107,13 +160,7 @@ def read(args):
     for epoch in range(args.epochs):
         if sampler is not None:
             sampler.set_epoch(epoch)
-        received, wrong = [], 0
-        for batch in data:
-            for sample, label in batch:
-                identity = identity_of_rgb(sample)
-                received.append(identity)
-                if table.get(identity) != dataset.classes[label]:
-                    wrong += 1
+        received, wrong = one_pass(data, dataset, table)
         epochs.append({"received": received, "wrongLabels": wrong})
         if distributed:
             dist.barrier()  # as DDP's per-step all-reduce keeps ranks in step
@@ -125,6 +172,15 @@ def main():
     sub = parser.add_subparsers(dest="command", required=True)
     g = sub.add_parser("generate")
     g.add_argument("root")
+    g.add_argument("--shape", choices=["flat", "splits", "videos"], default="flat")
+    s = sub.add_parser("splits")
+    s.add_argument("mnt")
+    s.add_argument("table")
+    s.add_argument("--loader", default="pil")
+    s.add_argument("--epochs", type=int, default=3)
+    s.add_argument("--workers", type=int, default=2)
+    s.add_argument("--val-every", type=int, default=1)
+    s.add_argument("--seed", type=int, default=0)
     r = sub.add_parser("read")
     r.add_argument("mnt")
     r.add_argument("table")
@@ -138,7 +194,9 @@ def main():
     r.add_argument("--port", type=int, default=0)
     args = parser.parse_args()
     if args.command == "generate":
-        generate(args.root)
+        generate(args.root, args.shape)
+    elif args.command == "splits":
+        read_splits(args)
     else:
         read(args)
 

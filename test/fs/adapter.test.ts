@@ -72,7 +72,9 @@ t.test('stats are readable at .redirfs/stats, which the root listing does not sh
   const stats = await readStats(mountpoint)
   t.equal(stats.protocol.opens, 50)
   t.equal(stats.layout.samples, dataset.samples.length)
-  t.equal(stats.layout.classes, 12)
+  t.equal(stats.layout.groups, new Set(dataset.samples.map(p => path.dirname(p))).size, 'one group per directory holding samples')
+  t.equal(stats.layout.grouping, 'the directory holding each sample')
+  t.same(stats.layout.someGroups, ['ant', 'eel/nested/deeper', 'ibis', 'löwe 猫/sub dir'], 'a few names spread over the sorted groups')
   t.equal(stats.dataset, dataset.root)
   for (const key of ['memoryHits', 'redirects', 'chunkLoads', 'filesLoaded', 'wastedFiles', 'wastedBytes', 'rollovers', 'waitedOpens']) {
     t.type(stats.protocol[key], 'number', key)

@@ -13,7 +13,7 @@ for (const mode of ['strict', 'pool']) {
   t.test(`${mode}: 3 epochs, 8 readers: every content is of the opened path's class, each sample exactly once per epoch`, async t => {
     const mountpoint = emptyDir()
     // ~25% of the dataset, K = 4: several chunks per virtual chunk, so redirection must happen.
-    await mount(t, dataset.root, mountpoint, '--memory', '170K', '--chunk-size', '4', '--redirect', mode, '--seed', '3')
+    await mount(t, dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4', '--redirect', mode, '--seed', '3')
     for (let epoch = 0; epoch < 3; epoch++) {
       const read = await readEpoch(mountpoint, dataset.samples, 100 + epoch)
       const served = read.map(r => dataset.byContent.get(r.content))
@@ -32,7 +32,7 @@ for (const mode of ['strict', 'pool']) {
 
 t.test('off: every open returns the exact bytes of the opened file', async t => {
   const mountpoint = emptyDir()
-  await mount(t, dataset.root, mountpoint, '--memory', '170K', '--chunk-size', '4', '--redirect', 'off')
+  await mount(t, dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4', '--redirect', 'off')
   for (let epoch = 0; epoch < 2; epoch++) {
     const read = await readEpoch(mountpoint, dataset.samples, 7 + epoch)
     t.equal(read.filter(r => dataset.byContent.get(r.content) !== r.opened).length, 0, `epoch ${epoch}: all exact`)

@@ -27,7 +27,11 @@ export const CLASS_SIZES: Record<string, number> = {
 export const sha1 = (bytes: Buffer): string => createHash('sha1').update(bytes).digest('hex')
 export const classOf = (relative: string): string => relative.slice(0, relative.indexOf('/'))
 
-export function generateDataset (seed = 1): GeneratedDataset {
+/** The class directory of a sample of a `splits` dataset: train/<class> or val/<class>. */
+export const splitClassOf = (relative: string): string => relative.split('/').slice(0, 2).join('/')
+
+/** `splits`: the classes under train/ and again under val/, as ImageNet copies are laid out. */
+export function generateDataset (seed = 1, options: { splits?: boolean } = {}): GeneratedDataset {
   const root = mkdtempSync(path.join(os.tmpdir(), 'redirfs-ds-'))
   const random = new SeededRandom(seed)
   const samples: string[] = []
@@ -37,7 +41,9 @@ export function generateDataset (seed = 1): GeneratedDataset {
     mkdirSync(path.dirname(path.join(root, relative)), { recursive: true })
     writeFileSync(path.join(root, relative), bytes)
   }
-  for (const [name, count] of Object.entries(CLASS_SIZES)) {
+  const classes = Object.entries(CLASS_SIZES).flatMap(([name, count]) =>
+    options.splits === true ? [[`train/${name}`, count], [`val/${name}`, Math.ceil(count / 3)]] as const : [[name, count]] as const)
+  for (const [name, count] of classes) {
     for (let i = 0; i < count; i++) {
       // Some files sit in nested sub-directories of their class.
       const sub = i % 5 === 3 ? 'nested/deeper/' : i % 7 === 2 ? 'sub dir/' : ''

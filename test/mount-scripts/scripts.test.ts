@@ -25,7 +25,7 @@ writeFileSync(path.join(tools, 'scontrol'), '#!/bin/sh\n# scontrol show hostname
 chmodSync(fakeSsh, 0o755)
 chmodSync(path.join(tools, 'scontrol'), 0o755)
 const ENV = { ...CLI_ENV, REDIRFS: CLI, REDIRFS_SSH: fakeSsh, PATH: `${tools}:${process.env.PATH}` }
-const OPTIONS = ['--memory', '120K', '--chunk-size', '4', '--peer-wait', '20']
+const OPTIONS = ['--memory', '120K', '--chunk-size', '4', '--group-depth', '1', '--peer-wait', '20']
 
 function checkUnion (t: Tap.Test, reads: { opened: string, content: string }[]): void {
   const served = reads.map(r => dataset.byContent.get(r.content)!)

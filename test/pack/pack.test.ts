@@ -7,7 +7,7 @@ import { promisify } from 'node:util'
 import t from 'tap'
 import { readStats } from '../../src/cli/stats-command'
 import { loadPackIndex } from '../../src/pack/pack-index'
-import { classOf, generateDataset, sha1 } from '../helpers/dataset'
+import { classOf, generateDataset, sha1, splitClassOf } from '../helpers/dataset'
 import { CLI, CLI_ENV, emptyDir, mount, redirfs } from '../helpers/mount'
 import { readEpoch, readFileAsTrainer } from '../helpers/readers'
 
@@ -41,7 +41,7 @@ t.test('a fresh pack verifies clean', async t => {
 for (const mode of ['strict', 'pool']) {
   t.test(`${mode} over a pack: 3 epochs, 8 readers, labels right and every sample once per epoch`, async t => {
     const mountpoint = emptyDir()
-    await mount(t, pack, mountpoint, '--memory', '170K', '--redirect', mode)
+    await mount(t, pack, mountpoint, '--memory', '300K', '--redirect', mode)
     for (let epoch = 0; epoch < 3; epoch++) {
       const read = await readEpoch(mountpoint, dataset.samples, 50 + epoch)
       const served = read.map(r => dataset.byContent.get(r.content))
@@ -55,9 +55,53 @@ for (const mode of ['strict', 'pool']) {
   })
 }
 
+t.test('a pack written from a train/val root keeps every split and class apart: labels right, every sample once per epoch', async t => {
+  const splits = generateDataset(9, { splits: true })
+  t.teardown(async () => { await fs.rm(splits.root, { recursive: true, force: true }) })
+  const splitPack = path.join(work, 'splits-pack')
+  const packed = await redirfs('pack', splits.root, splitPack, '--chunk-size', '2')
+  t.equal(packed.code, 0, packed.stderr)
+  t.match(packed.stdout, /packed \d+ samples in \d+ groups \(train\/ant, /)
+  const mountpoint = emptyDir()
+  await mount(t, splitPack, mountpoint, '--memory', '300K', '--redirect', 'pool')
+  for (let epoch = 0; epoch < 3; epoch++) {
+    const read = await readEpoch(mountpoint, splits.samples, 70 + epoch)
+    const served = read.map(r => splits.byContent.get(r.content))
+    t.equal(read.filter((r, i) => served[i] === undefined || splitClassOf(served[i]!) !== splitClassOf(r.opened)).length, 0, `epoch ${epoch}: every sample from the opened split and class`)
+    t.same([...served].sort(), splits.samples, `epoch ${epoch}: every sample once`)
+  }
+  t.ok((await readStats(mountpoint)).protocol.redirects > 0, 'redirection was at work')
+})
+
+t.test('a pack records its grouping: --group-depth is kept, a different one is refused', async t => {
+  const coarse = path.join(work, 'coarse-pack')
+  const packed = await redirfs('pack', dataset.root, coarse, '--chunk-size', '4', '--group-depth', '1')
+  t.equal(packed.code, 0, packed.stderr)
+  t.match(packed.stdout, /in 12 groups \(ant, /)
+  const refused = await redirfs('mount', coarse, emptyDir(), '--group-depth', '2')
+  t.not(refused.code, 0)
+  t.match(refused.stderr, /the pack was written with redirect groups by the first 1 directory of each sample's path; it cannot be mounted with --group-depth 2/)
+  const mountpoint = emptyDir()
+  await mount(t, coarse, mountpoint, '--memory', '170K')
+  const stats = await readStats(mountpoint)
+  t.equal(stats.layout.groups, 12)
+  t.equal(stats.layout.grouping, 'the first 1 directory of each sample\'s path')
+})
+
+t.test('a pack of the first format (top-level groups) is refused with a message to re-pack', async t => {
+  const old = path.join(work, 'format-1')
+  await fs.cp(pack, old, { recursive: true })
+  const index = await fs.readFile(path.join(old, 'index.bin'))
+  index.writeUInt32LE(1, 8) // the version, after the 8-byte magic
+  await fs.writeFile(path.join(old, 'index.bin'), index)
+  const result = await redirfs('mount', old, emptyDir())
+  t.not(result.code, 0)
+  t.match(result.stderr, /was written by an older redirfs \(pack format 1, whose redirect groups were top-level directories and could mix classes\); re-pack the dataset/)
+})
+
 t.test('a mounted pack presents the original tree and non-sample files byte for byte', async t => {
   const mountpoint = emptyDir()
-  await mount(t, pack, mountpoint, '--memory', '170K', '--redirect', 'off')
+  await mount(t, pack, mountpoint, '--memory', '300K', '--redirect', 'off')
   const walk = (root: string, relative = ''): string[] => readdirSync(path.join(root, relative)).sort().flatMap(name => {
     const child = relative === '' ? name : `${relative}/${name}`
     return statSync(path.join(root, child)).isDirectory() ? [child + '/', ...walk(root, child)] : [child]
@@ -88,10 +132,10 @@ t.test('a flipped byte in a chunk is reported by verify and never served by the 
   })
   const report = await redirfs('verify', damaged)
   t.equal(report.code, 1)
-  t.match(report.stdout, `chunk ${chunk} (class ${classOf(victimPath)}): checksum mismatch in ${victimPath}`)
+  t.match(report.stdout, `chunk ${chunk} (group ${path.dirname(victimPath)}): checksum mismatch in ${victimPath}`)
 
   const mountpoint = emptyDir()
-  await mount(t, damaged, mountpoint, '--memory', '170K', '--redirect', 'off')
+  await mount(t, damaged, mountpoint, '--memory', '300K', '--redirect', 'off')
   const inChunk = new Set(index.tree.samples.filter((_, id) => index.arrays.chunk[index.sampleEntry[id]] === chunk).map(s => s.path))
   for (const relative of dataset.samples) {
     if (inChunk.has(relative)) {
@@ -113,7 +157,7 @@ t.test('a truncated chunk file is reported by verify and its lost chunks are nev
   t.match(report.stdout, /truncated/)
 
   const mountpoint = emptyDir()
-  await mount(t, damaged, mountpoint, '--memory', '170K', '--redirect', 'strict')
+  await mount(t, damaged, mountpoint, '--memory', '300K', '--redirect', 'strict')
   const lost = index.tree.samples.filter((_, id) => index.arrays.chunk[index.sampleEntry[id]] === lastChunk).length
   const results = await Promise.allSettled(dataset.samples.map(async relative => await readFileAsTrainer(mountpoint, relative)))
   const served = results.flatMap(r => (r.status === 'fulfilled' ? [r.value] : []))
@@ -160,7 +204,7 @@ t.test('the daemon does not keep a second copy of a pack in the page cache', asy
   const resident = async (): Promise<number> => Number((await run('fincore', ['--bytes', '--noheadings', '--output', 'RES', chunks])).stdout.trim())
   await fs.writeFile('/proc/sys/vm/drop_caches', '1')
   const mountpoint = emptyDir()
-  await mount(t, pack, mountpoint, '--memory', '170K', '--redirect', 'pool')
+  await mount(t, pack, mountpoint, '--memory', '300K', '--redirect', 'pool')
   await readEpoch(mountpoint, dataset.samples, 3)
   const afterMount = await resident()
   t.ok(afterMount <= 0.1 * statSync(chunks).size, `page cache holds ${afterMount} of ${statSync(chunks).size} bytes after reading every chunk`)

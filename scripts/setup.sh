@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
 # Installs everything redirfs, its tests and its demo need on Debian 12 with
-# Node 20, as root: FUSE 2 (fuse-native's prebuilt addon links libfuse.so.2), openssl (TLS tests),
-# PyTorch from Debian, npm dependencies, and the TypeScript build.
+# Node 20, as root: the system packages listed below, npm dependencies, the
+# native addon, and the TypeScript build (dist/ is built anew, so no stale output).
 # Quick when everything is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(libfuse2 fuse3 python3-torch python3-torchvision python3-pil python3-numpy python3-opencv python3-sklearn util-linux-extra openssl)
+# Every system package the demo and the tests need, in one place:
+#   build-essential, python3, pkg-config  node-gyp builds the native addon (g++, make)
+#   libfuse3-dev                          the native FUSE server's headers and library
+#   libfuse2, fuse3                       fuse-native's prebuilt addon links libfuse.so.2; fusermount3
+#   kmod                                  modprobe fuse where /dev/fuse is missing
+#   python3-torch ... python3-sklearn     PyTorch and the loaders the tests read with
+#   util-linux-extra, openssl             the tests' helpers (TLS certificates)
+packages=(build-essential python3 pkg-config libfuse3-dev libfuse2 fuse3 kmod python3-torch python3-torchvision python3-pil python3-numpy python3-opencv python3-sklearn util-linux-extra openssl)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -16,21 +23,35 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-[ -e /dev/fuse ] || modprobe fuse
+[ -e /dev/fuse ] || modprobe fuse || { echo "setup: /dev/fuse is missing and 'modprobe fuse' failed: this machine cannot mount FUSE filesystems" >&2; exit 1; }
 
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   npm ci --no-audit --no-fund --loglevel=error
 fi
 
-# The native chunk reader (node-addon-api), against the installed Node's headers.
-addon=native/build/Release/redirfs_native.node
-if [ ! -f "$addon" ] || [ native/redirfs_native.cc -nt "$addon" ] || [ native/binding.gyp -nt "$addon" ]; then
+# The native addons (node-addon-api): the chunk reader and the FUSE server, against the installed Node's headers.
+stale=0
+for addon in native/build/Release/redirfs_native.node native/build/Release/redirfs_fuse.node; do
+  [ -f "$addon" ] || stale=1
+  for source in native/*.cc native/binding.gyp; do [ "$source" -nt "$addon" ] && stale=1; done
+done
+if [ "$stale" = 1 ]; then
+  # Node's own headers, without network: next to this node binary (official builds ship them in
+  # include/node) or Debian's nodejs-dev under /usr/include/node.
   nodedir=()
-  [ -f /usr/include/node/node.h ] && nodedir=(--nodedir=/usr)
+  prefix=$(dirname "$(dirname "$(readlink -f "$(command -v node)")")")
+  if [ -f "$prefix/include/node/node.h" ]; then nodedir=(--nodedir="$prefix")
+  elif [ -f /usr/include/node/node.h ]; then nodedir=(--nodedir=/usr)
+  else
+    echo "setup: Node's headers (node.h) are not next to $(command -v node) nor in /usr/include/node; install a Node build that ships them, or Debian's nodejs-dev" >&2
+    exit 1
+  fi
   if ! (cd native && ../node_modules/.bin/node-gyp rebuild "${nodedir[@]}" > build.log 2>&1); then
-    echo "setup: building the native chunk reader failed (it needs g++, make, python3 and Node's headers); see native/build.log" >&2
+    echo "setup: building the native addon failed (it needs build-essential, python3, pkg-config and libfuse3-dev); see native/build.log" >&2
+    tail -n 5 native/build.log >&2
     exit 1
   fi
 fi
 
+rm -rf dist
 npx tsc -p tsconfig.json

@@ -151,7 +151,8 @@ export class DirectoryFileReader implements FileReader {
     const file = await fs.open(path.join(this.root, relativePath), 'r')
     return {
       read: async (buffer, length, position) => (await file.read(buffer, 0, length, position)).bytesRead,
-      close: async () => await file.close()
+      close: async () => await file.close(),
+      native: { fd: file.fd }
     }
   }
 }

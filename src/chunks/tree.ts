@@ -43,6 +43,8 @@ export interface SkippedEntry {
 export interface OpenFile {
   read (buffer: Buffer, length: number, position: number): Promise<number>
   close (): Promise<void>
+  /** For the native FUSE server, which reads without JS: the open descriptor, or the whole bytes. */
+  readonly native: { fd: number } | { bytes: Buffer }
 }
 
 /** Where the bytes of non-sample files come from. */

@@ -4,7 +4,7 @@
  */
 import { Command, InvalidArgumentError, Option } from 'commander'
 import path from 'node:path'
-import type { ClusterConfig, MountConfig } from '../daemon/config'
+import { FUSE_BACKENDS, type ClusterConfig, type FuseBackend, type MountConfig } from '../daemon/config'
 import { RedirfsError } from '../errors'
 import { REDIRECT_MODES, type RedirectMode } from '../redirect/protocol'
 import { SingleBar, Presets } from 'cli-progress'
@@ -59,6 +59,7 @@ program.command('mount')
   .option('--extensions <list>', 'comma-separated sample extensions (default: common image and audio types)')
   .option(...GROUP_DEPTH_OPTION)
   .option(...SKIP_UNSERVABLE_OPTION)
+  .addOption(new Option('--fuse-backend <name>', 'native: a libfuse3 server that answers reads without JS; fuse-native: libfuse 2 through JS (slower; a fallback)').choices(FUSE_BACKENDS as unknown as string[]).default('native').env('REDIRFS_FUSE_BACKEND'))
   .option('--foreground', 'stay attached; Ctrl-C unmounts', false)
   .option('--allow-other', 'let other users read the mount (needs user_allow_other in /etc/fuse.conf for non-root)', false)
   .option('--log-file <path>', 'daemon log (default: next to the runtime record in /run/redirfs)')
@@ -100,6 +101,7 @@ samples fail with EIO.`)
       groupDepth: options.groupDepth,
       skipUnservable: options.skipUnservable,
       allowOther: options.allowOther,
+      fuseBackend: options.fuseBackend as FuseBackend,
       includeFile: options.include !== undefined ? path.resolve(options.include) : undefined,
       extensions: parseExtensions(options.extensions),
       logFile: options.logFile !== undefined ? path.resolve(options.logFile) : undefined,
@@ -111,6 +113,7 @@ samples fail with EIO.`)
       '--redirect', config.mode, '--seed', String(config.seed), '--log-level', config.logLevel]
     if (config.chunkSizeGiven) args.push('--chunk-size', String(config.chunkSize))
     if (config.allowOther) args.push('--allow-other')
+    args.push('--fuse-backend', config.fuseBackend)
     if (config.includeFile !== undefined) args.push('--include', config.includeFile)
     if (config.extensions !== undefined) args.push('--extensions', config.extensions.join(','))
     if (config.groupDepth !== undefined) args.push('--group-depth', String(config.groupDepth))

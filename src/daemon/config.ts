@@ -1,6 +1,9 @@
 /** Everything a mount is made from, as validated by the CLI. */
 import type { RedirectMode } from '../redirect/protocol'
 
+export const FUSE_BACKENDS = ['native', 'fuse-native'] as const
+export type FuseBackend = typeof FUSE_BACKENDS[number]
+
 export interface MountConfig {
   source: string
   mountpoint: string
@@ -15,6 +18,8 @@ export interface MountConfig {
   /** `--skip-unservable`: mount without the entries that cannot be served, instead of failing. */
   skipUnservable: boolean
   allowOther: boolean
+  /** Which FUSE server answers the kernel: the native libfuse3 one, or fuse-native (libfuse 2, through JS). */
+  fuseBackend: FuseBackend
   includeFile?: string
   extensions?: string[]
   logFile?: string

@@ -23,6 +23,7 @@ import { Engine } from '../engine/engine'
 import { RedirfsError } from '../errors'
 import { FsAdapter } from '../fs/adapter'
 import { mountFilesystem, type MountedFilesystem } from '../fs/mount'
+import { mountNative } from '../fs/native-mount'
 import { planMemory, type MemoryPlan } from '../redirect/budget'
 import { describeGrouping, sampleOfGroups } from '../redirect/grouping'
 import { buildLayout, cutPhysicalChunks, groupsPerHome, type PhysicalChunking } from '../redirect/layout'
@@ -194,7 +195,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
     layout: { samples: layout.files.length, groups: layout.groups.length, someGroups: sampleOfGroups(layout.groups), grouping: describeGrouping(dataset.groupDepth), skippedEntries: tree.skipped.length, physicalChunks: layout.pcs.length, virtualChunks: layout.vcs.length, datasetBytes: layout.totalBytes, hash: layout.hash, nodes: layout.nodes },
     memory: { budgetBytes: config.memoryBytes, boundBytes: adapter.handles.boundBytes },
     ...engine.stats(),
-    fs: { openHandles: adapter.handles.size, ...adapter.counters },
+    fs: { backend: config.fuseBackend, openHandles: adapter.handles.size, ...adapter.counters, ...(mounted?.counters?.() ?? {}) },
     ...(cluster !== undefined ? { cluster: cluster.describe() } : {})
   })
   const adapter: FsAdapter = new FsAdapter({
@@ -209,8 +210,12 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
 
   let mounted: MountedFilesystem
   try {
-    mounted = await mountFilesystem(config.mountpoint, adapter.operations(), { allowOther: config.allowOther, overSource: config.mountpoint === config.source })
+    const options = { allowOther: config.allowOther, overSource: config.mountpoint === config.source }
+    mounted = config.fuseBackend === 'native'
+      ? await mountNative(config.mountpoint, adapter, tree, { ...options, statfsPath: dataset.statfsPath })
+      : await mountFilesystem(config.mountpoint, adapter.operations(), options)
   } catch (err) {
+    if (err instanceof RedirfsError) { await cluster?.close(); throw err }
     await cluster?.close()
     throw new RedirfsError(`cannot mount at ${config.mountpoint}: ${(err as Error).message}`)
   }

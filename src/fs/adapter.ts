@@ -1,10 +1,12 @@
 /**
  * The FUSE operations, kept thin: resolve the path in the scanned tree,
- * ask the engine what a sample open is bound to, read plain files through,
- * and refuse every change with EROFS.
+ * ask the engine what a sample open is bound to (`bind`, which the native
+ * server uses too), read plain files through, and refuse every change with
+ * EROFS. `operations()` is the fuse-native backend.
  *
- * The mount uses direct_io and uncached attributes (see mount.ts), because
- * a redirected handle's bytes have another length than the opened file.
+ * fuse-native mounts with direct_io and uncached attributes for every file
+ * (see mount.ts), because a redirected handle's bytes have another length
+ * than the opened file; the native server sets both per file.
  */
 import { constants as fsConstants, promises as fs } from 'node:fs'
 import type { Logger } from 'pino'
@@ -12,7 +14,7 @@ import type { DatasetTree, FileReader, TreeEntry } from '../chunks/tree'
 import type { ServedFile } from '../engine/engine'
 import { CONTROL_DIR, isControlPath, STATS_FILE } from './control'
 import { errno, errnoOf } from './errno'
-import { HandleTable } from './handles'
+import { HandleTable, type Handle } from './handles'
 
 type Callback = (...args: any[]) => void
 
@@ -71,20 +73,31 @@ export class FsAdapter {
     return Buffer.from(JSON.stringify(this.options.stats(), null, 2) + '\n')
   }
 
-  private async openFile (fusePath: string, flags: number): Promise<number> {
+  /**
+   * What an open of `fusePath` is bound to: the one decision both FUSE
+   * backends serve. A sample asks the protocol (the bytes may be another
+   * file's); the stats file is a snapshot; anything else passes through.
+   */
+  async bind (fusePath: string, flags: number): Promise<Handle> {
     if ((flags & WRITE_ACCESS) !== 0 || (flags & fsConstants.O_TRUNC) !== 0) throw Object.assign(new Error('read-only'), { code: 'EROFS' })
-    if (fusePath === STATS_FILE) return this.handles.add({ kind: 'bytes', path: fusePath, bytes: this.statsBytes() })
+    if (fusePath === STATS_FILE) return { kind: 'bytes', path: fusePath, bytes: this.statsBytes() }
     if (fusePath === CONTROL_DIR) throw Object.assign(new Error('is a directory'), { code: 'EISDIR' })
     const entry = this.entry(fusePath)
     if (entry === undefined) throw Object.assign(new Error('no such file'), { code: 'ENOENT' })
     if (entry.children !== undefined) throw Object.assign(new Error('is a directory'), { code: 'EISDIR' })
     if (entry.sample !== undefined) {
       const served = await this.options.samples.open(entry.sample)
-      return this.handles.add({ kind: 'bytes', path: fusePath, bytes: served.bytes })
+      return { kind: 'bytes', path: fusePath, bytes: served.bytes }
     }
     this.counters.passthroughOpens++
-    const file = await this.options.files.open(fusePath.slice(1))
-    return this.handles.add({ kind: 'passthrough', path: fusePath, file })
+    return { kind: 'passthrough', path: fusePath, file: await this.options.files.open(fusePath.slice(1)) }
+  }
+
+  /** Counts and logs an open that failed for want of data (EIO); other errors are the caller's. */
+  noteFailedOpen (fusePath: string, err: unknown): void {
+    if (errnoOf(err) !== errno('EIO')) return
+    this.counters.failedOpens++
+    this.options.log.error({ path: fusePath, err: (err as Error).message }, 'open failed')
   }
 
   /** The operations object for fuse-native. */
@@ -111,15 +124,11 @@ export class FsAdapter {
           err => cb(errnoOf(err)))
       },
       open: (fusePath: string, flags: number, cb: Callback) => {
-        this.openFile(fusePath, flags).then(
-          handle => cb(0, handle),
+        this.bind(fusePath, flags).then(
+          handle => cb(0, this.handles.add(handle)),
           err => {
-            const code = errnoOf(err)
-            if (code === errno('EIO')) {
-              this.counters.failedOpens++
-              this.options.log.error({ path: fusePath, err: (err as Error).message }, 'open failed')
-            }
-            cb(code)
+            this.noteFailedOpen(fusePath, err)
+            cb(errnoOf(err))
           })
       },
       read: (_fusePath: string, number: number, buffer: Buffer, length: number, position: number, cb: Callback) => {

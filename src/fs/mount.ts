@@ -24,6 +24,8 @@ export interface MountOptions {
 
 export interface MountedFilesystem {
   unmount (): Promise<void>
+  /** The native server's own counts of FUSE operations (absent on fuse-native). */
+  counters?: () => Record<string, number>
 }
 
 /** Time FUSE allows an operation; an open may wait for a chunk load on slow storage. */

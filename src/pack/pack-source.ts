@@ -82,7 +82,8 @@ export class PackFileReader implements FileReader {
       if (bytesRead !== size || crc32(bytes) !== arrays.crc[entry]) throw new RedirfsError(`${relativePath} in the pack is damaged`, 'EIO')
       return {
         read: async (buffer, length, position) => bytes.copy(buffer, 0, position, Math.min(position + length, size)),
-        close: async () => {}
+        close: async () => {},
+        native: { bytes }
       }
     } finally {
       await handle.close()

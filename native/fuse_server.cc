@@ -1,0 +1,556 @@
+// The native FUSE server (libfuse3, low-level API, multi-threaded).
+//
+// Everything that does not need a decision is answered here, on libfuse's
+// threads, with no JS: lookup, getattr, readdir, read, release, flush,
+// statfs, access, and EROFS for every change. The tree lives in native
+// memory, built once at mount from arrays JS hands over; inode i + 1 is
+// entry i (the root is entry 0, inode 1).
+//
+// JS decides once per open. An open is queued and JS is woken through a
+// thread-safe function (one wake per batch, however many opens are queued);
+// JS runs the protocol and answers later with replyBytes / replyFd /
+// replyError, from its own thread: the low-level API lets a reply come from
+// any thread, so no FUSE thread waits on JS. A bytes answer binds the handle
+// to a Buffer that stays where the chunk reader put it (a reference keeps it
+// alive until release): reads copy from it straight into the kernel's reply.
+//
+// Kernel caching per node (docs/design.md, "The FUSE layer"): directories
+// and non-samples get long entry and attribute timeouts and the page cache;
+// samples (and the control files) get uncached attributes and direct_io,
+// because a redirected handle serves another length than the path's.
+// While a handle of a path is bound, getattr of that path reports the bound
+// size, as fstat on the handle does.
+//
+// Node owns the process's signals: no libfuse signal handlers are set.
+#define FUSE_USE_VERSION 312
+#include <fuse3/fuse_lowlevel.h>
+
+#include <napi.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace {
+
+enum Kind : uint8_t { kDirectory = 0, kSample = 1, kOther = 2 };
+
+// Entries' kernel cache time for everything that cannot change under a read-only mount.
+constexpr double kStableTimeout = 3600.0;
+
+struct Entry {
+  uint32_t parent;
+  std::string name;
+  uint32_t mode, uid, gid, nlink;
+  uint8_t kind;
+  double size;
+  struct timespec atime, mtime, ctime;
+  std::vector<uint32_t> children;  // sorted by name
+};
+
+struct Handle {
+  // Bytes bound in JS memory (kept alive by `ref` until release), or a file descriptor owned by JS.
+  const char* data = nullptr;
+  size_t length = 0;
+  Napi::Reference<Napi::Buffer<char>>* ref = nullptr;
+  int fd = -1;
+  off_t offset = 0;
+  uint64_t ino = 0;
+};
+
+// What FUSE threads hand to JS: opens to decide, releases to forget.
+struct Event {
+  enum Type { kOpen, kRelease } type;
+  uint64_t id;  // open: request id; release: handle number
+  uint64_t ino;
+  int flags;
+  pid_t pid;
+  Napi::Reference<Napi::Buffer<char>>* ref;  // release: to free on the JS thread
+};
+
+struct timespec TimeOf(double ms) {
+  struct timespec ts;
+  double seconds = ms / 1000.0;
+  ts.tv_sec = static_cast<time_t>(seconds);
+  if (seconds < 0 && ts.tv_sec > seconds) ts.tv_sec -= 1;
+  ts.tv_nsec = static_cast<long>((ms - ts.tv_sec * 1000.0) * 1e6);
+  if (ts.tv_nsec >= 1000000000L) { ts.tv_sec += 1; ts.tv_nsec -= 1000000000L; }
+  if (ts.tv_nsec < 0) ts.tv_nsec = 0;
+  return ts;
+}
+
+class Server : public Napi::ObjectWrap<Server> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "FuseServer", {
+      InstanceMethod<&Server::Mount>("mount"),
+      InstanceMethod<&Server::ReplyBytes>("replyBytes"),
+      InstanceMethod<&Server::ReplyFd>("replyFd"),
+      InstanceMethod<&Server::ReplyError>("replyError"),
+      InstanceMethod<&Server::Close>("close"),
+      InstanceMethod<&Server::Counters>("counters"),
+    });
+  }
+
+  // new FuseServer(tree, onEvents): tree = { parent, nameEnd, names, mode, uid, gid, nlink, kind, size, atimeMs, mtimeMs, ctimeMs, controlName }
+  Server(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Server>(info) {
+    Napi::Env env = info.Env();
+    Napi::Object tree = info[0].As<Napi::Object>();
+    auto u32 = [&](const char* name) { return tree.Get(name).As<Napi::Uint32Array>(); };
+    auto f64 = [&](const char* name) { return tree.Get(name).As<Napi::Float64Array>(); };
+    Napi::Uint32Array parent = u32("parent"), nameEnd = u32("nameEnd"), mode = u32("mode"), uid = u32("uid"), gid = u32("gid"), nlink = u32("nlink");
+    Napi::Uint8Array kind = tree.Get("kind").As<Napi::Uint8Array>();
+    Napi::Float64Array size = f64("size"), atime = f64("atimeMs"), mtime = f64("mtimeMs"), ctime = f64("ctimeMs");
+    Napi::Buffer<char> names = tree.Get("names").As<Napi::Buffer<char>>();
+    size_t count = parent.ElementLength();
+    entries_.resize(count);
+    for (size_t i = 0; i < count; i++) {
+      Entry& e = entries_[i];
+      size_t start = i == 0 ? 0 : nameEnd[i - 1];
+      e.parent = parent[i];
+      e.name.assign(names.Data() + start, nameEnd[i] - start);
+      e.mode = mode[i]; e.uid = uid[i]; e.gid = gid[i]; e.nlink = nlink[i]; e.kind = kind[i]; e.size = size[i];
+      e.atime = TimeOf(atime[i]); e.mtime = TimeOf(mtime[i]); e.ctime = TimeOf(ctime[i]);
+      if (i > 0) entries_[e.parent].children.push_back(static_cast<uint32_t>(i));
+    }
+    for (Entry& e : entries_) {
+      std::sort(e.children.begin(), e.children.end(), [&](uint32_t a, uint32_t b) { return entries_[a].name < entries_[b].name; });
+    }
+    controlName_ = tree.Get("controlName").As<Napi::String>().Utf8Value();
+    controlDirIno_ = count + 1;
+    statsIno_ = count + 2;
+    mountedAt_ = TimeOf(static_cast<double>(time(nullptr)) * 1000.0);
+    onEvents_ = Napi::ThreadSafeFunction::New(env, info[1].As<Napi::Function>(), "redirfs-fuse", 0, 1);
+  }
+
+  ~Server() override { Stop(); }
+
+ private:
+  // mount(mountpoint, statfsPath, { allowOther, nonempty }): throws with the reason when the mount fails.
+  Napi::Value Mount(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    mountpoint_ = info[0].As<Napi::String>().Utf8Value();
+    statfsPath_ = info[1].As<Napi::String>().Utf8Value();
+    Napi::Object options = info[2].As<Napi::Object>();
+    std::vector<std::string> argv = {"redirfs", "-o", "fsname=redirfs,subtype=redirfs,ro"};
+    if (options.Get("allowOther").ToBoolean()) argv.back() += ",allow_other";
+    std::vector<char*> args;
+    for (std::string& a : argv) args.push_back(a.data());
+    struct fuse_args fargs = FUSE_ARGS_INIT(static_cast<int>(args.size()), args.data());
+    struct fuse_lowlevel_ops ops = Operations();
+    session_ = fuse_session_new(&fargs, &ops, sizeof(ops), this);
+    if (session_ == nullptr) {
+      Napi::Error::New(env, "fuse_session_new failed (see the daemon log for libfuse's reason)").ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
+    if (fuse_session_mount(session_, mountpoint_.c_str()) != 0) {
+      fuse_session_destroy(session_);
+      session_ = nullptr;
+      Napi::Error::New(env, "fuse_session_mount failed for " + mountpoint_ + " (is /dev/fuse there, and are you root?)").ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
+    loop_ = std::thread([this] {
+      struct fuse_loop_config* config = fuse_loop_cfg_create();
+      fuse_loop_cfg_set_clone_fd(config, 0);
+      fuse_loop_cfg_set_max_threads(config, 16);
+      fuse_loop_cfg_set_idle_threads(config, 8);
+      fuse_session_loop_mt(session_, config);
+      fuse_loop_cfg_destroy(config);
+    });
+    return env.Undefined();
+  }
+
+  // close(): ends the loop once the mount is gone (the caller unmounts first), frees everything.
+  Napi::Value Close(const Napi::CallbackInfo& info) {
+    Stop();
+    return info.Env().Undefined();
+  }
+
+  // Never blocks the JS thread: the loop's threads end when the kernel ends the
+  // connection (after the caller's lazy unmount, at the latest when the process exits).
+  void Stop() {
+    if (session_ != nullptr) {
+      fuse_session_exit(session_);
+      if (loop_.joinable()) loop_.detach();
+      session_ = nullptr;
+    }
+    if (!released_) {
+      released_ = true;
+      onEvents_.Release();
+    }
+  }
+
+  Napi::Value Counters(const Napi::CallbackInfo& info) {
+    Napi::Object out = Napi::Object::New(info.Env());
+    out.Set("lookups", static_cast<double>(lookups_.load()));
+    out.Set("getattrs", static_cast<double>(getattrs_.load()));
+    out.Set("reads", static_cast<double>(reads_.load()));
+    out.Set("opens", static_cast<double>(opens_.load()));
+    std::lock_guard<std::mutex> lock(handlesMutex_);
+    out.Set("openHandles", static_cast<double>(handles_.size()));
+    double bound = 0;
+    for (auto& [number, handle] : handles_) bound += handle->length;
+    out.Set("boundBytes", bound);
+    return out;
+  }
+
+  // replyBytes(id, buffer, directIo) -> handle number (0: the request is gone): bound to these bytes until release.
+  Napi::Value ReplyBytes(const Napi::CallbackInfo& info) {
+    fuse_req_t req = TakeRequest(info[0]);
+    if (req == nullptr) return Napi::Number::New(info.Env(), 0);
+    Napi::Buffer<char> bytes = info[1].As<Napi::Buffer<char>>();
+    auto handle = std::make_shared<Handle>();
+    handle->data = bytes.Data();
+    handle->length = bytes.Length();
+    handle->ref = new Napi::Reference<Napi::Buffer<char>>(Napi::Persistent(bytes));
+    return Napi::Number::New(info.Env(), static_cast<double>(Bind(req, handle, info[2].ToBoolean())));
+  }
+
+  // replyFd(id, fd, offset) -> handle number: reads come from this descriptor (owned by JS) from `offset` on.
+  Napi::Value ReplyFd(const Napi::CallbackInfo& info) {
+    fuse_req_t req = TakeRequest(info[0]);
+    if (req == nullptr) return Napi::Number::New(info.Env(), 0);
+    auto handle = std::make_shared<Handle>();
+    handle->fd = info[1].As<Napi::Number>().Int32Value();
+    handle->offset = static_cast<off_t>(info[2].As<Napi::Number>().Int64Value());
+    return Napi::Number::New(info.Env(), static_cast<double>(Bind(req, handle, false)));
+  }
+
+  Napi::Value ReplyError(const Napi::CallbackInfo& info) {
+    fuse_req_t req = TakeRequest(info[0]);
+    if (req != nullptr) fuse_reply_err(req, info[1].As<Napi::Number>().Int32Value());
+    return info.Env().Undefined();
+  }
+
+  fuse_req_t TakeRequest(const Napi::Value& id) {
+    std::lock_guard<std::mutex> lock(pendingMutex_);
+    auto it = pending_.find(static_cast<uint64_t>(id.As<Napi::Number>().Int64Value()));
+    if (it == pending_.end()) return nullptr;
+    fuse_req_t req = it->second.req;
+    pendingIno_ = it->second.ino;
+    pending_.erase(it);
+    return req;
+  }
+
+  uint64_t Bind(fuse_req_t req, std::shared_ptr<Handle> handle, bool directIo) {
+    struct fuse_file_info fi;
+    memset(&fi, 0, sizeof(fi));
+    handle->ino = pendingIno_;
+    {
+      std::lock_guard<std::mutex> lock(handlesMutex_);
+      fi.fh = nextHandle_++;
+      handles_[fi.fh] = handle;
+      if (handle->data != nullptr) bound_[handle->ino].push_back({fi.fh, handle->length});
+    }
+    fi.direct_io = directIo ? 1 : 0;
+    fi.keep_cache = directIo ? 0 : 1;
+    if (fuse_reply_open(req, &fi) != 0) {
+      // The opener went away (interrupted): nothing will release this handle, so release it here.
+      ReleaseHandle(fi.fh);
+    }
+    return fi.fh;
+  }
+
+  std::shared_ptr<Handle> FindHandle(uint64_t number) {
+    std::lock_guard<std::mutex> lock(handlesMutex_);
+    auto it = handles_.find(number);
+    return it == handles_.end() ? nullptr : it->second;
+  }
+
+  void ReleaseHandle(uint64_t number) {
+    std::shared_ptr<Handle> handle;
+    {
+      std::lock_guard<std::mutex> lock(handlesMutex_);
+      auto it = handles_.find(number);
+      if (it == handles_.end()) return;
+      handle = it->second;
+      handles_.erase(it);
+      auto b = bound_.find(handle->ino);
+      if (b != bound_.end()) {
+        auto& list = b->second;
+        list.erase(std::remove_if(list.begin(), list.end(), [&](auto& p) { return p.first == number; }), list.end());
+        if (list.empty()) bound_.erase(b);
+      }
+    }
+    Post({Event::kRelease, number, handle->ino, 0, 0, handle->ref});
+  }
+
+  // Queues an event for JS; wakes JS only when the queue was empty (one wake per batch).
+  void Post(Event event) {
+    bool wake;
+    {
+      std::lock_guard<std::mutex> lock(eventsMutex_);
+      wake = events_.empty();
+      events_.push_back(event);
+    }
+    if (wake) onEvents_.NonBlockingCall([this](Napi::Env env, Napi::Function callback) { Deliver(env, callback); });
+  }
+
+  // On the JS thread: frees released bindings, hands the batch to JS as flat numbers.
+  void Deliver(Napi::Env env, Napi::Function callback) {
+    std::vector<Event> batch;
+    {
+      std::lock_guard<std::mutex> lock(eventsMutex_);
+      batch.swap(events_);
+    }
+    if (batch.empty()) return;
+    Napi::Array opens = Napi::Array::New(env);
+    Napi::Array releases = Napi::Array::New(env);
+    uint32_t o = 0, r = 0;
+    for (Event& e : batch) {
+      if (e.type == Event::kOpen) {
+        opens.Set(o++, Napi::Number::New(env, static_cast<double>(e.id)));
+        opens.Set(o++, Napi::Number::New(env, static_cast<double>(e.ino)));
+        opens.Set(o++, Napi::Number::New(env, e.flags));
+        opens.Set(o++, Napi::Number::New(env, e.pid));
+      } else {
+        delete e.ref;
+        releases.Set(r++, Napi::Number::New(env, static_cast<double>(e.id)));
+      }
+    }
+    callback.Call({opens, releases});
+  }
+
+  // --- the FUSE operations ---
+
+  static Server* Of(fuse_req_t req) { return static_cast<Server*>(fuse_req_userdata(req)); }
+
+  bool IsControl(fuse_ino_t ino) const { return ino == controlDirIno_ || ino == statsIno_; }
+  const Entry* EntryOf(fuse_ino_t ino) const { return ino >= 1 && ino <= entries_.size() ? &entries_[ino - 1] : nullptr; }
+
+  bool Attributes(fuse_ino_t ino, struct stat* st, const Handle* handle) {
+    memset(st, 0, sizeof(*st));
+    st->st_ino = ino;
+    if (IsControl(ino)) {
+      const Entry& root = entries_[0];
+      st->st_mode = ino == controlDirIno_ ? (S_IFDIR | 0555) : (S_IFREG | 0444);
+      st->st_nlink = ino == controlDirIno_ ? 2 : 1;
+      st->st_uid = root.uid; st->st_gid = root.gid;
+      st->st_atim = st->st_mtim = st->st_ctim = mountedAt_;
+      st->st_size = handle != nullptr ? static_cast<off_t>(handle->length) : static_cast<off_t>(BoundSize(ino, 0));
+      return true;
+    }
+    const Entry* e = EntryOf(ino);
+    if (e == nullptr) return false;
+    st->st_mode = e->mode; st->st_uid = e->uid; st->st_gid = e->gid; st->st_nlink = e->nlink;
+    st->st_atim = e->atime; st->st_mtim = e->mtime; st->st_ctim = e->ctime;
+    double size = e->size;
+    if (handle != nullptr && handle->data != nullptr) size = static_cast<double>(handle->length);
+    else if (e->kind == kSample) size = static_cast<double>(BoundSize(ino, static_cast<size_t>(e->size)));
+    st->st_size = static_cast<off_t>(size);
+    st->st_blksize = 4096;
+    st->st_blocks = (st->st_size + 511) / 512;
+    return true;
+  }
+
+  size_t BoundSize(uint64_t ino, size_t otherwise) {
+    std::lock_guard<std::mutex> lock(handlesMutex_);
+    auto it = bound_.find(ino);
+    return it == bound_.end() || it->second.empty() ? otherwise : it->second.back().second;
+  }
+
+  double TimeoutOf(fuse_ino_t ino) const {
+    const Entry* e = EntryOf(ino);
+    return e != nullptr && e->kind != kSample ? kStableTimeout : 0.0;
+  }
+
+  static void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+    Server* s = Of(req);
+    s->lookups_++;
+    fuse_ino_t found = 0;
+    if (parent == 1 && s->controlName_ == name) found = s->controlDirIno_;
+    else if (parent == s->controlDirIno_) found = strcmp(name, "stats") == 0 ? s->statsIno_ : 0;
+    else if (const Entry* dir = s->EntryOf(parent)) {
+      auto it = std::lower_bound(dir->children.begin(), dir->children.end(), name, [&](uint32_t child, const char* n) { return s->entries_[child].name < n; });
+      if (it != dir->children.end() && s->entries_[*it].name == name) found = *it + 1;
+    }
+    if (found == 0) {
+      // A negative entry is cached too: the tree never changes.
+      struct fuse_entry_param none;
+      memset(&none, 0, sizeof(none));
+      none.entry_timeout = kStableTimeout;
+      fuse_reply_entry(req, &none);
+      return;
+    }
+    struct fuse_entry_param entry;
+    memset(&entry, 0, sizeof(entry));
+    entry.ino = found;
+    s->Attributes(found, &entry.attr, nullptr);
+    entry.attr_timeout = s->TimeoutOf(found);
+    entry.entry_timeout = s->IsControl(found) ? 0.0 : kStableTimeout;
+    fuse_reply_entry(req, &entry);
+  }
+
+  static void GetAttr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
+    Server* s = Of(req);
+    s->getattrs_++;
+    std::shared_ptr<Handle> handle = fi != nullptr ? s->FindHandle(fi->fh) : nullptr;
+    struct stat st;
+    if (!s->Attributes(ino, &st, handle.get())) { fuse_reply_err(req, ENOENT); return; }
+    fuse_reply_attr(req, &st, s->TimeoutOf(ino));
+  }
+
+  // Offsets are positions in the listing ".", "..", then the children in name order.
+  static void ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info*) {
+    Server* s = Of(req);
+    const Entry* dir = s->EntryOf(ino);
+    bool control = ino == s->controlDirIno_;
+    if (!control && dir == nullptr) { fuse_reply_err(req, ENOENT); return; }
+    if (!control && dir->kind != kDirectory) { fuse_reply_err(req, ENOTDIR); return; }
+    size_t count = 2 + (control ? 1 : dir->children.size());
+    std::vector<char> buffer(size);
+    size_t used = 0;
+    for (size_t i = static_cast<size_t>(std::max<off_t>(off, 0)); i < count; i++) {
+      struct stat st;
+      memset(&st, 0, sizeof(st));
+      const char* name;
+      if (i == 0) { name = "."; st.st_ino = ino; st.st_mode = S_IFDIR; }
+      else if (i == 1) { name = ".."; st.st_ino = control || ino == 1 ? 1 : dir->parent + 1; st.st_mode = S_IFDIR; }
+      else if (control) { name = "stats"; st.st_ino = s->statsIno_; st.st_mode = S_IFREG; }
+      else {
+        // Names and types only: ImageFolder's walk needs no stat per file.
+        const Entry& child = s->entries_[dir->children[i - 2]];
+        name = child.name.c_str(); st.st_ino = dir->children[i - 2] + 1; st.st_mode = child.mode & S_IFMT;
+      }
+      size_t need = fuse_add_direntry(req, buffer.data() + used, size - used, name, &st, static_cast<off_t>(i) + 1);
+      if (need > size - used) break;
+      used += need;
+    }
+    fuse_reply_buf(req, buffer.data(), used);
+  }
+
+  static void Open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
+    Server* s = Of(req);
+    if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC) != 0) { fuse_reply_err(req, EROFS); return; }
+    if (ino == s->controlDirIno_) { fuse_reply_err(req, EISDIR); return; }
+    const Entry* e = s->EntryOf(ino);
+    if (e == nullptr && ino != s->statsIno_) { fuse_reply_err(req, ENOENT); return; }
+    if (e != nullptr && e->kind == kDirectory) { fuse_reply_err(req, EISDIR); return; }
+    s->opens_++;
+    uint64_t id;
+    {
+      std::lock_guard<std::mutex> lock(s->pendingMutex_);
+      id = s->nextRequest_++;
+      s->pending_[id] = {req, ino};
+    }
+    s->Post({Event::kOpen, id, ino, fi->flags, fuse_req_ctx(req)->pid, nullptr});
+  }
+
+  static void Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, struct fuse_file_info* fi) {
+    Server* s = Of(req);
+    s->reads_++;
+    std::shared_ptr<Handle> handle = s->FindHandle(fi->fh);
+    if (handle == nullptr) { fuse_reply_err(req, EBADF); return; }
+    if (handle->data != nullptr) {
+      size_t length = handle->length;
+      if (off < 0 || static_cast<size_t>(off) >= length) { fuse_reply_buf(req, nullptr, 0); return; }
+      fuse_reply_buf(req, handle->data + off, std::min(size, length - static_cast<size_t>(off)));
+      return;
+    }
+    std::vector<char> buffer(size);
+    ssize_t n = pread(handle->fd, buffer.data(), size, handle->offset + off);
+    if (n < 0) { fuse_reply_err(req, errno); return; }
+    fuse_reply_buf(req, buffer.data(), static_cast<size_t>(n));
+  }
+
+  static void Release(fuse_req_t req, fuse_ino_t, struct fuse_file_info* fi) {
+    Of(req)->ReleaseHandle(fi->fh);
+    fuse_reply_err(req, 0);
+  }
+
+  static void Flush(fuse_req_t req, fuse_ino_t, struct fuse_file_info*) { fuse_reply_err(req, 0); }
+
+  static void StatFs(fuse_req_t req, fuse_ino_t) {
+    Server* s = Of(req);
+    struct statvfs st;
+    if (statvfs(s->statfsPath_.c_str(), &st) != 0) { fuse_reply_err(req, errno); return; }
+    st.f_bfree = st.f_bavail = 0;
+    st.f_ffree = st.f_favail = 0;
+    st.f_flag |= ST_RDONLY;
+    fuse_reply_statfs(req, &st);
+  }
+
+  static void Access(fuse_req_t req, fuse_ino_t ino, int mask) {
+    Server* s = Of(req);
+    if (s->EntryOf(ino) == nullptr && !s->IsControl(ino)) { fuse_reply_err(req, ENOENT); return; }
+    fuse_reply_err(req, (mask & W_OK) != 0 ? EROFS : 0);
+  }
+
+  static void ReadOnly(fuse_req_t req) { fuse_reply_err(req, EROFS); }
+
+  static struct fuse_lowlevel_ops Operations() {
+    struct fuse_lowlevel_ops ops;
+    memset(&ops, 0, sizeof(ops));
+    ops.lookup = Lookup;
+    ops.getattr = GetAttr;
+    ops.readdir = ReadDir;
+    ops.open = Open;
+    ops.read = Read;
+    ops.release = Release;
+    ops.flush = Flush;
+    ops.statfs = StatFs;
+    ops.access = Access;
+    ops.setattr = [](fuse_req_t req, fuse_ino_t, struct stat*, int, struct fuse_file_info*) { ReadOnly(req); };
+    ops.mknod = [](fuse_req_t req, fuse_ino_t, const char*, mode_t, dev_t) { ReadOnly(req); };
+    ops.mkdir = [](fuse_req_t req, fuse_ino_t, const char*, mode_t) { ReadOnly(req); };
+    ops.unlink = [](fuse_req_t req, fuse_ino_t, const char*) { ReadOnly(req); };
+    ops.rmdir = [](fuse_req_t req, fuse_ino_t, const char*) { ReadOnly(req); };
+    ops.symlink = [](fuse_req_t req, const char*, fuse_ino_t, const char*) { ReadOnly(req); };
+    ops.rename = [](fuse_req_t req, fuse_ino_t, const char*, fuse_ino_t, const char*, unsigned int) { ReadOnly(req); };
+    ops.link = [](fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { ReadOnly(req); };
+    ops.write = [](fuse_req_t req, fuse_ino_t, const char*, size_t, off_t, struct fuse_file_info*) { ReadOnly(req); };
+    ops.create = [](fuse_req_t req, fuse_ino_t, const char*, mode_t, struct fuse_file_info*) { ReadOnly(req); };
+    ops.setxattr = [](fuse_req_t req, fuse_ino_t, const char*, const char*, size_t, int) { ReadOnly(req); };
+    ops.removexattr = [](fuse_req_t req, fuse_ino_t, const char*) { ReadOnly(req); };
+    ops.fallocate = [](fuse_req_t req, fuse_ino_t, int, off_t, off_t, struct fuse_file_info*) { ReadOnly(req); };
+    return ops;
+  }
+
+  struct Pending { fuse_req_t req; uint64_t ino; };
+
+  std::vector<Entry> entries_;
+  std::string controlName_;
+  fuse_ino_t controlDirIno_ = 0, statsIno_ = 0;
+  struct timespec mountedAt_;
+  std::string mountpoint_, statfsPath_;
+  struct fuse_session* session_ = nullptr;
+  std::thread loop_;
+  Napi::ThreadSafeFunction onEvents_;
+  bool released_ = false;
+
+  std::mutex pendingMutex_;
+  std::unordered_map<uint64_t, Pending> pending_;
+  uint64_t nextRequest_ = 1;
+  uint64_t pendingIno_ = 0;  // set by TakeRequest for the Bind that follows, both on the JS thread
+
+  std::mutex handlesMutex_;
+  std::unordered_map<uint64_t, std::shared_ptr<Handle>> handles_;
+  std::unordered_map<uint64_t, std::vector<std::pair<uint64_t, size_t>>> bound_;  // ino -> (handle, size), oldest first
+  uint64_t nextHandle_ = 1;
+
+  std::mutex eventsMutex_;
+  std::vector<Event> events_;
+
+  std::atomic<uint64_t> lookups_{0}, getattrs_{0}, reads_{0}, opens_{0};
+};
+
+}  // namespace
+
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("FuseServer", Server::Define(env));
+  return exports;
+}
+
+NODE_API_MODULE(redirfs_fuse, Init)

@@ -1,0 +1,126 @@
+/**
+ * The native FUSE backend (native/fuse_server.cc): libfuse3's low-level
+ * API on its own threads answers lookups, attributes, listings and reads
+ * without JS; JS is asked once per open, in batches, and answers with what
+ * the adapter binds the open to. Reads of a sample are then served from the
+ * bound Buffer where the chunk reader put it, with no hop into JS.
+ *
+ * The tree crosses once, at mount, as flat arrays (entry i is inode i + 1,
+ * the root first); names travel as bytes.
+ */
+import { execFile } from 'node:child_process'
+import path from 'node:path'
+import type { DatasetTree } from '../chunks/tree'
+import { RedirfsError } from '../errors'
+import type { FsAdapter } from './adapter'
+import { CONTROL_DIR, STATS_FILE } from './control'
+import { errnoOf } from './errno'
+import type { MountedFilesystem, MountOptions } from './mount'
+
+interface NativeServer {
+  mount (mountpoint: string, statfsPath: string, options: { allowOther: boolean }): void
+  /** Each returns the handle number, or 0 when the opener has gone. */
+  replyBytes (request: number, bytes: Buffer, directIo: boolean): number
+  replyFd (request: number, fd: number, offset: number): number
+  replyError (request: number, errno: number): void
+  close (): void
+  counters (): { lookups: number, getattrs: number, reads: number, opens: number, openHandles: number, boundBytes: number }
+}
+
+type ServerClass = new (tree: object, onEvents: (opens: number[], releases: number[]) => void) => NativeServer
+
+const ADDON = path.resolve(__dirname, '../../native/build/Release/redirfs_fuse.node')
+
+/** The native server's class, or a one-line reason why it cannot be used. */
+export function loadNativeServer (): ServerClass {
+  try {
+    return (require(ADDON) as { FuseServer: ServerClass }).FuseServer
+  } catch (err) {
+    throw new RedirfsError(`the native FUSE server is not built (${(err as Error).message.split('\n')[0]}); run: npm run setup (it needs Debian's libfuse3-dev), or mount with --fuse-backend fuse-native`)
+  }
+}
+
+/** The tree as the native server takes it: parents, names and attributes by entry, the root first. */
+function flatTree (tree: DatasetTree): { arrays: Record<string, unknown>, paths: string[] } {
+  const paths = [...tree.entries.keys()].sort()
+  const index = new Map(paths.map((p, i) => [p, i]))
+  const n = paths.length
+  const parent = new Uint32Array(n); const nameEnd = new Uint32Array(n)
+  const mode = new Uint32Array(n); const uid = new Uint32Array(n); const gid = new Uint32Array(n); const nlink = new Uint32Array(n)
+  const kind = new Uint8Array(n)
+  const size = new Float64Array(n); const atimeMs = new Float64Array(n); const mtimeMs = new Float64Array(n); const ctimeMs = new Float64Array(n)
+  const names: Buffer[] = []
+  let end = 0
+  paths.forEach((relative, i) => {
+    const entry = tree.entries.get(relative)!
+    const a = entry.attributes
+    const slash = relative.lastIndexOf('/')
+    parent[i] = relative === '' ? 0 : index.get(slash < 0 ? '' : relative.slice(0, slash))!
+    const name = Buffer.from(relative.slice(slash + 1))
+    names.push(name)
+    end += name.length
+    nameEnd[i] = end
+    mode[i] = a.mode; uid[i] = a.uid; gid[i] = a.gid; nlink[i] = a.nlink
+    kind[i] = entry.children !== undefined ? 0 : entry.sample !== undefined ? 1 : 2
+    size[i] = a.size; atimeMs[i] = a.atimeMs; mtimeMs[i] = a.mtimeMs; ctimeMs[i] = a.ctimeMs
+  })
+  const arrays = { parent, nameEnd, names: Buffer.concat(names), mode, uid, gid, nlink, kind, size, atimeMs, mtimeMs, ctimeMs, controlName: CONTROL_DIR.slice(1) }
+  return { arrays, paths }
+}
+
+export async function mountNative (mountpoint: string, adapter: FsAdapter, tree: DatasetTree, options: MountOptions & { statfsPath: string }): Promise<MountedFilesystem> {
+  const FuseServer = loadNativeServer()
+  const { arrays, paths } = flatTree(tree)
+  const statsIno = paths.length + 2
+  const fusePathOf = (ino: number): string => ino === statsIno ? STATS_FILE : '/' + paths[ino - 1]
+  /** Native handle number → the adapter's, so stats count open handles and pass-through files get closed. */
+  const adapterHandle = new Map<number, number>()
+
+  const open = (request: number, ino: number, flags: number): void => {
+    const fusePath = fusePathOf(ino)
+    adapter.bind(fusePath, flags).then(handle => {
+      let number: number
+      if (handle.kind === 'bytes') {
+        number = server.replyBytes(request, handle.bytes, true)
+      } else if ('bytes' in handle.file.native) {
+        number = server.replyBytes(request, handle.file.native.bytes, false)
+      } else {
+        number = server.replyFd(request, handle.file.native.fd, 0)
+      }
+      if (number === 0) {
+        // The opener went away before the answer: nothing will release it.
+        if (handle.kind === 'passthrough') void handle.file.close().catch(() => {})
+        return
+      }
+      adapterHandle.set(number, adapter.handles.add(handle))
+    }, err => {
+      adapter.noteFailedOpen(fusePath, err)
+      server.replyError(request, -errnoOf(err))
+    })
+  }
+
+  const release = (number: number): void => {
+    const handle = adapter.handles.remove(adapterHandle.get(number) ?? -1)
+    adapterHandle.delete(number)
+    if (handle?.kind === 'passthrough') void handle.file.close().catch(() => {})
+  }
+
+  const server: NativeServer = new FuseServer(arrays, (opens, releases) => {
+    for (const number of releases) release(number)
+    for (let i = 0; i < opens.length; i += 4) open(opens[i], opens[i + 1], opens[i + 2])
+  })
+  try {
+    server.mount(mountpoint, options.statfsPath, { allowOther: options.allowOther })
+  } catch (err) {
+    server.close()
+    throw err
+  }
+  return {
+    counters: () => server.counters(),
+    unmount: async () => {
+      // Lazily, from a child process: the kernel may ask this process about the mount while it goes.
+      await new Promise<void>((resolve, reject) => execFile('umount', ['-l', mountpoint], err => (err ? reject(err) : resolve())))
+      server.close()
+    }
+  }
+}

@@ -70,6 +70,9 @@ struct Handle {
   uint64_t ino = 0;
 };
 
+// An open waiting for JS's answer.
+struct Pending { fuse_req_t req; uint64_t ino; };
+
 // What FUSE threads hand to JS: opens to decide, releases to forget.
 struct Event {
   enum Type { kOpen, kRelease } type;
@@ -198,56 +201,52 @@ class Server : public Napi::ObjectWrap<Server> {
     out.Set("getattrs", static_cast<double>(getattrs_.load()));
     out.Set("reads", static_cast<double>(reads_.load()));
     out.Set("opens", static_cast<double>(opens_.load()));
-    std::lock_guard<std::mutex> lock(handlesMutex_);
-    out.Set("openHandles", static_cast<double>(handles_.size()));
-    double bound = 0;
-    for (auto& [number, handle] : handles_) bound += handle->length;
-    out.Set("boundBytes", bound);
     return out;
   }
 
   // replyBytes(id, buffer, directIo) -> handle number (0: the request is gone): bound to these bytes until release.
   Napi::Value ReplyBytes(const Napi::CallbackInfo& info) {
-    fuse_req_t req = TakeRequest(info[0]);
-    if (req == nullptr) return Napi::Number::New(info.Env(), 0);
+    Pending pending = TakeRequest(info[0]);
+    if (pending.req == nullptr) return Napi::Number::New(info.Env(), 0);
     Napi::Buffer<char> bytes = info[1].As<Napi::Buffer<char>>();
     auto handle = std::make_shared<Handle>();
     handle->data = bytes.Data();
     handle->length = bytes.Length();
     handle->ref = new Napi::Reference<Napi::Buffer<char>>(Napi::Persistent(bytes));
-    return Napi::Number::New(info.Env(), static_cast<double>(Bind(req, handle, info[2].ToBoolean())));
+    return Napi::Number::New(info.Env(), static_cast<double>(Bind(pending, handle, info[2].ToBoolean())));
   }
 
   // replyFd(id, fd, offset) -> handle number: reads come from this descriptor (owned by JS) from `offset` on.
   Napi::Value ReplyFd(const Napi::CallbackInfo& info) {
-    fuse_req_t req = TakeRequest(info[0]);
-    if (req == nullptr) return Napi::Number::New(info.Env(), 0);
+    Pending pending = TakeRequest(info[0]);
+    if (pending.req == nullptr) return Napi::Number::New(info.Env(), 0);
     auto handle = std::make_shared<Handle>();
     handle->fd = info[1].As<Napi::Number>().Int32Value();
     handle->offset = static_cast<off_t>(info[2].As<Napi::Number>().Int64Value());
-    return Napi::Number::New(info.Env(), static_cast<double>(Bind(req, handle, false)));
+    return Napi::Number::New(info.Env(), static_cast<double>(Bind(pending, handle, false)));
   }
 
   Napi::Value ReplyError(const Napi::CallbackInfo& info) {
-    fuse_req_t req = TakeRequest(info[0]);
-    if (req != nullptr) fuse_reply_err(req, info[1].As<Napi::Number>().Int32Value());
+    Pending pending = TakeRequest(info[0]);
+    if (pending.req != nullptr) fuse_reply_err(pending.req, info[1].As<Napi::Number>().Int32Value());
     return info.Env().Undefined();
   }
 
-  fuse_req_t TakeRequest(const Napi::Value& id) {
+  // The open waiting for this answer; req is null when it is unknown (answered already).
+  Pending TakeRequest(const Napi::Value& id) {
     std::lock_guard<std::mutex> lock(pendingMutex_);
     auto it = pending_.find(static_cast<uint64_t>(id.As<Napi::Number>().Int64Value()));
-    if (it == pending_.end()) return nullptr;
-    fuse_req_t req = it->second.req;
-    pendingIno_ = it->second.ino;
+    if (it == pending_.end()) return {nullptr, 0};
+    Pending pending = it->second;
     pending_.erase(it);
-    return req;
+    return pending;
   }
 
-  uint64_t Bind(fuse_req_t req, std::shared_ptr<Handle> handle, bool directIo) {
+  uint64_t Bind(const Pending& pending, std::shared_ptr<Handle> handle, bool directIo) {
+    fuse_req_t req = pending.req;
     struct fuse_file_info fi;
     memset(&fi, 0, sizeof(fi));
-    handle->ino = pendingIno_;
+    handle->ino = pending.ino;
     {
       std::lock_guard<std::mutex> lock(handlesMutex_);
       fi.fh = nextHandle_++;
@@ -518,8 +517,6 @@ class Server : public Napi::ObjectWrap<Server> {
     return ops;
   }
 
-  struct Pending { fuse_req_t req; uint64_t ino; };
-
   std::vector<Entry> entries_;
   std::string controlName_;
   fuse_ino_t controlDirIno_ = 0, statsIno_ = 0;
@@ -533,7 +530,6 @@ class Server : public Napi::ObjectWrap<Server> {
   std::mutex pendingMutex_;
   std::unordered_map<uint64_t, Pending> pending_;
   uint64_t nextRequest_ = 1;
-  uint64_t pendingIno_ = 0;  // set by TakeRequest for the Bind that follows, both on the JS thread
 
   std::mutex handlesMutex_;
   std::unordered_map<uint64_t, std::shared_ptr<Handle>> handles_;

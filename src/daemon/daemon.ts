@@ -215,9 +215,8 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
       ? await mountNative(config.mountpoint, adapter, tree, { ...options, statfsPath: dataset.statfsPath })
       : await mountFilesystem(config.mountpoint, adapter.operations(), options)
   } catch (err) {
-    if (err instanceof RedirfsError) { await cluster?.close(); throw err }
     await cluster?.close()
-    throw new RedirfsError(`cannot mount at ${config.mountpoint}: ${(err as Error).message}`)
+    throw err instanceof RedirfsError ? err : new RedirfsError(`cannot mount at ${config.mountpoint}: ${(err as Error).message}`)
   }
   await writeRecord({ pid: process.pid, mountpoint: config.mountpoint, source: config.source, logFile: config.logFile, startedAt: new Date().toISOString() })
   const reset = (): void => {

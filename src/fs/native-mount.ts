@@ -24,7 +24,8 @@ interface NativeServer {
   replyFd (request: number, fd: number, offset: number): number
   replyError (request: number, errno: number): void
   close (): void
-  counters (): { lookups: number, getattrs: number, reads: number, opens: number, openHandles: number, boundBytes: number }
+  /** FUSE operations the server answered; open handles are counted by the adapter. */
+  counters (): { lookups: number, getattrs: number, reads: number, opens: number }
 }
 
 type ServerClass = new (tree: object, onEvents: (opens: number[], releases: number[]) => void) => NativeServer

@@ -90,6 +90,14 @@ def ensure_dataset(data_dir, size, classes, seed):
     return root, info
 
 
+def code_version():
+    """The commit the figures come from, marked when the working tree differs from it."""
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    return commit + (" (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
 def pack_format_version(pack):
     """The format version in a pack's index (u32 after the 8-byte magic), or None."""
     try:
@@ -429,7 +437,7 @@ def write_report(result, out):
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "latest.json"), "w") as f:
         json.dump(result, f, indent=2)
-    lines = [f"Run {result['startedAt']}: `{result['command']}`", "",
+    lines = [f"Run {result['startedAt']} on commit {result.get('commit', 'unknown')}: `{result['command']}`", "",
              f"Dataset {result['dataset']['files']} JPEGs, {result['dataset']['bytes'] / 2**30:.2f} GiB, {result['dataset']['classes']} classes; "
              f"memory {result['memoryFraction']:.0%} of it ({result['memoryBytes'] / 2**20:.0f} MiB) plus what No-I/O's processes peaked at (+10%) and {DAEMON_ALLOWANCE // 2**20} MiB for the daemon "
              f"({', '.join(f'{p}: {a / 2**20:.0f} MiB' for p, a in result['allowanceBytes'].items())}) as the cgroup limit; "
@@ -549,6 +557,7 @@ def main():
     iops, bps = PROFILES.get(args.profile, (args.iops, args.bps))
     memory = int(info["bytes"] * args.memory_fraction)
     result = {"startedAt": datetime.datetime.now().isoformat(timespec="seconds"), "command": "npm run bench -- " + " ".join(sys.argv[1:]),
+              "commit": code_version(),
               "dataset": info, "memoryFraction": args.memory_fraction, "memoryBytes": memory, "allowanceBytes": {},
               "profile": args.profile, "iops": iops, "bps": bps, "epochs": args.epochs, "workers": args.workers,
               "batchSize": args.batch_size, "chunkSize": args.chunk_size, "pipelines": args.pipelines.split(","), "rows": [], "sweep": [], "sweepEpochs": args.sweep_epochs,

@@ -168,7 +168,7 @@ class Server : public Napi::ObjectWrap<Server> {
       struct fuse_loop_config* config = fuse_loop_cfg_create();
       fuse_loop_cfg_set_clone_fd(config, 0);
       fuse_loop_cfg_set_max_threads(config, 16);
-      fuse_loop_cfg_set_idle_threads(config, 8);
+      fuse_loop_cfg_set_idle_threads(config, 16);  // as many idle as at most: no thread churn under load
       fuse_session_loop_mt(session_, config);
       fuse_loop_cfg_destroy(config);
     });

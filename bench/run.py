@@ -378,7 +378,7 @@ def read_all(paths, threads):
 
 
 def hot_path(root, info, args):
-    """Files/s through the mount with everything in memory versus raw page-cache reads."""
+    """Files/s with everything in memory: the page cache, the C ceiling server, and redirfs on each FUSE backend."""
     rel = sorted(os.path.relpath(p, root) for p in glob.glob(os.path.join(root, "*", "*.jpg")))[: args.hot_files]
     raw_paths = [os.path.join(root, r) for r in rel]
     read_all(raw_paths, args.threads)  # warm the page cache
@@ -386,26 +386,64 @@ def hot_path(root, info, args):
     subset = tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False)
     subset.write("\n".join(rel))
     subset.close()
+    try:
+        ceiling, ceiling_cpu = through_ceiling(root, rel, subset.name, args.threads)
+        mounts = {backend: through_redirfs(root, rel, subset.name, args.threads, backend) for backend in ("native", "fuse-native")}
+    finally:
+        os.unlink(subset.name)
+    native = mounts["native"]
+    return {"files": len(rel), "threads": args.threads, "rawFilesPerSecond": raw, "ceilingFilesPerSecond": ceiling, "ceilingCpuMicrosecondsPerFile": ceiling_cpu,
+            "mountFilesPerSecond": native["filesPerSecond"], "ratio": native["filesPerSecond"] / raw,
+            "ratioToCeiling": native["filesPerSecond"] / ceiling, "backends": mounts, "daemonProfile": native["profile"]}
+
+
+def through_ceiling(root, rel, listing, threads):
+    """Files/s through bench/ceiling/memfs.c, built here with the system's libfuse3, and its CPU per file."""
+    build = tempfile.mkdtemp(prefix="redirfs-memfs-")
+    binary = os.path.join(build, "memfs")
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "fuse3"], check=True, capture_output=True, text=True).stdout.split()
+    subprocess.run(["gcc", "-O2", "-o", binary, os.path.join(HERE, "ceiling", "memfs.c"), *flags], check=True)
+    mountpoint = tempfile.mkdtemp(prefix="redirfs-bench-ceiling-")
+    server = subprocess.Popen([binary, mountpoint, root, listing], stdout=subprocess.PIPE, text=True)
+    try:
+        if server.stdout.readline().strip() != "ready":
+            raise RuntimeError("the ceiling server did not mount")
+        paths = [os.path.join(mountpoint, r) for r in rel]
+        read_all(paths, threads)
+        cpu_before = cpu_seconds(server.pid)
+        rates = [read_all(paths, threads)[0] for _ in range(2)]
+        return max(rates), (cpu_seconds(server.pid) - cpu_before) / (2 * len(rel)) * 1e6
+    finally:
+        subprocess.run(["umount", "-l", mountpoint], check=False)
+        server.wait(timeout=30)
+        os.rmdir(mountpoint)
+        shutil.rmtree(build, ignore_errors=True)
+
+
+def through_redirfs(root, rel, listing, threads, backend):
+    """Files/s through a redirfs mount (strict, memory for everything), the daemon's CPU per file, and its JS profile."""
     prof_dir = tempfile.mkdtemp(prefix="redirfs-prof-")
     mountpoint = tempfile.mkdtemp(prefix="redirfs-bench-hot-")
-    memory = 2 * sum(os.path.getsize(p) for p in raw_paths)
+    memory = 2 * sum(os.path.getsize(os.path.join(root, r)) for r in rel)
     # The CLI hands its node flags to the daemon it starts, so the daemon is profiled too.
     subprocess.run(["node", "--cpu-prof", f"--cpu-prof-dir={prof_dir}", REDIRFS, "mount", root, mountpoint, "--memory", str(memory),
-                    "--include", subset.name, "--redirect", "strict", "--log-level", "warn"], check=True, stdout=subprocess.DEVNULL)
+                    "--include", listing, "--redirect", "strict", "--fuse-backend", backend, "--log-level", "warn"], check=True, stdout=subprocess.DEVNULL)
     try:
-        mounted_paths = [os.path.join(mountpoint, r) for r in rel]
-        read_all(mounted_paths, args.threads)
-        through = max(read_all(mounted_paths, args.threads)[0] for _ in range(2))
+        with open(os.path.join(mountpoint, ".redirfs", "stats")) as f:
+            pid = json.load(f)["pid"]
+        paths = [os.path.join(mountpoint, r) for r in rel]
+        read_all(paths, threads)
+        cpu_before = cpu_seconds(pid)
+        rates = [read_all(paths, threads)[0] for _ in range(2)]
+        cpu = cpu_seconds(pid) - cpu_before
     finally:
         # A clean stop, so the daemon exits by itself and writes its profile.
         subprocess.run([REDIRFS, "umount", mountpoint], check=False)
         os.rmdir(mountpoint)
-        os.unlink(subset.name)
     time.sleep(1)
     profile = summarize_profile(prof_dir)
     shutil.rmtree(prof_dir, ignore_errors=True)
-    return {"files": len(rel), "threads": args.threads, "rawFilesPerSecond": raw, "mountFilesPerSecond": through,
-            "ratio": through / raw, "daemonProfile": profile}
+    return {"filesPerSecond": max(rates), "daemonCpuMicrosecondsPerFile": cpu / (2 * len(rel)) * 1e6, "profile": profile}
 
 
 def summarize_profile(prof_dir):
@@ -445,6 +483,8 @@ def write_report(result, out):
              f"{result['epochs']} epochs, {result['workers']} workers, batch {result['batchSize']}, K={result['chunkSize']}.", ""]
     for pipeline in result["pipelines"]:
         rows = [r for r in result["rows"] if r["pipeline"] == pipeline]
+        if not rows:
+            continue
         base = next((r["samplesPerSecond"] for r in rows if r["loader"] == "pytorch"), 0)
         static = next((r["samplesPerSecond"] for r in rows if r["loader"] == "static"), 0)
         lines += [f"**{pipeline} pipeline** (samples/s: median of epochs 2..{result['epochs']})", "",
@@ -477,9 +517,14 @@ def write_report(result, out):
         lines.append("")
     if result.get("hotPath"):
         h = result["hotPath"]
-        lines += [f"**Hot path**: {h['files']} files, {h['threads']} reader threads, everything in memory: "
-                  f"raw page cache {h['rawFilesPerSecond']:.0f} files/s, through the mount {h['mountFilesPerSecond']:.0f} files/s ({h['ratio']:.2f} of raw). "
-                  "Daemon CPU profile (share of busy samples, idle excluded):", "", "| function | share |", "|---|---|"]
+        lines += [f"**Hot path**: {h['files']} files, {h['threads']} reader threads, everything in memory, strict:", "",
+                  "| reader | files/s | of raw | of the C ceiling | server CPU µs/file |", "|---|---|---|---|---|",
+                  f"| raw page cache | {h['rawFilesPerSecond']:.0f} | 1.00 | - | - |",
+                  f"| C ceiling (bench/ceiling/memfs.c) | {h['ceilingFilesPerSecond']:.0f} | {h['ceilingFilesPerSecond'] / h['rawFilesPerSecond']:.2f} | 1.00 | {h['ceilingCpuMicrosecondsPerFile']:.0f} |"]
+        for backend, b in h["backends"].items():
+            lines.append(f"| redirfs, {backend} | {b['filesPerSecond']:.0f} | {b['filesPerSecond'] / h['rawFilesPerSecond']:.2f} | "
+                         f"{b['filesPerSecond'] / h['ceilingFilesPerSecond']:.2f} | {b['daemonCpuMicrosecondsPerFile']:.0f} |")
+        lines += ["", "Daemon JS profile on the native backend (share of busy samples, idle excluded):", "", "| function | share |", "|---|---|"]
         lines += [f"| `{p['function']}` | {p['share']:.1%} |" for p in h["daemonProfile"]]
         lines.append("")
     with open(os.path.join(out, "latest.md"), "w") as f:
@@ -533,7 +578,8 @@ def main():
     parser.add_argument("--chunk-size", type=int, default=64)
     parser.add_argument("--sweep", default="", help="chunk sizes to sweep over a pack, e.g. 1,4,16,64,256")
     parser.add_argument("--sweep-epochs", type=int, default=2)
-    parser.add_argument("--hot-path", action="store_true", help="also measure files/s through the mount versus the page cache")
+    parser.add_argument("--hot-path", action="store_true", help="also measure files/s through the mount versus the page cache and a minimal C FUSE server")
+    parser.add_argument("--hot-path-only", action="store_true", help="measure only the hot path (no cgroups, no loaders); use with --out")
     parser.add_argument("--hot-files", type=int, default=5000)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--cluster", type=int, default=0, help="also run N redirfs nodes on loopback with N DistributedSampler trainers (pack-pool), e.g. 3")
@@ -563,6 +609,10 @@ def main():
               "batchSize": args.batch_size, "chunkSize": args.chunk_size, "pipelines": args.pipelines.split(","), "rows": [], "sweep": [], "sweepEpochs": args.sweep_epochs,
               "cluster": []}
 
+    if args.hot_path_only:
+        result["hotPath"] = hot_path(root, info, args)
+        print(write_report(result, args.out))
+        return
     limits = Limits(iops, bps, device_of(root))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     try:

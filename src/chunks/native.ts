@@ -8,9 +8,15 @@ import { RedirfsError } from '../errors'
 
 interface NativeBinding {
   readAligned (fd: number, offset: number, length: number, direct: boolean): Promise<Buffer>
+  readChunk (fd: number, offset: number, length: number, direct: boolean, pieces: Float64Array): Promise<ChunkRead>
   readFiles (paths: string[]): Promise<(Buffer | Error)[]>
+  /** Frees the memory of a Buffer that is its only view, now; every view of it becomes empty. */
+  discard (bytes: Buffer): boolean
   alignment: number
 }
+
+/** A chunk as read: its length and CRC-32, and the pieces asked for (none when the chunk is short). */
+export interface ChunkRead { length: number, crc: number, files: Buffer[] }
 
 const ADDON = path.resolve(__dirname, '../../native/build/Release/redirfs_native.node')
 let binding: NativeBinding | undefined
@@ -46,6 +52,15 @@ export class ChunkFile {
 
   async read (offset: number, length: number): Promise<Buffer> {
     return await native().readAligned(this.fd, offset, length, this.direct)
+  }
+
+  /**
+   * Reads [offset, offset + length) and returns its CRC-32 and copies of
+   * the pieces (each a start relative to offset, and a size), done on the
+   * thread pool: the chunk's buffer never reaches JS.
+   */
+  async readPieces (offset: number, length: number, pieces: ReadonlyArray<{ start: number, size: number }>): Promise<ChunkRead> {
+    return await native().readChunk(this.fd, offset, length, this.direct, Float64Array.from(pieces.flatMap(p => [p.start, p.size])))
   }
 
   close (): void { closeSync(this.fd) }

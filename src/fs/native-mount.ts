@@ -101,9 +101,8 @@ export async function mountNative (mountpoint: string, adapter: FsAdapter, tree:
   }
 
   const release = (number: number): void => {
-    const handle = adapter.handles.remove(adapterHandle.get(number) ?? -1)
+    void adapter.release(adapterHandle.get(number) ?? -1)
     adapterHandle.delete(number)
-    if (handle?.kind === 'passthrough') void handle.file.close().catch(() => {})
   }
 
   const server: NativeServer = new FuseServer(arrays, (opens, releases) => {

@@ -3,14 +3,14 @@
  * chunk's CRC-32 before any byte of it is served. A chunk that is short
  * (truncated file) or fails its checksum delivers nothing: every open that
  * would have been given one of its files gets EIO, and it is logged and
- * counted. Delivered files are copied out of the chunk buffer, so bytes the
- * protocol does not place are freed with the chunk.
+ * counted. The native reader copies the requested files out of the chunk
+ * on the thread pool, so bytes the protocol does not place never reach JS.
  */
 import { promises as fs } from 'node:fs'
 import path from 'node:path'
 import { crc32 } from 'node:zlib'
 import type { Logger } from 'pino'
-import { ChunkFile } from '../chunks/native'
+import { ChunkFile, native, type ChunkRead } from '../chunks/native'
 import type { ChunkRequest, ChunkSource } from '../chunks/source'
 import type { FileReader, OpenFile } from '../chunks/tree'
 import { RedirfsError } from '../errors'
@@ -35,26 +35,27 @@ export class PackSource implements ChunkSource {
       this.log.error({ chunk: request.pc, shard: this.pack.header.node }, 'this pack shard does not hold that chunk (its home is another node)')
       return delivered
     }
-    let chunk: Buffer
+    const pieces = request.files.map(id => {
+      const entry = this.pack.sampleEntry[id]
+      return { start: arrays.location[entry] - offset, size: arrays.size[entry] }
+    })
+    let chunk: ChunkRead
     try {
-      chunk = await this.file.read(offset, length)
+      chunk = await this.file.readPieces(offset, length, pieces)
     } catch (err) {
       this.log.error({ chunk: request.pc, err: (err as Error).message }, 'cannot read chunk')
       return delivered
     }
     this.chunksRead++
     this.bytesRead += chunk.length
-    const problem = chunk.length < length ? `truncated (${chunk.length} of ${length} bytes)` : crc32(chunk) !== arrays.chunkCrc[request.pc] ? 'checksum mismatch' : undefined
+    const problem = chunk.length < length ? `truncated (${chunk.length} of ${length} bytes)` : chunk.crc !== arrays.chunkCrc[request.pc] ? 'checksum mismatch' : undefined
     if (problem !== undefined) {
       this.corruptChunks++
       this.log.error({ chunk: request.pc, problem }, 'chunk failed its check; its files are not served')
+      for (const bytes of chunk.files) native().discard(bytes)
       return delivered
     }
-    for (const id of request.files) {
-      const entry = this.pack.sampleEntry[id]
-      const start = arrays.location[entry] - offset
-      delivered.set(id, Buffer.from(chunk.subarray(start, start + arrays.size[entry])))
-    }
+    request.files.forEach((id, i) => delivered.set(id, chunk.files[i]))
     return delivered
   }
 

@@ -1,5 +1,6 @@
 import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
+import { crc32 } from 'node:zlib'
 import t from 'tap'
 import { ChunkFile, native } from '../../src/chunks/native'
 import { SeededRandom } from '../../src/redirect/random'
@@ -11,10 +12,9 @@ const random = new SeededRandom(1)
 const bytes = Buffer.from(Array.from({ length: 3 * 4096 + 1234 }, () => random.below(256)))
 writeFileSync(file, bytes)
 
-t.test('an aligned O_DIRECT read returns exactly the bytes of a buffered read, at any offset and length', async t => {
+t.test('an aligned read returns exactly the bytes of a buffered read, at any offset and length', async t => {
   const chunkFile = ChunkFile.open(file)
   t.teardown(() => chunkFile.close())
-  t.equal(chunkFile.direct, true, '/tmp is on a filesystem that allows O_DIRECT here')
   for (const [offset, length] of [[0, 4096], [0, bytes.length], [5, 100], [4095, 2], [4096, 4096], [9000, 4000], [100, 0]]) {
     t.same(await chunkFile.read(offset, length), bytes.subarray(offset, offset + length), `offset ${offset}, length ${length}`)
   }
@@ -41,4 +41,56 @@ t.test('readFiles returns each file whole, and an error for each file it cannot 
   t.same(b, Buffer.from('hello'))
   t.type(missing, Error)
   t.match((missing as Error).message, /No such file or directory/)
+})
+
+t.test('readPieces returns the chunk\'s CRC-32 and exact copies of the pieces asked for', async t => {
+  const chunkFile = ChunkFile.open(file)
+  t.teardown(() => chunkFile.close())
+  const offset = 100
+  const length = bytes.length - 200
+  const pieces = [{ start: 0, size: 10 }, { start: 5000, size: 4096 }, { start: length - 7, size: 7 }, { start: 20, size: 0 }]
+  const chunk = await chunkFile.readPieces(offset, length, pieces)
+  t.equal(chunk.length, length)
+  t.equal(chunk.crc, crc32(bytes.subarray(offset, offset + length)))
+  t.same(chunk.files, pieces.map(p => bytes.subarray(offset + p.start, offset + p.start + p.size)))
+})
+
+t.test('readPieces of a chunk cut short reports the length it got and copies nothing', async t => {
+  const chunkFile = ChunkFile.open(file)
+  t.teardown(() => chunkFile.close())
+  const chunk = await chunkFile.readPieces(bytes.length - 50, 100, [{ start: 0, size: 10 }])
+  t.equal(chunk.length, 50)
+  t.equal(chunk.crc, crc32(bytes.subarray(bytes.length - 50)))
+  t.same(chunk.files, [])
+})
+
+t.test('a recycled buffer serves the next file\'s bytes exactly', async t => {
+  // Files of nearly the same size share a pooled buffer once the first is discarded.
+  const first = path.join(dir, 'first.bin')
+  const second = path.join(dir, 'second.bin')
+  writeFileSync(first, Buffer.alloc(100_000, 0xaa))
+  writeFileSync(second, Buffer.alloc(99_000, 0x55))
+  for (let round = 0; round < 3; round++) {
+    const [a] = await native().readFiles([first])
+    t.same(a, readFileSync(first))
+    t.equal(native().discard(a as Buffer), true)
+    await new Promise(resolve => setImmediate(resolve)) // Node frees discarded memory on its next turn
+    const [b] = await native().readFiles([second])
+    t.same(b, readFileSync(second), `round ${round}: no byte of the first file shows`)
+    native().discard(b as Buffer)
+    await new Promise(resolve => setImmediate(resolve))
+  }
+})
+
+t.test('discard frees a Buffer that is its memory\'s only view, and leaves shared memory alone', async t => {
+  const [own] = await native().readFiles([file]) as Buffer[]
+  t.equal(native().discard(own), true)
+  t.equal(own.length, 0, 'every view of freed memory is empty')
+  const slab = Buffer.from(bytes)
+  const view = slab.subarray(10, 20)
+  t.equal(native().discard(view), false)
+  t.same(slab, bytes, 'the memory it shares is untouched')
+  const small = Buffer.from('pooled by Node')
+  t.equal(native().discard(small), false, 'Node\'s small-buffer pool is shared')
+  t.equal(small.toString(), 'pooled by Node')
 })

@@ -21,6 +21,18 @@
 // While a handle of a path is bound, getattr of that path reports the bound
 // size, as fstat on the handle does.
 //
+// Re-opens (docs/design.md, "Loaders"): some loaders open a file twice,
+// a probe and then the decode (cv2.imread, PIL's verify then re-open). A
+// thread that opens the sample it opened last, while that handle is open or
+// within the re-open window after closing it, and before opening any other
+// sample, is bound to the same bytes again: no second sample is consumed.
+// Its stats of that path see the bound size too. Stats never bind: a stat
+// with no open after it takes and holds nothing. But a thread that stats a
+// sample path and then opens it within the window (torchvision's read_file
+// maps exactly the size stat reported) has its open marked exact: JS serves
+// the file itself. A plain open sends the daemon no getattr before the open,
+// so the mark does not touch ordinary loaders.
+//
 // Node owns the process's signals: no libfuse signal handlers are set.
 #define FUSE_USE_VERSION 312
 #include <fuse3/fuse_lowlevel.h>
@@ -35,6 +47,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <deque>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -60,18 +74,31 @@ struct Entry {
   std::vector<uint32_t> children;  // sorted by name
 };
 
-struct Handle {
-  // Bytes bound in JS memory (kept alive by `ref` until release), or a file descriptor owned by JS.
+using Clock = std::chrono::steady_clock;
+
+// Bytes in JS memory that one or more handles of a path read from; `ref`
+// keeps them alive until the binding ends, and only then is JS told (as a
+// release of handle `jsNumber`, the handle JS answered).
+struct Binding {
   const char* data = nullptr;
   size_t length = 0;
   Napi::Reference<Napi::Buffer<char>>* ref = nullptr;
+  uint64_t ino = 0;
+  uint64_t jsNumber = 0;
+  int open = 0;                  // handles reading from it
+  pid_t thread = 0;              // the thread whose open JS answered
+  Clock::time_point closedAt;    // when `open` last fell to 0
+};
+
+struct Handle {
+  std::shared_ptr<Binding> bytes;  // or a file descriptor owned by JS:
   int fd = -1;
   off_t offset = 0;
   uint64_t ino = 0;
 };
 
 // An open waiting for JS's answer.
-struct Pending { fuse_req_t req; uint64_t ino; };
+struct Pending { fuse_req_t req; uint64_t ino; pid_t thread; };
 
 // What FUSE threads hand to JS: opens to decide, releases to forget.
 struct Event {
@@ -81,6 +108,7 @@ struct Event {
   int flags;
   pid_t pid;
   Napi::Reference<Napi::Buffer<char>>* ref;  // release: to free on the JS thread
+  bool exact;  // open: the thread stat'ed this path just before
 };
 
 struct timespec TimeOf(double ms) {
@@ -104,10 +132,11 @@ class Server : public Napi::ObjectWrap<Server> {
       InstanceMethod<&Server::ReplyError>("replyError"),
       InstanceMethod<&Server::Close>("close"),
       InstanceMethod<&Server::Counters>("counters"),
+      InstanceMethod<&Server::Sweep>("sweep"),
     });
   }
 
-  // new FuseServer(tree, onEvents): tree = { parent, nameEnd, names, mode, uid, gid, nlink, kind, size, atimeMs, mtimeMs, ctimeMs, controlName }
+  // new FuseServer(tree, onEvents, { reopenWindowMs }): tree = { parent, nameEnd, names, mode, uid, gid, nlink, kind, size, atimeMs, mtimeMs, ctimeMs, controlName }
   Server(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Server>(info) {
     Napi::Env env = info.Env();
     Napi::Object tree = info[0].As<Napi::Object>();
@@ -136,6 +165,8 @@ class Server : public Napi::ObjectWrap<Server> {
     statsIno_ = count + 2;
     mountedAt_ = TimeOf(static_cast<double>(time(nullptr)) * 1000.0);
     onEvents_ = Napi::ThreadSafeFunction::New(env, info[1].As<Napi::Function>(), "redirfs-fuse", 0, 1);
+    double windowMs = info[2].IsObject() ? info[2].As<Napi::Object>().Get("reopenWindowMs").ToNumber().DoubleValue() : 0;
+    reopenWindow_ = std::chrono::microseconds(static_cast<int64_t>(windowMs * 1000));
   }
 
   ~Server() override { Stop(); }
@@ -201,7 +232,22 @@ class Server : public Napi::ObjectWrap<Server> {
     out.Set("getattrs", static_cast<double>(getattrs_.load()));
     out.Set("reads", static_cast<double>(reads_.load()));
     out.Set("opens", static_cast<double>(opens_.load()));
+    out.Set("reopens", static_cast<double>(reopens_.load()));
+    out.Set("statThenOpens", static_cast<double>(exactOpens_.load()));
+    std::lock_guard<std::mutex> lock(handlesMutex_);
+    out.Set("openHandles", static_cast<double>(handles_.size()));
+    size_t kept = 0;
+    for (const auto& last : lastOpened_) kept += last.second->open == 0 ? 1 : 0;
+    out.Set("keptForReopen", static_cast<double>(kept));
     return out;
+  }
+
+  // sweep(): ends the bindings whose re-open window has passed (JS calls it
+  // now and then, so an idle mount does not keep them).
+  Napi::Value Sweep(const Napi::CallbackInfo& info) {
+    std::lock_guard<std::mutex> lock(handlesMutex_);
+    SweepLocked(Clock::now());
+    return info.Env().Undefined();
   }
 
   // replyBytes(id, buffer, directIo) -> handle number (0: the request is gone): bound to these bytes until release.
@@ -209,10 +255,14 @@ class Server : public Napi::ObjectWrap<Server> {
     Pending pending = TakeRequest(info[0]);
     if (pending.req == nullptr) return Napi::Number::New(info.Env(), 0);
     Napi::Buffer<char> bytes = info[1].As<Napi::Buffer<char>>();
+    auto binding = std::make_shared<Binding>();
+    binding->data = bytes.Data();
+    binding->length = bytes.Length();
+    binding->ref = new Napi::Reference<Napi::Buffer<char>>(Napi::Persistent(bytes));
+    binding->ino = pending.ino;
+    binding->thread = pending.thread;
     auto handle = std::make_shared<Handle>();
-    handle->data = bytes.Data();
-    handle->length = bytes.Length();
-    handle->ref = new Napi::Reference<Napi::Buffer<char>>(Napi::Persistent(bytes));
+    handle->bytes = binding;
     return Napi::Number::New(info.Env(), static_cast<double>(Bind(pending, handle, info[2].ToBoolean())));
   }
 
@@ -236,7 +286,7 @@ class Server : public Napi::ObjectWrap<Server> {
   Pending TakeRequest(const Napi::Value& id) {
     std::lock_guard<std::mutex> lock(pendingMutex_);
     auto it = pending_.find(static_cast<uint64_t>(id.As<Napi::Number>().Int64Value()));
-    if (it == pending_.end()) return {nullptr, 0};
+    if (it == pending_.end()) return {nullptr, 0, 0};
     Pending pending = it->second;
     pending_.erase(it);
     return pending;
@@ -251,7 +301,16 @@ class Server : public Napi::ObjectWrap<Server> {
       std::lock_guard<std::mutex> lock(handlesMutex_);
       fi.fh = nextHandle_++;
       handles_[fi.fh] = handle;
-      if (handle->data != nullptr) bound_[handle->ino].push_back({fi.fh, handle->length});
+      if (Binding* b = handle->bytes.get()) {
+        b->jsNumber = fi.fh;
+        b->open = 1;
+        bound_[b->ino].push_back(handle->bytes);
+        if (reopenWindow_.count() > 0 && IsSample(b->ino)) {
+          auto last = lastOpened_.find(b->thread);
+          if (last != lastOpened_.end()) Forget(last);
+          lastOpened_[b->thread] = handle->bytes;
+        }
+      }
     }
     fi.direct_io = directIo ? 1 : 0;
     fi.keep_cache = directIo ? 0 : 1;
@@ -269,21 +328,66 @@ class Server : public Napi::ObjectWrap<Server> {
   }
 
   void ReleaseHandle(uint64_t number) {
-    std::shared_ptr<Handle> handle;
-    {
-      std::lock_guard<std::mutex> lock(handlesMutex_);
-      auto it = handles_.find(number);
-      if (it == handles_.end()) return;
-      handle = it->second;
-      handles_.erase(it);
-      auto b = bound_.find(handle->ino);
-      if (b != bound_.end()) {
-        auto& list = b->second;
-        list.erase(std::remove_if(list.begin(), list.end(), [&](auto& p) { return p.first == number; }), list.end());
-        if (list.empty()) bound_.erase(b);
-      }
+    std::lock_guard<std::mutex> lock(handlesMutex_);
+    auto it = handles_.find(number);
+    if (it == handles_.end()) return;
+    std::shared_ptr<Handle> handle = it->second;
+    handles_.erase(it);
+    if (handle->bytes == nullptr) {
+      Post({Event::kRelease, number, handle->ino, 0, 0, nullptr, false});
+      return;
     }
-    Post({Event::kRelease, number, handle->ino, 0, 0, handle->ref});
+    Binding& b = *handle->bytes;
+    if (--b.open > 0) return;
+    b.closedAt = Clock::now();
+    auto last = lastOpened_.find(b.thread);
+    if (last != lastOpened_.end() && last->second == handle->bytes && reopenWindow_.count() > 0) {
+      closing_.push_back(handle->bytes);  // kept for a re-open until the window passes
+    } else {
+      End(handle->bytes);
+    }
+    SweepLocked(b.closedAt);
+  }
+
+  // The re-open rule (see the top of this file); handlesMutex_ held.
+  std::shared_ptr<Binding> ReopenableLocked(pid_t thread, uint64_t ino, Clock::time_point now) {
+    auto last = lastOpened_.find(thread);
+    if (last == lastOpened_.end()) return nullptr;
+    const Binding& b = *last->second;
+    if (b.ino == ino && (b.open > 0 || now - b.closedAt <= reopenWindow_)) return last->second;
+    return nullptr;
+  }
+
+  // A thread opens another sample: its last one can no longer be re-opened.
+  void Forget(std::unordered_map<pid_t, std::shared_ptr<Binding>>::iterator last) {
+    std::shared_ptr<Binding> b = last->second;
+    lastOpened_.erase(last);
+    if (b->open == 0) End(b);
+  }
+
+  // Ends bindings whose window has passed, oldest first; handlesMutex_ held.
+  void SweepLocked(Clock::time_point now) {
+    for (auto mark = statted_.begin(); mark != statted_.end();) {
+      mark = now - mark->second.second > reopenWindow_ ? statted_.erase(mark) : std::next(mark);
+    }
+    while (!closing_.empty() && now - closing_.front()->closedAt > reopenWindow_) {
+      std::shared_ptr<Binding> b = closing_.front();
+      closing_.pop_front();
+      auto last = lastOpened_.find(b->thread);
+      if (b->open == 0 && last != lastOpened_.end() && last->second == b) Forget(last);
+    }
+  }
+
+  // No handle reads these bytes any more: JS may free them. handlesMutex_ held.
+  void End(const std::shared_ptr<Binding>& b) {
+    if (b->ref == nullptr) return;  // ended already
+    auto list = bound_.find(b->ino);
+    if (list != bound_.end()) {
+      list->second.erase(std::remove(list->second.begin(), list->second.end(), b), list->second.end());
+      if (list->second.empty()) bound_.erase(list);
+    }
+    Post({Event::kRelease, b->jsNumber, b->ino, 0, 0, b->ref, false});
+    b->ref = nullptr;
   }
 
   // Queues an event for JS; wakes JS only when the queue was empty (one wake per batch).
@@ -314,6 +418,7 @@ class Server : public Napi::ObjectWrap<Server> {
         opens.Set(o++, Napi::Number::New(env, static_cast<double>(e.ino)));
         opens.Set(o++, Napi::Number::New(env, e.flags));
         opens.Set(o++, Napi::Number::New(env, e.pid));
+        opens.Set(o++, Napi::Number::New(env, e.exact ? 1 : 0));
       } else {
         delete e.ref;
         releases.Set(r++, Napi::Number::New(env, static_cast<double>(e.id)));
@@ -329,7 +434,7 @@ class Server : public Napi::ObjectWrap<Server> {
   bool IsControl(fuse_ino_t ino) const { return ino == controlDirIno_ || ino == statsIno_; }
   const Entry* EntryOf(fuse_ino_t ino) const { return ino >= 1 && ino <= entries_.size() ? &entries_[ino - 1] : nullptr; }
 
-  bool Attributes(fuse_ino_t ino, struct stat* st, const Handle* handle) {
+  bool Attributes(fuse_ino_t ino, struct stat* st, const Handle* handle, pid_t thread = 0) {
     memset(st, 0, sizeof(*st));
     st->st_ino = ino;
     if (IsControl(ino)) {
@@ -338,7 +443,7 @@ class Server : public Napi::ObjectWrap<Server> {
       st->st_nlink = ino == controlDirIno_ ? 2 : 1;
       st->st_uid = root.uid; st->st_gid = root.gid;
       st->st_atim = st->st_mtim = st->st_ctim = mountedAt_;
-      st->st_size = handle != nullptr ? static_cast<off_t>(handle->length) : static_cast<off_t>(BoundSize(ino, 0));
+      st->st_size = handle != nullptr && handle->bytes != nullptr ? static_cast<off_t>(handle->bytes->length) : static_cast<off_t>(BoundSize(ino, thread, 0));
       return true;
     }
     const Entry* e = EntryOf(ino);
@@ -346,18 +451,28 @@ class Server : public Napi::ObjectWrap<Server> {
     st->st_mode = e->mode; st->st_uid = e->uid; st->st_gid = e->gid; st->st_nlink = e->nlink;
     st->st_atim = e->atime; st->st_mtim = e->mtime; st->st_ctim = e->ctime;
     double size = e->size;
-    if (handle != nullptr && handle->data != nullptr) size = static_cast<double>(handle->length);
-    else if (e->kind == kSample) size = static_cast<double>(BoundSize(ino, static_cast<size_t>(e->size)));
+    if (handle != nullptr && handle->bytes != nullptr) size = static_cast<double>(handle->bytes->length);
+    else if (e->kind == kSample) size = static_cast<double>(BoundSize(ino, thread, static_cast<size_t>(e->size)));
     st->st_size = static_cast<off_t>(size);
     st->st_blksize = 4096;
     st->st_blocks = (st->st_size + 511) / 512;
     return true;
   }
 
-  size_t BoundSize(uint64_t ino, size_t otherwise) {
+  // The size a stat of `ino` by `thread` sees: the thread's re-openable
+  // binding of it, else the newest open binding of it, else `otherwise`.
+  size_t BoundSize(uint64_t ino, pid_t thread, size_t otherwise) {
     std::lock_guard<std::mutex> lock(handlesMutex_);
+    if (auto mine = ReopenableLocked(thread, ino, Clock::now())) return mine->length;
     auto it = bound_.find(ino);
-    return it == bound_.end() || it->second.empty() ? otherwise : it->second.back().second;
+    if (it == bound_.end()) return otherwise;
+    for (auto b = it->second.rbegin(); b != it->second.rend(); ++b) if ((*b)->open > 0) return (*b)->length;
+    return otherwise;
+  }
+
+  bool IsSample(uint64_t ino) const {
+    const Entry* e = EntryOf(ino);
+    return e != nullptr && e->kind == kSample;
   }
 
   double TimeoutOf(fuse_ino_t ino) const {
@@ -396,8 +511,10 @@ class Server : public Napi::ObjectWrap<Server> {
     Server* s = Of(req);
     s->getattrs_++;
     std::shared_ptr<Handle> handle = fi != nullptr ? s->FindHandle(fi->fh) : nullptr;
+    pid_t thread = fuse_req_ctx(req)->pid;
+    if (fi == nullptr && s->reopenWindow_.count() > 0 && s->IsSample(ino)) s->NoteStat(thread, ino);
     struct stat st;
-    if (!s->Attributes(ino, &st, handle.get())) { fuse_reply_err(req, ENOENT); return; }
+    if (!s->Attributes(ino, &st, handle.get(), thread)) { fuse_reply_err(req, ENOENT); return; }
     fuse_reply_attr(req, &st, s->TimeoutOf(ino));
   }
 
@@ -438,13 +555,57 @@ class Server : public Napi::ObjectWrap<Server> {
     if (e == nullptr && ino != s->statsIno_) { fuse_reply_err(req, ENOENT); return; }
     if (e != nullptr && e->kind == kDirectory) { fuse_reply_err(req, EISDIR); return; }
     s->opens_++;
+    pid_t thread = fuse_req_ctx(req)->pid;
+    bool exact = false;
+    if (s->reopenWindow_.count() > 0 && s->IsSample(ino) && s->Reopen(req, ino, thread, &exact)) return;
     uint64_t id;
     {
       std::lock_guard<std::mutex> lock(s->pendingMutex_);
       id = s->nextRequest_++;
-      s->pending_[id] = {req, ino};
+      s->pending_[id] = {req, ino, thread};
     }
-    s->Post({Event::kOpen, id, ino, fi->flags, fuse_req_ctx(req)->pid, nullptr});
+    s->Post({Event::kOpen, id, ino, fi->flags, thread, nullptr, exact});
+  }
+
+  // A stat of a sample path by a thread with no binding of it: remembered
+  // (no bytes, no sample) so that an open right after it can be made exact.
+  void NoteStat(pid_t thread, uint64_t ino) {
+    std::lock_guard<std::mutex> lock(handlesMutex_);
+    Clock::time_point now = Clock::now();
+    if (ReopenableLocked(thread, ino, now) == nullptr) statted_[thread] = {ino, now};
+  }
+
+  // Answers a re-open natively with the thread's last binding; false when
+  // the rule does not apply (and then that binding cannot be re-opened any
+  // more); `exact` then says whether the thread stat'ed this path just before.
+  bool Reopen(fuse_req_t req, fuse_ino_t ino, pid_t thread, bool* exact) {
+    struct fuse_file_info fi;
+    memset(&fi, 0, sizeof(fi));
+    {
+      std::lock_guard<std::mutex> lock(handlesMutex_);
+      Clock::time_point now = Clock::now();
+      SweepLocked(now);
+      auto mark = statted_.find(thread);
+      *exact = mark != statted_.end() && mark->second.first == ino;
+      if (mark != statted_.end()) statted_.erase(mark);
+      std::shared_ptr<Binding> b = ReopenableLocked(thread, ino, now);
+      if (b == nullptr) {
+        auto last = lastOpened_.find(thread);
+        if (last != lastOpened_.end()) Forget(last);
+        if (*exact) exactOpens_++;
+        return false;
+      }
+      auto handle = std::make_shared<Handle>();
+      handle->bytes = b;
+      handle->ino = ino;
+      b->open++;
+      fi.fh = nextHandle_++;
+      handles_[fi.fh] = handle;
+    }
+    reopens_++;
+    fi.direct_io = 1;
+    if (fuse_reply_open(req, &fi) != 0) ReleaseHandle(fi.fh);
+    return true;
   }
 
   static void Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, struct fuse_file_info* fi) {
@@ -452,10 +613,10 @@ class Server : public Napi::ObjectWrap<Server> {
     s->reads_++;
     std::shared_ptr<Handle> handle = s->FindHandle(fi->fh);
     if (handle == nullptr) { fuse_reply_err(req, EBADF); return; }
-    if (handle->data != nullptr) {
-      size_t length = handle->length;
+    if (handle->bytes != nullptr) {
+      size_t length = handle->bytes->length;
       if (off < 0 || static_cast<size_t>(off) >= length) { fuse_reply_buf(req, nullptr, 0); return; }
-      fuse_reply_buf(req, handle->data + off, std::min(size, length - static_cast<size_t>(off)));
+      fuse_reply_buf(req, handle->bytes->data + off, std::min(size, length - static_cast<size_t>(off)));
       return;
     }
     std::vector<char> buffer(size);
@@ -533,13 +694,17 @@ class Server : public Napi::ObjectWrap<Server> {
 
   std::mutex handlesMutex_;
   std::unordered_map<uint64_t, std::shared_ptr<Handle>> handles_;
-  std::unordered_map<uint64_t, std::vector<std::pair<uint64_t, size_t>>> bound_;  // ino -> (handle, size), oldest first
+  std::unordered_map<uint64_t, std::vector<std::shared_ptr<Binding>>> bound_;  // ino -> bindings, oldest first
+  std::unordered_map<pid_t, std::shared_ptr<Binding>> lastOpened_;  // thread -> the sample it opened last
+  std::deque<std::shared_ptr<Binding>> closing_;  // closed bindings that may still be re-opened, oldest first
+  std::unordered_map<pid_t, std::pair<uint64_t, Clock::time_point>> statted_;  // thread -> the sample it stat'ed last, and when
+  std::chrono::microseconds reopenWindow_{0};
   uint64_t nextHandle_ = 1;
 
   std::mutex eventsMutex_;
   std::vector<Event> events_;
 
-  std::atomic<uint64_t> lookups_{0}, getattrs_{0}, reads_{0}, opens_{0};
+  std::atomic<uint64_t> lookups_{0}, getattrs_{0}, reads_{0}, opens_{0}, reopens_{0}, exactOpens_{0};
 };
 
 }  // namespace

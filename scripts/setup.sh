@@ -13,16 +13,28 @@ cd "$(dirname "$0")/.."
 #   kmod                                  modprobe fuse where /dev/fuse is missing
 #   python3-torch ... python3-sklearn     PyTorch and the loaders the tests read with
 #   util-linux-extra, openssl             the tests' helpers (TLS certificates)
+#   python3-imageio, python3-skimage      more loaders the tests read with (without their
+#                                         recommended packages, which are many and unused)
 packages=(build-essential python3 pkg-config libfuse3-dev libfuse2 fuse3 kmod python3-torch python3-torchvision python3-pil python3-numpy python3-opencv python3-sklearn util-linux-extra openssl)
-missing=()
-for package in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "setup: installing ${missing[*]}" >&2
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+lean_packages=(python3-imageio python3-skimage)
+missing() {
+  for package in "$@"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || echo "$package"
+  done
+}
+updated=0
+install() {
+  [ $# -gt 1 ] || return 0
+  local flags=$1; shift
+  echo "setup: installing $*" >&2
+  [ "$updated" = 1 ] || { apt-get update -qq; updated=1; }
+  # shellcheck disable=SC2086
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $flags "$@" >/dev/null
+}
+mapfile -t need < <(missing "${packages[@]}")
+install "" "${need[@]}"
+mapfile -t need < <(missing "${lean_packages[@]}")
+install "--no-install-recommends" "${need[@]}"
 [ -e /dev/fuse ] || modprobe fuse || { echo "setup: /dev/fuse is missing and 'modprobe fuse' failed: this machine cannot mount FUSE filesystems" >&2; exit 1; }
 
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then

@@ -60,6 +60,9 @@ program.command('mount')
   .option(...GROUP_DEPTH_OPTION)
   .option(...SKIP_UNSERVABLE_OPTION)
   .addOption(new Option('--fuse-backend <name>', 'native: a libfuse3 server that answers reads without JS; fuse-native: libfuse 2 through JS (slower; a fallback)').choices(FUSE_BACKENDS as unknown as string[]).default('native').env('REDIRFS_FUSE_BACKEND'))
+  .option('--reopen-window <ms>', 'a thread that re-opens the sample it opened last within this many milliseconds of closing it (and before opening ' +
+    'another) gets the same bytes again, not a second sample: loaders that open a file twice (cv2.imread, PIL verify) stay exact; 0 turns it off ' +
+    '(native backend)', wholeNumber('--reopen-window', 0, 60_000), 200)
   .option('--foreground', 'stay attached; Ctrl-C unmounts', false)
   .option('--allow-other', 'let other users read the mount (needs user_allow_other in /etc/fuse.conf for non-root)', false)
   .option('--log-file <path>', 'daemon log (default: next to the runtime record in /run/redirfs)')
@@ -102,6 +105,7 @@ samples fail with EIO.`)
       skipUnservable: options.skipUnservable,
       allowOther: options.allowOther,
       fuseBackend: options.fuseBackend as FuseBackend,
+      reopenWindowMs: options.reopenWindow,
       includeFile: options.include !== undefined ? path.resolve(options.include) : undefined,
       extensions: parseExtensions(options.extensions),
       logFile: options.logFile !== undefined ? path.resolve(options.logFile) : undefined,
@@ -113,7 +117,7 @@ samples fail with EIO.`)
       '--redirect', config.mode, '--seed', String(config.seed), '--log-level', config.logLevel]
     if (config.chunkSizeGiven) args.push('--chunk-size', String(config.chunkSize))
     if (config.allowOther) args.push('--allow-other')
-    args.push('--fuse-backend', config.fuseBackend)
+    args.push('--fuse-backend', config.fuseBackend, '--reopen-window', String(config.reopenWindowMs))
     if (config.includeFile !== undefined) args.push('--include', config.includeFile)
     if (config.extensions !== undefined) args.push('--extensions', config.extensions.join(','))
     if (config.groupDepth !== undefined) args.push('--group-depth', String(config.groupDepth))

@@ -65,6 +65,7 @@ export class ClusterNode implements PeerHandler {
   readonly counters: ClusterCounters = { peersLost: 0, refusedRequests: 0 }
   private readonly clients: (PeerClient | undefined)[]
   private readonly dead = new Set<NodeId>()
+  private warnedExact = false
   /** VCs being taken over, so that each is adopted once. */
   private readonly adopting = new Map<VcId, Promise<void>>()
   private server?: RunningPeerServer
@@ -178,11 +179,19 @@ export class ClusterNode implements PeerHandler {
 
   // ---------------------------------------------------------------- opens
 
-  /** An open by this node's trainer. */
-  async open (file: FileId): Promise<ServedFile> {
+  /**
+   * An open by this node's trainer. `exact` (the file itself) is honoured
+   * for VCs this node answers for; a remote VC's home cannot be asked for
+   * it yet, so such an open is answered as any other (and logged once).
+   */
+  async open (file: FileId, options: { exact?: boolean } = {}): Promise<ServedFile> {
     for (;;) {
       const vc = this.vcOf(file)
-      if (this.engine.protocol.owns(vc)) return await this.engine.open(file)
+      if (this.engine.protocol.owns(vc)) return await this.engine.open(file, options)
+      if (options.exact === true && !this.warnedExact) {
+        this.warnedExact = true
+        this.log.warn({ file: this.layout.files[file].path }, 'a loader stats sample paths before opening them; in a cluster only files whose home is this node are served exactly')
+      }
       try {
         return await this.remote.open(file)
       } catch (err) {

@@ -20,6 +20,8 @@ export interface MountConfig {
   allowOther: boolean
   /** Which FUSE server answers the kernel: the native libfuse3 one, or fuse-native (libfuse 2, through JS). */
   fuseBackend: FuseBackend
+  /** `--reopen-window`: how long after closing a sample its thread may re-open it and get the same bytes (native backend; 0: never). */
+  reopenWindowMs: number
   includeFile?: string
   extensions?: string[]
   logFile?: string

@@ -195,6 +195,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
     layout: { samples: layout.files.length, groups: layout.groups.length, someGroups: sampleOfGroups(layout.groups), grouping: describeGrouping(dataset.groupDepth), skippedEntries: tree.skipped.length, physicalChunks: layout.pcs.length, virtualChunks: layout.vcs.length, datasetBytes: layout.totalBytes, hash: layout.hash, nodes: layout.nodes },
     memory: { budgetBytes: config.memoryBytes, boundBytes: adapter.handles.boundBytes },
     ...engine.stats(),
+    // The native server counts the kernel's open handles itself (the adapter's table also holds bytes kept for a re-open).
     fs: { backend: config.fuseBackend, openHandles: adapter.handles.size, ...adapter.counters, ...(mounted?.counters?.() ?? {}) },
     ...(cluster !== undefined ? { cluster: cluster.describe() } : {})
   })
@@ -212,7 +213,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
   try {
     const options = { allowOther: config.allowOther, overSource: config.mountpoint === config.source }
     mounted = config.fuseBackend === 'native'
-      ? await mountNative(config.mountpoint, adapter, tree, { ...options, statfsPath: dataset.statfsPath })
+      ? await mountNative(config.mountpoint, adapter, tree, { ...options, statfsPath: dataset.statfsPath, reopenWindowMs: config.reopenWindowMs })
       : await mountFilesystem(config.mountpoint, adapter.operations(), options)
   } catch (err) {
     await cluster?.close()

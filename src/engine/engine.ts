@@ -50,9 +50,9 @@ export class Engine {
     private readonly log: Logger
   ) {}
 
-  /** Answers an open of a sample file with the bytes it is bound to. */
-  async open (file: FileId): Promise<ServedFile> {
-    return await this.answer(file)
+  /** Answers an open of a sample file with the bytes it is bound to; `exact`: the file itself (see `OpenOptions`). */
+  async open (file: FileId, options: { exact?: boolean } = {}): Promise<ServedFile> {
+    return await this.answer(file, undefined, options.exact)
   }
 
   /**
@@ -73,9 +73,9 @@ export class Engine {
     return { served, batch: files.map(id => ({ file: id, bytes: this.takeResident(id) })), batchNumber: batch, vcEpoch: this.protocol.epochOf(vc) }
   }
 
-  private async answer (file: FileId, requester?: MirrorReport): Promise<ServedFile> {
+  private async answer (file: FileId, requester?: MirrorReport, exact = false): Promise<ServedFile> {
     for (let retry = false; ; retry = true) {
-      const decision = this.protocol.open(file, retry, requester)
+      const decision = this.protocol.open(file, { retry, requester, exact })
       if (decision.kind === 'serve') {
         const bytes = this.takeResident(decision.file)
         this.startReadahead(this.protocol.vcOf(file))

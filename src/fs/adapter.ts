@@ -26,7 +26,7 @@ export interface AdapterOptions {
   /** A path on the filesystem holding the data, for statfs. */
   statfsPath: string
   /** Answers an open of a sample: the engine, or in a cluster the node that routes it. */
-  samples: { open (sample: number): Promise<ServedFile> }
+  samples: { open (sample: number, options?: { exact?: boolean }): Promise<ServedFile> }
   /** The object `<mnt>/.redirfs/stats` shows. */
   stats: () => object
   log: Logger
@@ -77,9 +77,10 @@ export class FsAdapter {
   /**
    * What an open of `fusePath` is bound to: the one decision both FUSE
    * backends serve. A sample asks the protocol (the bytes may be another
-   * file's); the stats file is a snapshot; anything else passes through.
+   * file's, unless `exact`: the opener saw this path's size before
+   * opening); the stats file is a snapshot; anything else passes through.
    */
-  async bind (fusePath: string, flags: number): Promise<Handle> {
+  async bind (fusePath: string, flags: number, options: { exact?: boolean } = {}): Promise<Handle> {
     if ((flags & WRITE_ACCESS) !== 0 || (flags & fsConstants.O_TRUNC) !== 0) throw Object.assign(new Error('read-only'), { code: 'EROFS' })
     if (fusePath === STATS_FILE) return { kind: 'bytes', path: fusePath, bytes: this.statsBytes() }
     if (fusePath === CONTROL_DIR) throw Object.assign(new Error('is a directory'), { code: 'EISDIR' })
@@ -87,7 +88,7 @@ export class FsAdapter {
     if (entry === undefined) throw Object.assign(new Error('no such file'), { code: 'ENOENT' })
     if (entry.children !== undefined) throw Object.assign(new Error('is a directory'), { code: 'EISDIR' })
     if (entry.sample !== undefined) {
-      const served = await this.options.samples.open(entry.sample)
+      const served = await this.options.samples.open(entry.sample, options)
       return { kind: 'bytes', path: fusePath, bytes: served.bytes }
     }
     this.counters.passthroughOpens++

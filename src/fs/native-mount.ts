@@ -24,11 +24,13 @@ interface NativeServer {
   replyFd (request: number, fd: number, offset: number): number
   replyError (request: number, errno: number): void
   close (): void
-  /** FUSE operations the server answered; open handles are counted by the adapter. */
-  counters (): { lookups: number, getattrs: number, reads: number, opens: number }
+  /** FUSE operations the server answered, the kernel's open handles, and closed handles' bytes kept for a re-open. */
+  counters (): { lookups: number, getattrs: number, reads: number, opens: number, reopens: number, statThenOpens: number, openHandles: number, keptForReopen: number }
+  /** Ends the bindings whose re-open window has passed. */
+  sweep (): void
 }
 
-type ServerClass = new (tree: object, onEvents: (opens: number[], releases: number[]) => void) => NativeServer
+type ServerClass = new (tree: object, onEvents: (opens: number[], releases: number[]) => void, options: { reopenWindowMs: number }) => NativeServer
 
 const ADDON = path.resolve(__dirname, '../../native/build/Release/redirfs_fuse.node')
 
@@ -69,7 +71,7 @@ function flatTree (tree: DatasetTree): { arrays: Record<string, unknown>, paths:
   return { arrays, paths }
 }
 
-export async function mountNative (mountpoint: string, adapter: FsAdapter, tree: DatasetTree, options: MountOptions & { statfsPath: string }): Promise<MountedFilesystem> {
+export async function mountNative (mountpoint: string, adapter: FsAdapter, tree: DatasetTree, options: MountOptions & { statfsPath: string, reopenWindowMs: number }): Promise<MountedFilesystem> {
   const FuseServer = loadNativeServer()
   const { arrays, paths } = flatTree(tree)
   const statsIno = paths.length + 2
@@ -77,9 +79,9 @@ export async function mountNative (mountpoint: string, adapter: FsAdapter, tree:
   /** Native handle number → the adapter's, so stats count open handles and pass-through files get closed. */
   const adapterHandle = new Map<number, number>()
 
-  const open = (request: number, ino: number, flags: number): void => {
+  const open = (request: number, ino: number, flags: number, exact: boolean): void => {
     const fusePath = fusePathOf(ino)
-    adapter.bind(fusePath, flags).then(handle => {
+    adapter.bind(fusePath, flags, { exact }).then(handle => {
       let number: number
       if (handle.kind === 'bytes') {
         number = server.replyBytes(request, handle.bytes, true)
@@ -100,6 +102,7 @@ export async function mountNative (mountpoint: string, adapter: FsAdapter, tree:
     })
   }
 
+  /** Native handle numbers JS answered; JS hears of one when nothing reads its bytes any more (re-opens included). */
   const release = (number: number): void => {
     void adapter.release(adapterHandle.get(number) ?? -1)
     adapterHandle.delete(number)
@@ -107,17 +110,21 @@ export async function mountNative (mountpoint: string, adapter: FsAdapter, tree:
 
   const server: NativeServer = new FuseServer(arrays, (opens, releases) => {
     for (const number of releases) release(number)
-    for (let i = 0; i < opens.length; i += 4) open(opens[i], opens[i + 1], opens[i + 2])
-  })
+    // Each open: request, inode, flags, calling thread, and whether that thread stat'ed the path just before (1).
+    for (let i = 0; i < opens.length; i += 5) open(opens[i], opens[i + 1], opens[i + 2], opens[i + 4] === 1)
+  }, { reopenWindowMs: options.reopenWindowMs })
   try {
     server.mount(mountpoint, options.statfsPath, { allowOther: options.allowOther })
   } catch (err) {
     server.close()
     throw err
   }
+  // An idle mount lets go of bytes kept for a re-open once the window has passed.
+  const sweeper = options.reopenWindowMs > 0 ? setInterval(() => server.sweep(), Math.max(50, options.reopenWindowMs)).unref() : undefined
   return {
     counters: () => server.counters(),
     unmount: async () => {
+      clearInterval(sweeper)
       // Lazily, from a child process: the kernel may ask this process about the mount while it goes.
       await new Promise<void>((resolve, reject) => execFile('umount', ['-l', mountpoint], err => (err ? reject(err) : resolve())))
       server.close()

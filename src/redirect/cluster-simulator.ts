@@ -66,7 +66,7 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
     // A dead node decides nothing more: its opens are lost, and a remote one fails over (see `request`).
     if (dead.has(owner)) return answer(undefined)
     const protocol = protocols[owner]
-    const decision = protocol.open(file, retry, report)
+    const decision = protocol.open(file, { retry, requester: report })
     const vc = vcOf(file)
     const again = (): void => serveAtHome(owner, file, true, report, answer)
     if (decision.kind === 'serve') {

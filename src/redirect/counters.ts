@@ -10,6 +10,9 @@ export interface ProtocolCounters {
   memoryHits: number
   /** Opens answered with a file other than the one opened. */
   redirects: number
+  /** Opens that asked for their own file (a loader that stats the path first), and of those, files served a second time in an epoch. */
+  exactOpens: number
+  exactRepeats: number
   /** Opens that had to wait for a chunk load (their own or one in flight). */
   waitedOpens: number
   /** Opens answered with an I/O error because their file could not be read. */
@@ -52,6 +55,8 @@ export function zeroCounters (): ProtocolCounters {
     opens: 0,
     memoryHits: 0,
     redirects: 0,
+    exactOpens: 0,
+    exactRepeats: 0,
     waitedOpens: 0,
     failedOpens: 0,
     chunkLoads: 0,

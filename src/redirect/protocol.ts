@@ -33,6 +33,8 @@ export const REDIRECT_MODES: readonly RedirectMode[] = ['strict', 'pool', 'off']
 
 export interface LoadPlan {
   readonly id: number
+  /** The requester asked for its own file (`OpenOptions.exact`): it is served that file, not placed. */
+  readonly exact?: boolean
   readonly vc: VcId
   readonly pc: PcId
   /** The files the load must deliver (a whole-chunk reader may read more). */
@@ -97,6 +99,19 @@ export interface StandbyUpdate {
   readonly served: readonly { readonly file: FileId, readonly node: NodeId }[]
 }
 
+export interface OpenOptions {
+  /** A second call for the same open, after a wait, a reclaim or a failed load (only the first call counts as an open). */
+  readonly retry?: boolean
+  /** Set when another node asks, with what it reports of its mirror. */
+  readonly requester?: MirrorReport
+  /**
+   * Serve the opened file itself, as `off` does, in any mode: the opener
+   * already saw that file's size (a loader that stats a path before opening
+   * it and reads exactly that many bytes).
+   */
+  readonly exact?: boolean
+}
+
 export interface ProtocolOptions {
   mode: RedirectMode
   /** Readahead is started only while resident plus in-flight bytes stay within this. */
@@ -157,22 +172,20 @@ export class Protocol {
   owns (vc: VcId): boolean { return this.owned[vc] === 1 }
   epochOf (vc: VcId): number { return this.vcEpochs[vc] }
 
-  /**
-   * Answers an open of `file` (of a VC this node owns). Call again with
-   * `retry` after a wait, a reclaim or a failed load; only the first call
-   * counts as an open. `requester` is set when another node asks.
-   */
-  open (file: FileId, retry = false, requester?: MirrorReport): OpenDecision {
+  /** Answers an open of `file` (of a VC this node owns); see `OpenOptions`. */
+  open (file: FileId, options: OpenOptions = {}): OpenDecision {
+    const { retry = false, requester, exact = false } = options
     if (!this.owns(this.vcOf(file))) throw new Error(`node ${this.node} does not own the VC of file ${file}`)
     if (!retry) {
       this.counters.opens++
       if (requester !== undefined) this.counters.remoteOpens++
+      if (exact) this.counters.exactOpens++
     }
     if (requester !== undefined) this.reconcile(this.vcOf(file), requester)
     const reclaimed = this.reclaimedJustNow
     this.reclaimedJustNow = undefined
     this.asking = requester?.node
-    const decision = this.decide(file, reclaimed === this.vcOf(file))
+    const decision = exact ? this.decideExact(file) : this.decide(file, reclaimed === this.vcOf(file))
     this.asking = undefined
     if (decision.kind === 'serve') this.noteServed(decision.file, requester?.node)
     if (decision.kind === 'serve') {
@@ -238,7 +251,24 @@ export class Protocol {
     if (this.slots.fileAt(vc, offset) === file) return { kind: 'serve', file: this.slots.take(vc, offset) }
     if (this.slots.isLoading(vc)) return { kind: 'wait', vc }
     if (this.slots.allConsumed(vc)) this.rollOver(vc)
-    return { kind: 'load', plan: this.planLoad(vc, this.layout.filePc[file], file) }
+    return { kind: 'load', plan: this.planLoad(vc, this.layout.filePc[file], file, true) }
+  }
+
+  /**
+   * An exact open in strict or pool: the file itself, as off serves it,
+   * from its slot or pool's staged chunk when it is there. A file that was
+   * already served this epoch (to an open of another path) is served again
+   * and counted: exactness of the bytes comes first for such a loader.
+   */
+  private decideExact (file: FileId): OpenDecision {
+    if (this.options.mode === 'off') return this.decideOff(file)
+    const vc = this.vcOf(file)
+    if (this.slots.takeStaged(vc, file)) return { kind: 'serve', file }
+    if (this.slots.fileAt(vc, this.offsetOf(file)) !== file && !this.slots.isLoading(vc) && this.slots.isConsumed(file)) {
+      if (this.slots.allConsumed(vc)) this.rollOver(vc)
+      if (this.slots.isConsumed(file)) this.counters.exactRepeats++
+    }
+    return this.decideOff(file)
   }
 
   /**
@@ -270,17 +300,17 @@ export class Protocol {
    * (unconsumed, and for slot modes landing on an empty slot), plus the
    * requested file itself in off mode.
    */
-  private planLoad (vc: VcId, pc: PcId, requester?: FileId): LoadPlan {
+  private planLoad (vc: VcId, pc: PcId, requester?: FileId, exact = false): LoadPlan {
     const stagesWhole = this.options.mode === 'pool'
     const files = this.layout.pcs[pc].files.filter((file, offset) =>
-      file === requester && this.options.mode === 'off'
+      file === requester && exact
         ? true
         : !this.slots.isConsumed(file) && (stagesWhole || this.slots.isSlotEmpty(vc, offset)))
     let bytes = 0
     for (const file of files) bytes += this.layout.files[file].size
     this.slots.setLoading(vc, true)
     this.counters.inflightBytes += bytes
-    return { id: this.nextPlanId++, vc, pc, files, bytes, requester, forNode: requester === undefined ? undefined : this.asking }
+    return { id: this.nextPlanId++, vc, pc, files, bytes, requester, exact, forNode: requester === undefined ? undefined : this.asking }
   }
 
   /**
@@ -313,7 +343,7 @@ export class Protocol {
       placed.push(...arrived)
     } else {
       for (const file of arrived) {
-        if (mode === 'off' && file === plan.requester) continue
+        if (plan.exact === true && file === plan.requester) continue
         const offset = this.offsetOf(file)
         if (!this.slots.isSlotEmpty(vc, offset)) continue
         this.slots.place(vc, offset, file)
@@ -344,10 +374,13 @@ export class Protocol {
     const requester = plan.requester!
     const { vc } = plan
     const offset = this.offsetOf(requester)
+    if (plan.exact === true) {
+      this.slots.consume(requester)
+      return delivered.has(requester) ? requester : undefined
+    }
     switch (this.options.mode) {
       case 'off':
-        this.slots.consume(requester)
-        return delivered.has(requester) ? requester : undefined
+        throw new Error('an off-mode load is always exact')
       case 'strict': {
         if (!this.slots.isSlotEmpty(vc, offset)) return this.slots.take(vc, offset)
         // The file this open would have been given is unreadable: charge it to this open.

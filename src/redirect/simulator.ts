@@ -25,6 +25,8 @@ export interface SimulationOptions {
   unreadable?: ReadonlySet<FileId>
   /** Opens per epoch, when an epoch is cut short (a run stopped mid-epoch); default: every file once. */
   opensPerEpoch?: number
+  /** Share of opens that ask for their own file (`OpenOptions.exact`: a loader that stats the path first). */
+  exactShare?: number
   /** Continue from this protocol's state instead of a fresh one. */
   protocol?: Protocol
   /** Called after every protocol step, e.g. to check memory. */
@@ -33,6 +35,7 @@ export interface SimulationOptions {
 
 export interface ServedOpen {
   readonly opened: FileId
+  readonly exact: boolean
   /** The file whose bytes the open got, or undefined for an I/O error. */
   readonly served: FileId | undefined
 }
@@ -45,7 +48,7 @@ export interface SimulationResult {
   readonly counters: ProtocolCounters
 }
 
-interface PendingOpen { file: FileId }
+interface PendingOpen { file: FileId, exact: boolean }
 
 export function simulate (layout: Layout, options: SimulationOptions): SimulationResult {
   const protocol = options.protocol ?? new Protocol(layout, { mode: options.mode, memoryBytes: options.memoryBytes, seed: options.seed })
@@ -67,14 +70,14 @@ export function simulate (layout: Layout, options: SimulationOptions): Simulatio
     let next = 0
 
     const answer = (open: PendingOpen, served: FileId | undefined): void => {
-      answered.push({ opened: open.file, served })
+      answered.push({ opened: open.file, exact: open.exact, served })
       outstanding--
       const vc = protocol.vcOf(open.file)
       const ahead = protocol.readahead(vc)
       if (ahead !== undefined) inFlight.push({ plan: ahead })
     }
     const ask = (open: PendingOpen, retry: boolean): void => {
-      const decision = protocol.open(open.file, retry)
+      const decision = protocol.open(open.file, { retry, exact: open.exact })
       options.onStep?.(protocol)
       if (decision.kind === 'serve') answer(open, decision.file)
       else if (decision.kind === 'load') inFlight.push({ plan: decision.plan, opener: open })
@@ -86,7 +89,7 @@ export function simulate (layout: Layout, options: SimulationOptions): Simulatio
       const canOpen = next < trace.length && outstanding < readers
       if (canOpen && (inFlight.length === 0 || random.below(2) === 0)) {
         outstanding++
-        ask({ file: trace[next++] }, false)
+        ask({ file: trace[next++], exact: random.below(1000) < (options.exactShare ?? 0) * 1000 }, false)
         continue
       }
       if (inFlight.length === 0) throw new Error('simulation stalled: opens wait but no load is in flight')

@@ -147,6 +147,17 @@ export class SlotTable {
     for (const file of files) this.residentBytes += this.layout.files[file].size
   }
 
+  /** Takes `file` out of the VC's staged chunk, if it is there (an exact open of it). */
+  takeStaged (vc: VcId, file: FileId): boolean {
+    const files = this.stagedFiles.get(vc)
+    const index = files?.indexOf(file) ?? -1
+    if (index < 0) return false
+    files!.splice(index, 1)
+    if (files!.length === 0) this.stagedFiles.delete(vc)
+    this.residentBytes -= this.layout.files[file].size
+    return true
+  }
+
   /** Moves the staged chunk into the (empty) slots of its VC. */
   installStaged (vc: VcId): void {
     const files = this.stagedFiles.get(vc)

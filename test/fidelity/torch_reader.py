@@ -15,9 +15,12 @@ splits <mnt> <table> ... a training run over a train/val root: each epoch
                          ImageFolder(<mnt>/train) shuffled, then (every
                          --val-every epochs) ImageFolder(<mnt>/val) in order.
 
-Loaders: pil (ImageFolder's default), cv2 (cv2.imread), cv2decode
-(cv2.imdecode of numpy.fromfile), numpy (numpy.fromfile then PIL decode),
-tvio (torchvision.io.read_file then decode_image).
+Loaders: pil (ImageFolder's default), pilverify (PIL verify(), then open
+again to decode), cv2 (cv2.imread), cv2decode (cv2.imdecode of
+numpy.fromfile), numpy (numpy.fromfile then PIL decode), tvio
+(torchvision.io.read_file then decode_image), tvimage
+(torchvision.io.read_image), imageio (imageio.imread), skimage
+(skimage.io.imread).
 """
 import argparse
 import io
@@ -67,6 +70,13 @@ def make_loader(kind):
 
     if kind == "pil":
         return None  # ImageFolder's default loader
+    if kind == "pilverify":
+        def load(path):
+            with Image.open(path) as image:
+                image.verify()  # a verified image must be opened again before use
+            with Image.open(path) as image:
+                return image.convert("RGB")
+        return load
     if kind == "cv2":
         import cv2
 
@@ -91,6 +101,24 @@ def make_loader(kind):
 
         def load(path):
             return decode_image(read_file(path), mode=ImageReadMode.RGB).permute(1, 2, 0).numpy()
+        return load
+    if kind == "tvimage":
+        from torchvision.io import ImageReadMode, read_image
+
+        def load(path):
+            return read_image(path, mode=ImageReadMode.RGB).permute(1, 2, 0).numpy()
+        return load
+    if kind == "imageio":
+        import imageio
+
+        def load(path):
+            return np.asarray(imageio.imread(path))[:, :, :3]
+        return load
+    if kind == "skimage":
+        import skimage.io
+
+        def load(path):
+            return skimage.io.imread(path)[:, :, :3]
         return load
     raise SystemExit(f"unknown loader {kind}")
 

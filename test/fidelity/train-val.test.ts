@@ -2,36 +2,21 @@
 // and val/ (the layout of every ImageNet copy) read as ImageFolder(<mnt>/train)
 // and ImageFolder(<mnt>/val), and a class made of many small sub-directories
 // with --group-depth. Every label right, every sample once per split per epoch.
-import { execFile } from 'node:child_process'
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { promisify } from 'node:util'
 import t from 'tap'
 import { readStats } from '../../src/cli/stats-command'
 import { emptyDir, mount, redirfs } from '../helpers/mount'
+import { checkEpochs, generateTorchDataset, runReader } from '../helpers/torch'
 
-const run = promisify(execFile)
-const PYTHON = '/usr/bin/python3'
-const READER = path.join(__dirname, 'torch_reader.py')
 const work = mkdtempSync(path.join(os.tmpdir(), 'redirfs-groups-'))
 t.teardown(() => rmSync(work, { recursive: true, force: true }))
 
-/** Generates a dataset of the given shape; returns its root and its identity → class table. */
-async function generate (shape: string): Promise<{ root: string, table: string, identities: (prefix: string) => string[] }> {
-  const dir = path.join(work, shape)
-  mkdirSync(dir)
-  const root = path.join(dir, 'data')
-  await run(PYTHON, [READER, 'generate', root, '--shape', shape])
-  const table = path.join(dir, 'table.json')
-  const classes = JSON.parse(readFileSync(table, 'utf8')) as Record<string, string>
-  return { root, table, identities: prefix => Object.keys(classes).filter(id => classes[id].startsWith(prefix)).sort() }
-}
-
 interface SplitEpoch { train: string[], trainWrongLabels: number, val: string[] | null, valWrongLabels: number }
 
-const splits = generate('splits')
-const videos = generate('videos')
+const splits = generateTorchDataset(path.join(work, 'splits'), 'splits')
+const videos = generateTorchDataset(path.join(work, 'videos'), 'videos')
 
 for (const mode of ['strict', 'pool']) {
   for (const valEvery of [1, 2]) {
@@ -40,8 +25,7 @@ for (const mode of ['strict', 'pool']) {
       const mountpoint = emptyDir()
       // About a third of the samples' bytes: the groups must share memory.
       await mount(t, root, mountpoint, '--memory', '200K', '--chunk-size', '2', '--redirect', mode, '--seed', '3')
-      const { stdout } = await run(PYTHON, [READER, 'splits', mountpoint, table, '--epochs', '3', '--val-every', String(valEvery), '--workers', '2'], { timeout: 300_000, maxBuffer: 64 * 2 ** 20 })
-      const epochs = (JSON.parse(stdout.trim().split('\n').pop()!) as { epochs: SplitEpoch[] }).epochs
+      const { epochs } = await runReader<{ epochs: SplitEpoch[] }>('splits', mountpoint, table, '--epochs', '3', '--val-every', String(valEvery), '--workers', '2')
       t.equal(epochs.length, 3)
       epochs.forEach((epoch, e) => {
         t.equal(epoch.trainWrongLabels, 0, `epoch ${e}: no wrong train label`)
@@ -85,12 +69,7 @@ t.test('--group-depth 1 groups the frames of a class together: labels right, eve
   t.teardown(async () => { await redirfs('umount', '--force', mountpoint) })
   t.equal(result.code, 0, result.stderr)
   t.match(result.stdout, /: 190 samples in 8 groups \(ant, /)
-  const { stdout } = await run(PYTHON, [READER, 'read', mountpoint, table, '--workers', '2', '--epochs', '3'], { timeout: 300_000, maxBuffer: 64 * 2 ** 20 })
-  const report = JSON.parse(stdout.trim().split('\n').pop()!) as { epochs: { received: string[], wrongLabels: number }[] }
-  const every = identities('')
-  report.epochs.forEach((epoch, e) => {
-    t.equal(epoch.wrongLabels, 0, `epoch ${e}: no wrong label`)
-    t.same([...epoch.received].sort(), every, `epoch ${e}: every frame exactly once`)
-  })
+  const report = await runReader('read', mountpoint, table, '--workers', '2', '--epochs', '3')
+  checkEpochs(t, report.epochs, identities())
   t.ok((await readStats(mountpoint)).protocol.redirects > 0, 'redirection was at work')
 })

@@ -1,7 +1,9 @@
 // What only the native FUSE server does: the kernel caches entries and
 // attributes of directories and non-samples (so a second stat never reaches
-// the daemon), non-samples can be mmap'd, and many readers of one sample
-// path each get a whole sample of its class.
+// the daemon), non-samples can be mmap'd, many readers of one sample path
+// each get a whole sample of its class, and the per-thread rules for
+// loaders: a re-open gets the same bytes, a stat takes nothing, an open
+// right after a stat gets the file itself.
 import { execFile } from 'node:child_process'
 import { promises as fs, statSync } from 'node:fs'
 import path from 'node:path'
@@ -72,4 +74,83 @@ t.test('modification times keep sub-millisecond precision', async t => {
   const raw = statSync(path.join(dataset.root, 'README.txt'), { bigint: true })
   const mounted = statSync(path.join(mountpoint, 'README.txt'), { bigint: true })
   t.ok(mounted.mtimeNs - raw.mtimeNs < 1000n && raw.mtimeNs - mounted.mtimeNs < 1000n, `within a microsecond: ${raw.mtimeNs} vs ${mounted.mtimeNs}`)
+})
+
+/**
+ * Runs `steps` in one Python thread: ["open", path] reads the file whole,
+ * ["stat", path] stats it, ["sleep", seconds]. Returns, per step, the sha1
+ * and length read or the size stat'ed, and the samples consumed so far.
+ */
+async function inOneThread (mountpoint: string, steps: [string, string | number][]): Promise<{ sha1?: string, size: number, opens: number }[]> {
+  const script = `
+import hashlib, json, os, sys, time
+mnt, steps = sys.argv[1], json.loads(sys.argv[2])
+def opens():
+    with open(os.path.join(mnt, ".redirfs", "stats")) as f:
+        return json.load(f)["protocol"]["opens"]
+out = []
+for op, arg in steps:
+    if op == "open":
+        with open(os.path.join(mnt, arg), "rb") as f:
+            data = f.read()
+        out.append({"sha1": hashlib.sha1(data).hexdigest(), "size": len(data)})
+    elif op == "stat":
+        out.append({"size": os.stat(os.path.join(mnt, arg)).st_size})
+    else:
+        time.sleep(arg)
+        out.append({"size": 0})
+    out[-1]["opens"] = opens()
+print(json.dumps(out))`
+  const { stdout } = await run('/usr/bin/python3', ['-c', script, mountpoint, JSON.stringify(steps)])
+  return JSON.parse(stdout)
+}
+
+const cats = dataset.samples.filter(p => classOf(p) === 'cat')
+
+t.test('a thread that re-opens the sample it just closed gets the same bytes, and consumes one sample', async t => {
+  const mountpoint = await nativeMount(t, '--redirect', 'pool')
+  const [first, again, stat] = await inOneThread(mountpoint, [['open', cats[0]], ['open', cats[0]], ['stat', cats[0]]])
+  t.ok(dataset.byContent.has(first.sha1!), 'a whole sample')
+  t.equal(again.sha1, first.sha1, 'the same bytes again')
+  t.equal(again.opens, first.opens, 'no second sample consumed')
+  t.equal(stat.size, first.size, 'and its stat of the path shows their size')
+  t.equal((await readStats(mountpoint)).fs.reopens, 1)
+})
+
+t.test('once the thread opens another sample, or the re-open window has passed, an open of the path is a new open', async t => {
+  const mountpoint = await nativeMount(t, '--redirect', 'pool', '--reopen-window', '100')
+  const steps = await inOneThread(mountpoint, [['open', cats[0]], ['open', cats[1]], ['open', cats[0]], ['sleep', 0.5], ['open', cats[0]]])
+  t.same(steps.map(s => s.opens), [1, 2, 3, 3, 4], 'each open consumed a sample')
+  t.equal((await readStats(mountpoint)).fs.reopens, 0)
+})
+
+t.test('--reopen-window 0 turns re-opens off', async t => {
+  const mountpoint = await nativeMount(t, '--redirect', 'pool', '--reopen-window', '0')
+  const steps = await inOneThread(mountpoint, [['open', cats[0]], ['open', cats[0]]])
+  t.same(steps.map(s => s.opens), [1, 2])
+})
+
+t.test('stats of every sample consume nothing and load nothing', async t => {
+  const mountpoint = await nativeMount(t, '--redirect', 'pool')
+  const steps = await inOneThread(mountpoint, dataset.samples.map(p => ['stat', p]))
+  t.equal(steps[steps.length - 1].opens, 0, 'no sample consumed')
+  const { protocol } = await readStats(mountpoint)
+  t.equal(protocol.chunkLoads, 0, 'no chunk loaded')
+  t.equal(protocol.residentBytes, 0, 'nothing held')
+})
+
+t.test('an open right after a stat of the same path gets the file itself, of the size the stat showed', async t => {
+  const mountpoint = await nativeMount(t, '--redirect', 'pool')
+  const steps = await inOneThread(mountpoint, dataset.samples.flatMap(p => [['stat', p], ['open', p]] as [string, string][]))
+  const mismatched = dataset.samples.filter((p, i) => dataset.byContent.get(steps[2 * i + 1].sha1!) !== p || steps[2 * i].size !== steps[2 * i + 1].size)
+  t.same(mismatched, [], 'every open got its own file, as long as the stat said')
+  const { protocol, fs } = await readStats(mountpoint)
+  t.equal(protocol.exactOpens, dataset.samples.length)
+  t.equal(fs.statThenOpens, dataset.samples.length)
+})
+
+t.test('a stat of another path between the stat and the open leaves the open redirectable', async t => {
+  const mountpoint = await nativeMount(t, '--redirect', 'pool')
+  await inOneThread(mountpoint, [['stat', cats[0]], ['stat', cats[1]], ['open', cats[0]]])
+  t.equal((await readStats(mountpoint)).protocol.exactOpens, 0)
 })

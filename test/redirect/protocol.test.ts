@@ -19,6 +19,14 @@ function multiset (ids: (FileId | undefined)[]): number[] {
 }
 const everyFile = files.map((_, id) => id)
 
+/** Drives one open to its answer, carrying out its load at once (nothing else is in flight). */
+function openOnce (protocol: Protocol, file: FileId, exact: boolean): FileId | undefined {
+  const decision = protocol.open(file, { exact })
+  if (decision.kind === 'serve') return decision.file
+  if (decision.kind !== 'load') throw new Error(`unexpected ${decision.kind}`)
+  return protocol.finishLoad(decision.plan, new Set(decision.plan.files)).served
+}
+
 for (const mode of ['strict', 'pool'] as RedirectMode[]) {
   for (const readers of [1, 8]) {
     t.test(`${mode}, ${readers} reader(s), 3 epochs: labels safe, every file exactly once per epoch`, async t => {
@@ -77,6 +85,43 @@ for (const mode of ['strict', 'pool'] as RedirectMode[]) {
       t.equal(failed.length, unreadable.size, 'one failed open per unreadable file')
       t.same(multiset(epoch.filter(o => o.served !== undefined).map(o => o.served)), everyFile.filter(id => !unreadable.has(id)))
     }
+  })
+}
+
+for (const mode of ['strict', 'pool'] as RedirectMode[]) {
+  t.test(`${mode}: exact opens (a loader that stats the path first) get their own file, and alone serve every file once per epoch`, async t => {
+    const { layout, memoryBytes } = layoutFor(0.25)
+    const result = simulate(layout, { mode, memoryBytes, epochs: 3, seed: 4, readers: 8, exactShare: 1 })
+    for (const [e, epoch] of result.epochs.entries()) {
+      t.ok(epoch.every(open => open.served === open.opened), `epoch ${e}: every open got the file it opened`)
+      t.same(multiset(epoch.map(open => open.served)), everyFile, `epoch ${e}: the served multiset is the dataset`)
+    }
+    t.equal(result.counters.exactOpens, 3 * files.length)
+    t.equal(result.counters.exactRepeats, 0, 'no file was served twice in an epoch')
+  })
+
+  t.test(`${mode}: mixed with redirected opens, exact opens get their own file and labels stay right`, async t => {
+    const { layout, memoryBytes } = layoutFor(0.25)
+    const result = simulate(layout, { mode, memoryBytes, epochs: 3, seed: 6, readers: 8, exactShare: 0.3 })
+    for (const [e, epoch] of result.epochs.entries()) {
+      t.equal(epoch.length, files.length, `epoch ${e}: every open answered`)
+      t.ok(epoch.filter(open => open.exact).every(open => open.served === open.opened), `epoch ${e}: exact opens got their own file`)
+      t.ok(epoch.every(open => open.served !== undefined && files[open.served].group === files[open.opened].group), `epoch ${e}: every open got a file of its class`)
+    }
+    t.ok(result.counters.redirects > 0, 'the other opens were still redirected')
+  })
+
+  t.test(`${mode}: an exact open of a file already served to another path is served it again, and counted`, async t => {
+    const { layout } = layoutFor(1)
+    const protocol = new Protocol(layout, { mode, memoryBytes: datasetBytes * 2, seed: 1 })
+    let redirected: { opened: FileId, served: FileId } | undefined
+    for (let file = 0; file < files.length && redirected === undefined; file++) {
+      const served = openOnce(protocol, file, false)
+      if (served !== undefined && served !== file) redirected = { opened: file, served }
+    }
+    if (redirected === undefined) return t.fail('no open was redirected')
+    t.equal(openOnce(protocol, redirected.served, true), redirected.served, 'the exact open gets that file')
+    t.equal(protocol.counters.exactRepeats, 1)
   })
 }
 

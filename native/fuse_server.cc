@@ -111,17 +111,6 @@ struct Event {
   bool exact;  // open: the thread stat'ed this path just before
 };
 
-struct timespec TimeOf(double ms) {
-  struct timespec ts;
-  double seconds = ms / 1000.0;
-  ts.tv_sec = static_cast<time_t>(seconds);
-  if (seconds < 0 && ts.tv_sec > seconds) ts.tv_sec -= 1;
-  ts.tv_nsec = static_cast<long>((ms - ts.tv_sec * 1000.0) * 1e6);
-  if (ts.tv_nsec >= 1000000000L) { ts.tv_sec += 1; ts.tv_nsec -= 1000000000L; }
-  if (ts.tv_nsec < 0) ts.tv_nsec = 0;
-  return ts;
-}
-
 class Server : public Napi::ObjectWrap<Server> {
  public:
   static Napi::Function Define(Napi::Env env) {
@@ -136,7 +125,8 @@ class Server : public Napi::ObjectWrap<Server> {
     });
   }
 
-  // new FuseServer(tree, onEvents, { reopenWindowMs }): tree = { parent, nameEnd, names, mode, uid, gid, nlink, kind, size, atimeMs, mtimeMs, ctimeMs, controlName }
+  // new FuseServer(tree, onEvents, { reopenWindowMs }): tree = { parent, nameEnd, names, mode, uid, gid, nlink, kind, size,
+  // atimeSec, mtimeSec, ctimeSec, atimeNsec, mtimeNsec, ctimeNsec, controlName }
   Server(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Server>(info) {
     Napi::Env env = info.Env();
     Napi::Object tree = info[0].As<Napi::Object>();
@@ -144,7 +134,8 @@ class Server : public Napi::ObjectWrap<Server> {
     auto f64 = [&](const char* name) { return tree.Get(name).As<Napi::Float64Array>(); };
     Napi::Uint32Array parent = u32("parent"), nameEnd = u32("nameEnd"), mode = u32("mode"), uid = u32("uid"), gid = u32("gid"), nlink = u32("nlink");
     Napi::Uint8Array kind = tree.Get("kind").As<Napi::Uint8Array>();
-    Napi::Float64Array size = f64("size"), atime = f64("atimeMs"), mtime = f64("mtimeMs"), ctime = f64("ctimeMs");
+    Napi::Float64Array size = f64("size"), atimeSec = f64("atimeSec"), mtimeSec = f64("mtimeSec"), ctimeSec = f64("ctimeSec");
+    Napi::Uint32Array atimeNsec = u32("atimeNsec"), mtimeNsec = u32("mtimeNsec"), ctimeNsec = u32("ctimeNsec");
     Napi::Buffer<char> names = tree.Get("names").As<Napi::Buffer<char>>();
     size_t count = parent.ElementLength();
     entries_.resize(count);
@@ -154,7 +145,9 @@ class Server : public Napi::ObjectWrap<Server> {
       e.parent = parent[i];
       e.name.assign(names.Data() + start, nameEnd[i] - start);
       e.mode = mode[i]; e.uid = uid[i]; e.gid = gid[i]; e.nlink = nlink[i]; e.kind = kind[i]; e.size = size[i];
-      e.atime = TimeOf(atime[i]); e.mtime = TimeOf(mtime[i]); e.ctime = TimeOf(ctime[i]);
+      e.atime = {static_cast<time_t>(atimeSec[i]), static_cast<long>(atimeNsec[i])};
+      e.mtime = {static_cast<time_t>(mtimeSec[i]), static_cast<long>(mtimeNsec[i])};
+      e.ctime = {static_cast<time_t>(ctimeSec[i]), static_cast<long>(ctimeNsec[i])};
       if (i > 0) entries_[e.parent].children.push_back(static_cast<uint32_t>(i));
     }
     for (Entry& e : entries_) {
@@ -163,7 +156,7 @@ class Server : public Napi::ObjectWrap<Server> {
     controlName_ = tree.Get("controlName").As<Napi::String>().Utf8Value();
     controlDirIno_ = count + 1;
     statsIno_ = count + 2;
-    mountedAt_ = TimeOf(static_cast<double>(time(nullptr)) * 1000.0);
+    clock_gettime(CLOCK_REALTIME, &mountedAt_);
     onEvents_ = Napi::ThreadSafeFunction::New(env, info[1].As<Napi::Function>(), "redirfs-fuse", 0, 1);
     double windowMs = info[2].IsObject() ? info[2].As<Napi::Object>().Get("reopenWindowMs").ToNumber().DoubleValue() : 0;
     reopenWindow_ = std::chrono::microseconds(static_cast<int64_t>(windowMs * 1000));

@@ -15,7 +15,7 @@
  * fails the scan with a list of them, unless the caller asked to skip
  * them, and then the result says how many were left out.
  */
-import { promises as fs, type Stats } from 'node:fs'
+import { promises as fs, type BigIntStats } from 'node:fs'
 import path from 'node:path'
 import { RedirfsError } from '../errors'
 import { groupOf, type GroupDepth } from '../redirect/grouping'
@@ -40,8 +40,13 @@ export interface ScanOptions {
 /** How many skipped entries an error message names. */
 const NAMED_IN_MESSAGE = 3
 
-const attributesOf = (stat: Stats): EntryAttributes => ({
-  mode: stat.mode, size: stat.size, uid: stat.uid, gid: stat.gid, nlink: stat.nlink, atimeMs: stat.atimeMs, mtimeMs: stat.mtimeMs, ctimeMs: stat.ctimeMs
+const BILLION = 1_000_000_000n
+const nsecOf = (ns: bigint): number => Number(((ns % BILLION) + BILLION) % BILLION)
+
+const attributesOf = (stat: BigIntStats): EntryAttributes => ({
+  mode: Number(stat.mode), size: Number(stat.size), uid: Number(stat.uid), gid: Number(stat.gid), nlink: Number(stat.nlink),
+  atimeMs: Number(stat.atimeNs) / 1e6, mtimeMs: Number(stat.mtimeNs) / 1e6, ctimeMs: Number(stat.ctimeNs) / 1e6,
+  atimeNsec: nsecOf(stat.atimeNs), mtimeNsec: nsecOf(stat.mtimeNs), ctimeNsec: nsecOf(stat.ctimeNs)
 })
 
 /** `root` is where the source is read from (it may be a /proc/self/fd path). */
@@ -53,7 +58,7 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
   const skipped: SkippedEntry[] = []
   const join = (relative: string, name: string): string => relative === '' ? name : `${relative}/${name}`
 
-  const visit = async (relative: string, stat: Stats): Promise<boolean> => {
+  const visit = async (relative: string, stat: BigIntStats): Promise<boolean> => {
     if (!stat.isDirectory()) {
       entries.set(relative, { attributes: attributesOf(stat) })
       if (isSample(relative, stat)) samplePaths.push(relative)
@@ -72,7 +77,7 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
         return
       }
       const child = join(relative, name)
-      const childStat = await fs.stat(path.join(root, child)).catch((err: NodeJS.ErrnoException) => {
+      const childStat = await fs.stat(path.join(root, child), { bigint: true }).catch((err: NodeJS.ErrnoException) => {
         skipped.push({ path: child, why: err.code === 'ENOENT' ? 'broken symbolic link' : `cannot stat (${err.code ?? err.message})` })
         return undefined
       })
@@ -88,10 +93,10 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
     return true
   }
 
-  const isSample = (relative: string, stat: Stats): boolean =>
-    stat.isFile() && stat.size > 0 && relative.includes('/') && extensions.has(path.extname(relative).toLowerCase())
+  const isSample = (relative: string, stat: BigIntStats): boolean =>
+    stat.isFile() && stat.size > 0n && relative.includes('/') && extensions.has(path.extname(relative).toLowerCase())
 
-  await visit('', await fs.stat(root))
+  await visit('', await fs.stat(root, { bigint: true }))
   if (skipped.length > 0 && options.skipUnservable !== true) {
     skipped.sort((a, b) => (a.path < b.path ? -1 : 1))
     const named = skipped.slice(0, NAMED_IN_MESSAGE).map(entry => `${entry.path} (${entry.why})`).join(', ')

@@ -11,9 +11,18 @@ export interface EntryAttributes {
   readonly uid: number
   readonly gid: number
   readonly nlink: number
+  /** Times in milliseconds (what Date and fuse-native take), and the nanoseconds within their second, exact. */
   readonly atimeMs: number
   readonly mtimeMs: number
   readonly ctimeMs: number
+  readonly atimeNsec: number
+  readonly mtimeNsec: number
+  readonly ctimeNsec: number
+}
+
+/** Whole seconds of a time given as `EntryAttributes` does (exact: the nanoseconds are subtracted before rounding). */
+export function secondsOf (ms: number, nsec: number): number {
+  return Math.round((ms - nsec / 1e6) / 1000)
 }
 
 export interface TreeEntry {

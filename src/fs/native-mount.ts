@@ -10,7 +10,7 @@
  */
 import { execFile } from 'node:child_process'
 import path from 'node:path'
-import type { DatasetTree } from '../chunks/tree'
+import { secondsOf, type DatasetTree } from '../chunks/tree'
 import { RedirfsError } from '../errors'
 import type { FsAdapter } from './adapter'
 import { CONTROL_DIR, STATS_FILE } from './control'
@@ -51,7 +51,10 @@ function flatTree (tree: DatasetTree): { arrays: Record<string, unknown>, paths:
   const parent = new Uint32Array(n); const nameEnd = new Uint32Array(n)
   const mode = new Uint32Array(n); const uid = new Uint32Array(n); const gid = new Uint32Array(n); const nlink = new Uint32Array(n)
   const kind = new Uint8Array(n)
-  const size = new Float64Array(n); const atimeMs = new Float64Array(n); const mtimeMs = new Float64Array(n); const ctimeMs = new Float64Array(n)
+  const size = new Float64Array(n)
+  // Times as whole seconds and nanoseconds, exact.
+  const atimeSec = new Float64Array(n); const mtimeSec = new Float64Array(n); const ctimeSec = new Float64Array(n)
+  const atimeNsec = new Uint32Array(n); const mtimeNsec = new Uint32Array(n); const ctimeNsec = new Uint32Array(n)
   const names: Buffer[] = []
   let end = 0
   paths.forEach((relative, i) => {
@@ -65,9 +68,11 @@ function flatTree (tree: DatasetTree): { arrays: Record<string, unknown>, paths:
     nameEnd[i] = end
     mode[i] = a.mode; uid[i] = a.uid; gid[i] = a.gid; nlink[i] = a.nlink
     kind[i] = entry.children !== undefined ? 0 : entry.sample !== undefined ? 1 : 2
-    size[i] = a.size; atimeMs[i] = a.atimeMs; mtimeMs[i] = a.mtimeMs; ctimeMs[i] = a.ctimeMs
+    size[i] = a.size
+    atimeSec[i] = secondsOf(a.atimeMs, a.atimeNsec); mtimeSec[i] = secondsOf(a.mtimeMs, a.mtimeNsec); ctimeSec[i] = secondsOf(a.ctimeMs, a.ctimeNsec)
+    atimeNsec[i] = a.atimeNsec; mtimeNsec[i] = a.mtimeNsec; ctimeNsec[i] = a.ctimeNsec
   })
-  const arrays = { parent, nameEnd, names: Buffer.concat(names), mode, uid, gid, nlink, kind, size, atimeMs, mtimeMs, ctimeMs, controlName: CONTROL_DIR.slice(1) }
+  const arrays = { parent, nameEnd, names: Buffer.concat(names), mode, uid, gid, nlink, kind, size, atimeSec, mtimeSec, ctimeSec, atimeNsec, mtimeNsec, ctimeNsec, controlName: CONTROL_DIR.slice(1) }
   return { arrays, paths }
 }
 

@@ -1,5 +1,5 @@
 /**
- * The pack format, version 2. A pack is a directory:
+ * The pack format, version 3. A pack is a directory:
  *
  *   chunks.bin  every physical chunk's files back to back, in layout order;
  *               each chunk starts on a 4 KiB boundary so it can be read
@@ -9,22 +9,24 @@
  *
  * index.bin: the magic, a u32 version, a u32 header length and a JSON
  * header; then, each on an 8-byte boundary, typed arrays (entries:
- * size, atime, mtime, ctime, location as f64; mode, uid, gid, crc32, chunk,
- * path end as u32; kind as u8; chunks: offset and length as f64, crc32 as
+ * size, atime, mtime, ctime (milliseconds), location as f64; mode, uid,
+ * gid, crc32, chunk, path end, and the nanoseconds within the second of
+ * atime, mtime, ctime as u32; kind as u8; chunks: offset and length as f64, crc32 as
  * u32), then the UTF-8 paths back to back; and last a u32 CRC-32 of every
  * byte before it. Entries are sorted by path, so a directory precedes its
  * children and samples come in the order the layout numbers them.
  *
- * Version 2 records the redirect grouping (`groupDepth`, absent for the
- * default). Version 1 packs grouped samples by their top-level directory,
- * which mixes classes under a root holding `train/` and `val/`: they are
- * refused with a message to re-pack, never mounted with another grouping.
+ * Version 3 adds the nanoseconds of the times. Version 2 recorded the
+ * redirect grouping (`groupDepth`, absent for the default); version 1
+ * packs grouped samples by their top-level directory, which mixes classes
+ * under a root holding `train/` and `val/`. Older packs are refused with a
+ * message to re-pack, never misread.
  */
 import { crc32 } from 'node:zlib'
 import { RedirfsError } from '../errors'
 
 export const PACK_MAGIC = Buffer.from('RDXPACK\0', 'latin1')
-export const PACK_VERSION = 2
+export const PACK_VERSION = 3
 export const CHUNK_ALIGNMENT = 4096
 export const NO_CHUNK = 0xffffffff
 
@@ -61,6 +63,9 @@ export interface PackArrays {
   crc: Uint32Array
   chunk: Uint32Array
   pathEnd: Uint32Array
+  atimeNsec: Uint32Array
+  mtimeNsec: Uint32Array
+  ctimeNsec: Uint32Array
   kind: Uint8Array
   chunkOffset: Float64Array
   chunkLength: Float64Array
@@ -68,7 +73,7 @@ export interface PackArrays {
 }
 
 const ENTRY_F64 = ['size', 'atimeMs', 'mtimeMs', 'ctimeMs', 'location'] as const
-const ENTRY_U32 = ['mode', 'uid', 'gid', 'crc', 'chunk', 'pathEnd'] as const
+const ENTRY_U32 = ['mode', 'uid', 'gid', 'crc', 'chunk', 'pathEnd', 'atimeNsec', 'mtimeNsec', 'ctimeNsec'] as const
 
 export function allocateArrays (entries: number, chunks: number): PackArrays {
   const arrays: Record<string, unknown> = {}
@@ -109,8 +114,11 @@ export function decodeIndex (bytes: Buffer, file: string): DecodedIndex {
   const bad = (why: string): RedirfsError => new RedirfsError(`${file} is not a valid redirfs pack index: ${why}`)
   if (bytes.length < PACK_MAGIC.length + 12 || !bytes.subarray(0, PACK_MAGIC.length).equals(PACK_MAGIC)) throw bad('wrong magic')
   const version = bytes.readUInt32LE(PACK_MAGIC.length)
-  if (version < PACK_VERSION) throw new RedirfsError(`${file} was written by an older redirfs (pack format ${version}, whose redirect groups were top-level directories and could mix classes); re-pack the dataset: redirfs pack <source> <out>`)
-  if (version !== PACK_VERSION) throw bad(`format version ${version}, this redirfs reads version ${PACK_VERSION}; use a newer redirfs`)
+  if (version < PACK_VERSION) {
+    const why = version === 1 ? 'whose redirect groups were top-level directories and could mix classes' : 'which keeps times to the microsecond only'
+    throw new RedirfsError(`${file} was written by an older redirfs (pack format ${version}, ${why}); re-pack the dataset: redirfs pack <source> <out>`)
+  }
+  if (version > PACK_VERSION) throw bad(`format version ${version}, this redirfs reads version ${PACK_VERSION}; use a newer redirfs`)
   const body = bytes.subarray(0, bytes.length - 4)
   if (crc32(body) !== bytes.readUInt32LE(bytes.length - 4)) throw bad('index checksum mismatch (damaged or incomplete)')
   // Typed-array views need 8-byte aligned memory; a large readFile buffer

@@ -31,7 +31,7 @@ class PackEntry implements TreeEntry {
   get attributes (): EntryAttributes {
     const a = this.arrays
     const i = this.index
-    return { mode: a.mode[i], size: a.size[i], uid: a.uid[i], gid: a.gid[i], nlink: a.kind[i] === EntryKind.Directory ? 2 : 1, atimeMs: a.atimeMs[i], mtimeMs: a.mtimeMs[i], ctimeMs: a.ctimeMs[i] }
+    return { mode: a.mode[i], size: a.size[i], uid: a.uid[i], gid: a.gid[i], nlink: a.kind[i] === EntryKind.Directory ? 2 : 1, atimeMs: a.atimeMs[i], mtimeMs: a.mtimeMs[i], ctimeMs: a.ctimeMs[i], atimeNsec: a.atimeNsec[i], mtimeNsec: a.mtimeNsec[i], ctimeNsec: a.ctimeNsec[i] }
   }
 }
 

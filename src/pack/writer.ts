@@ -122,6 +122,7 @@ async function writeOnePack (layout: PackLayout, directory: string, holds: (chun
     const entry = tree.entries.get(relative)!
     const a = entry.attributes
     arrays.size[i] = a.size; arrays.atimeMs[i] = a.atimeMs; arrays.mtimeMs[i] = a.mtimeMs; arrays.ctimeMs[i] = a.ctimeMs
+    arrays.atimeNsec[i] = a.atimeNsec; arrays.mtimeNsec[i] = a.mtimeNsec; arrays.ctimeNsec[i] = a.ctimeNsec
     arrays.mode[i] = a.mode; arrays.uid[i] = a.uid; arrays.gid[i] = a.gid
     arrays.kind[i] = entry.children !== undefined ? EntryKind.Directory : entry.sample !== undefined ? EntryKind.Sample : EntryKind.Other
     arrays.chunk[i] = NO_CHUNK

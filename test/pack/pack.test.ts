@@ -88,15 +88,28 @@ t.test('a pack records its grouping: --group-depth is kept, a different one is r
   t.equal(stats.layout.grouping, 'the first 1 directory of each sample\'s path')
 })
 
-t.test('a pack of the first format (top-level groups) is refused with a message to re-pack', async t => {
-  const old = path.join(work, 'format-1')
-  await fs.cp(pack, old, { recursive: true })
-  const index = await fs.readFile(path.join(old, 'index.bin'))
-  index.writeUInt32LE(1, 8) // the version, after the 8-byte magic
-  await fs.writeFile(path.join(old, 'index.bin'), index)
-  const result = await redirfs('mount', old, emptyDir())
-  t.not(result.code, 0)
-  t.match(result.stderr, /was written by an older redirfs \(pack format 1, whose redirect groups were top-level directories and could mix classes\); re-pack the dataset/)
+for (const [version, why] of [[1, 'whose redirect groups were top-level directories and could mix classes'], [2, 'which keeps times to the microsecond only']] as const) {
+  t.test(`a pack of format ${version} is refused with a message to re-pack`, async t => {
+    const old = path.join(work, `format-${version}`)
+    await fs.cp(pack, old, { recursive: true })
+    const index = await fs.readFile(path.join(old, 'index.bin'))
+    index.writeUInt32LE(version, 8) // the version, after the 8-byte magic
+    await fs.writeFile(path.join(old, 'index.bin'), index)
+    const result = await redirfs('mount', old, emptyDir())
+    t.not(result.code, 0)
+    t.match(result.stderr, `was written by an older redirfs (pack format ${version}, ${why}); re-pack the dataset`)
+  })
+}
+
+t.test('a mounted pack keeps every time to the nanosecond', async t => {
+  const mountpoint = emptyDir()
+  await mount(t, pack, mountpoint, '--memory', '300K', '--redirect', 'off')
+  for (const relative of ['', 'README.txt', dataset.samples[0], path.dirname(dataset.samples[0])]) {
+    const raw = statSync(path.join(dataset.root, relative), { bigint: true })
+    const mounted = statSync(path.join(mountpoint, relative), { bigint: true })
+    // (atime is left out: reading the source moves it after the scan)
+    t.same([mounted.mtimeNs, mounted.ctimeNs], [raw.mtimeNs, raw.ctimeNs], relative || 'the root')
+  }
 })
 
 t.test('a mounted pack presents the original tree and non-sample files byte for byte', async t => {

@@ -38,21 +38,25 @@ namespace {
 constexpr size_t kAlignment = 4096;
 
 // Freed sample buffers, kept for the next file of about the same size.
-// Capacities are rounded up to eighths of a power of two (at most 12.5%
-// slack), so files of similar sizes share buffers; at most kMaxIdleBytes
-// wait here, the rest go back to the system.
+// Only buffers served by mmap (kPooledFrom and up) are pooled: smaller ones
+// come from malloc's heap, which is cheap, and get their exact size.
+// Pooled capacities are rounded up to eighths of a power of two (at most
+// 12.5% slack), so files of similar sizes share buffers; at most
+// kMaxIdleBytes wait here, the rest go back to the system.
 class BufferPool {
  public:
+  static constexpr size_t kPooledFrom = 64 * 1024;  // the mmap threshold set in Init
+
   static size_t CapacityFor(size_t size) {
-    size_t rounded = size < 4096 ? 4096 : size;
+    if (size < kPooledFrom) return size == 0 ? 1 : size;
     size_t power = 1;
-    while (power * 2 <= rounded) power *= 2;
+    while (power * 2 <= size) power *= 2;
     size_t step = power / 8;
-    return (rounded + step - 1) / step * step;
+    return (size + step - 1) / step * step;
   }
 
   char* Take(size_t capacity) {
-    {
+    if (capacity >= kPooledFrom) {
       std::lock_guard<std::mutex> lock(mutex_);
       auto found = idle_.find(capacity);
       if (found != idle_.end() && !found->second.empty()) {
@@ -66,7 +70,7 @@ class BufferPool {
   }
 
   void Give(char* buffer, size_t capacity) {
-    if (capacity == CapacityFor(capacity)) {
+    if (capacity >= kPooledFrom && capacity == CapacityFor(capacity)) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (idleBytes_ + capacity <= kMaxIdleBytes) {
         idle_[capacity].push_back(buffer);
@@ -412,7 +416,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   // threshold that rises after the first frees) their memory stays in the
   // arenas and the daemon's RSS sits far above its budget. Serve them by
   // mmap, which returns memory to the system the moment it is freed.
-  mallopt(M_MMAP_THRESHOLD, 64 * 1024);
+  mallopt(M_MMAP_THRESHOLD, BufferPool::kPooledFrom);
   mallopt(M_ARENA_MAX, 2);
   exports.Set("readAligned", Napi::Function::New(env, ReadAligned));
   exports.Set("readChunk", Napi::Function::New(env, ReadChunk));

@@ -27,6 +27,7 @@ import io
 import json
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -190,6 +191,7 @@ def read(args):
             sampler.set_epoch(epoch)
         received, wrong = one_pass(data, dataset, table)
         epochs.append({"received": received, "wrongLabels": wrong})
+        time.sleep(args.epoch_pause)
         if distributed:
             dist.barrier()  # as DDP's per-step all-reduce keeps ranks in step
     print(json.dumps({"samples": len(dataset), "epochs": epochs}))
@@ -213,6 +215,7 @@ def main():
     readers["splits"].add_argument("--val-every", type=int, default=1)
     r = readers["read"]
     r.add_argument("--persistent", action="store_true")
+    r.add_argument("--epoch-pause", type=float, default=0, help="seconds of end-of-epoch work (an evaluation, a checkpoint)")
     r.add_argument("--rank", type=int, default=0)
     r.add_argument("--world", type=int, default=1)
     r.add_argument("--port", type=int, default=0)

@@ -47,23 +47,7 @@ for addon in native/build/Release/redirfs_native.node native/build/Release/redir
   [ -f "$addon" ] || stale=1
   for source in native/*.cc native/binding.gyp; do [ "$source" -nt "$addon" ] && stale=1; done
 done
-if [ "$stale" = 1 ]; then
-  # Node's own headers, without network: next to this node binary (official builds ship them in
-  # include/node) or Debian's nodejs-dev under /usr/include/node.
-  nodedir=()
-  prefix=$(dirname "$(dirname "$(readlink -f "$(command -v node)")")")
-  if [ -f "$prefix/include/node/node.h" ]; then nodedir=(--nodedir="$prefix")
-  elif [ -f /usr/include/node/node.h ]; then nodedir=(--nodedir=/usr)
-  else
-    echo "setup: Node's headers (node.h) are not next to $(command -v node) nor in /usr/include/node; install a Node build that ships them, or Debian's nodejs-dev" >&2
-    exit 1
-  fi
-  if ! (cd native && ../node_modules/.bin/node-gyp rebuild "${nodedir[@]}" > build.log 2>&1); then
-    echo "setup: building the native addon failed (it needs build-essential, python3, pkg-config and libfuse3-dev); see native/build.log" >&2
-    tail -n 5 native/build.log >&2
-    exit 1
-  fi
-fi
+[ "$stale" = 0 ] || bash scripts/build-native.sh
 
 rm -rf dist
 npx tsc -p tsconfig.json

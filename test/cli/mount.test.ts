@@ -2,6 +2,7 @@
 // a killed daemon, foreground signals.
 import { spawn } from 'node:child_process'
 import { promises as fs, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
 import t from 'tap'
 import { readStats } from '../../src/cli/stats-command'
@@ -145,7 +146,35 @@ t.test('a killed daemon: umount --force recovers the mountpoint and a remount wo
   t.equal(forced.code, 0, forced.stderr)
   t.notOk(isMounted(mountpoint))
   await mount(t, dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4')
-  t.equal((await readEpoch(mountpoint, dataset.samples, 1)).length, dataset.samples.length)
+  const read = await readEpoch(mountpoint, dataset.samples, 1)
+  t.same(read.map(r => dataset.byContent.get(r.content)).sort(), dataset.samples, 'the remount serves every sample once')
+})
+
+t.test('a daemon killed while a reader reads: the reader fails at once, and umount --force and a remount work', async t => {
+  const mountpoint = emptyDir()
+  await mount(t, dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4')
+  const { pid } = await readStats(mountpoint)
+  // Reads every sample again and again until an error; prints the errno it died of.
+  const script = 'import os, sys\nfiles=[os.path.join(sys.argv[1], p) for p in sys.argv[2:]]\nprint("reading", flush=True)\n' +
+    'while True:\n  for p in files:\n    try:\n      open(p, "rb").read()\n    except OSError as e:\n      print(e.errno); sys.exit(3)'
+  const reader = spawn('/usr/bin/python3', ['-c', script, mountpoint, ...dataset.samples], { stdio: ['ignore', 'pipe', 'inherit'] })
+  t.teardown(() => { if (reader.exitCode === null) reader.kill('SIGKILL') })
+  let output = ''
+  reader.stdout.on('data', chunk => { output += String(chunk) })
+  const exited = new Promise<number | null>(resolve => reader.on('exit', code => resolve(code)))
+  while (!output.includes('reading')) await new Promise(resolve => setTimeout(resolve, 20))
+  await new Promise(resolve => setTimeout(resolve, 300)) // reading by now
+  process.kill(pid, 'SIGKILL')
+  const timeout = new Promise<string>(resolve => setTimeout(() => resolve('still running'), 10_000))
+  t.equal(await Promise.race([exited, timeout]), 3, 'the reader got an error, no hang')
+  const errno = Number(output.trim().split('\n').pop())
+  t.ok([os.constants.errno.ENOTCONN, os.constants.errno.ECONNABORTED].includes(errno), `errno ${errno}: the connection is gone`)
+  const forced = await redirfs('umount', '--force', mountpoint)
+  t.equal(forced.code, 0, forced.stderr)
+  t.notOk(isMounted(mountpoint))
+  await mount(t, dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4')
+  const read = await readEpoch(mountpoint, dataset.samples, 2)
+  t.same(read.map(r => dataset.byContent.get(r.content)).sort(), dataset.samples, 'the remount serves every sample once')
 })
 
 t.test('--foreground stays attached and unmounts cleanly on SIGTERM and SIGINT', async t => {

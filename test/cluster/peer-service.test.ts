@@ -89,7 +89,18 @@ t.test('mutual TLS: a peer with the cluster CA gets through; one that trusts ano
   t.equal(JSON.parse((await client.stats()).json).ok, true, 'TLS call answered')
   const stranger = new PeerClient(client.address, await loadCredentials({ ...files, ca: files.otherCa }), TOKEN, 1500)
   t.teardown(() => stranger.close())
-  t.ok(await statusOf(stranger.stats()) !== undefined, 'a peer of another CA is refused')
+  t.ok(await statusOf(stranger.stats()) !== undefined, 'a peer of another CA gets no answer')
+  // And it is the TLS handshake that fails, not a slow or absent server (the same server
+  // answered the call above): a channel with those credentials goes to TRANSIENT_FAILURE.
+  const channel = new grpc.Channel(client.address.text, (await loadCredentials({ ...files, ca: files.otherCa })).client, {})
+  t.teardown(() => channel.close())
+  const deadline = Date.now() + 5000
+  let state = channel.getConnectivityState(true)
+  while (state !== grpc.connectivityState.TRANSIENT_FAILURE && Date.now() < deadline) {
+    await new Promise<void>(resolve => channel.watchConnectivityState(state, deadline, () => resolve()))
+    state = channel.getConnectivityState(false)
+  }
+  t.equal(grpc.connectivityState[state], 'TRANSIENT_FAILURE', 'the handshake was refused')
   await t.rejects(loadCredentials({ cert: files.cert }), /needs all three/)
   await t.rejects(loadCredentials({ ...files, key: '/nonexistent.key' }), /cannot read --tls-key \/nonexistent.key: ENOENT/)
 })

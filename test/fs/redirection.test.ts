@@ -1,8 +1,10 @@
 // Real FUSE mounts of a generated dataset, read by 8 concurrent readers
 // for 3 epochs: labels stay right and every sample comes once per epoch.
+import { promises as fs } from 'node:fs'
+import path from 'node:path'
 import t from 'tap'
 import { readStats } from '../../src/cli/stats-command'
-import { classOf, generateDataset } from '../helpers/dataset'
+import { classOf, generateDataset, sha1 } from '../helpers/dataset'
 import { emptyDir, mount } from '../helpers/mount'
 import { readEpoch } from '../helpers/readers'
 
@@ -27,6 +29,28 @@ for (const mode of ['strict', 'pool']) {
     t.ok(stats.protocol.redirects > 0, 'redirection happened')
     t.ok(stats.protocol.chunkLoads < stats.protocol.opens, 'chunk loads are fewer than opens')
     t.equal(stats.fs.openHandles, 0, 'every handle was released')
+  })
+}
+
+for (const mode of ['strict', 'pool']) {
+  t.test(`${mode}: a reader still reading a sample while the rest of the dataset is read and released gets its whole bytes`, async t => {
+    const mountpoint = emptyDir()
+    await mount(t, dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4', '--redirect', mode, '--seed', '5')
+    const held = dataset.samples.find(p => classOf(p) === 'cat')!
+    const handle = await fs.open(path.join(mountpoint, held), 'r')
+    t.teardown(async () => { await handle.close().catch(() => {}) })
+    const head = Buffer.alloc(100)
+    await handle.read(head, 0, head.length, 0)
+    // Every other sample, twice: the held file's chunk is long consumed, released and loaded again.
+    const others = dataset.samples.filter(p => p !== held)
+    for (let epoch = 0; epoch < 2; epoch++) await readEpoch(mountpoint, others, 40 + epoch)
+    const { size } = await handle.stat()
+    const rest = Buffer.alloc(size)
+    const { bytesRead } = await handle.read(rest, 0, size, 0)
+    const whole = dataset.byContent.get(sha1(rest.subarray(0, bytesRead)))
+    t.ok(whole !== undefined, 'still a whole sample')
+    t.equal(classOf(whole!), 'cat', 'of the opened path\'s class')
+    t.same(rest.subarray(0, head.length), head, 'the same bytes it began reading')
   })
 }
 

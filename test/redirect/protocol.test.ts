@@ -137,13 +137,14 @@ t.test('strict with memory for the whole dataset reads each file once per epoch 
   const { layout, memoryBytes } = layoutFor(2)
   const result = simulate(layout, { mode: 'strict', memoryBytes, epochs: 3, seed: 1, readers: 8 })
   t.equal(result.counters.wastedFiles, 0)
+  for (const [e, loaded] of result.loaded.entries()) t.same([...loaded].sort((a, b) => a - b), everyFile, `epoch ${e}: every file loaded exactly once`)
 })
 
 t.test('pool reads every chunk exactly once per epoch (no waste)', async t => {
   const { layout, memoryBytes } = layoutFor(0.25)
   const result = simulate(layout, { mode: 'pool', memoryBytes, epochs: 3, seed: 1, readers: 8 })
   t.equal(result.counters.wastedFiles, 0)
-  t.ok(result.counters.chunkLoads <= 3 * layout.pcs.length)
+  t.equal(result.counters.chunkLoads, 3 * layout.pcs.length, 'one load per chunk per epoch')
 })
 
 

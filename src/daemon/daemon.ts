@@ -184,6 +184,11 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
   const cluster = config.cluster === undefined ? undefined : await startCluster(config, config.cluster, shape.peers, layout, engine, shape.storage, log)
   const startedAt = Date.now()
 
+  /** What the daemon process holds, as the kernel and V8 see it: against the budget, what is overhead. */
+  const processMemory = (): Record<string, number> => {
+    const m = process.memoryUsage()
+    return { processRssBytes: m.rss, jsHeapBytes: m.heapUsed, externalBytes: m.external }
+  }
   const stats = (): object => ({
     pid: process.pid,
     dataset: config.source,
@@ -193,7 +198,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
     seed: config.seed,
     uptimeSeconds: Math.round((Date.now() - startedAt) / 1000),
     layout: { samples: layout.files.length, groups: layout.groups.length, someGroups: sampleOfGroups(layout.groups), grouping: describeGrouping(dataset.groupDepth), skippedEntries: tree.skipped.length, physicalChunks: layout.pcs.length, virtualChunks: layout.vcs.length, datasetBytes: layout.totalBytes, hash: layout.hash, nodes: layout.nodes },
-    memory: { budgetBytes: config.memoryBytes, boundBytes: adapter.handles.boundBytes },
+    memory: { budgetBytes: config.memoryBytes, boundBytes: adapter.handles.boundBytes, ...processMemory() },
     ...engine.stats(),
     // The native server counts the kernel's open handles itself (the adapter's table also holds bytes kept for a re-open).
     fs: { backend: config.fuseBackend, openHandles: adapter.handles.size, ...adapter.counters, ...(mounted?.counters?.() ?? {}) },

@@ -91,11 +91,11 @@ def ensure_dataset(data_dir, size, classes, seed):
 
 
 def code_version():
-    """The commit the figures come from, marked when the working tree differs from it."""
+    """The commit the figures come from, marked when the code differs from it (earlier results do not count)."""
     def git(*args):
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     commit = git("rev-parse", "--short", "HEAD") or "unknown"
-    return commit + (" (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else "")
+    return commit + (" (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/results") else "")
 
 
 def pack_format_version(pack):

@@ -1,0 +1,145 @@
+"""An ImageNet-shaped tree through a real mount: how long mounting takes,
+how long torchvision's ImageFolder takes to index the mount versus the raw
+directory, and what the daemon holds in memory per file.
+
+Generates (once, kept under --data) a tree of --files tiny sample files in
+--classes class directories with ImageNet-like names; the bytes do not
+matter here, only the entries. Then, in one run:
+  1. ImageFolder(<raw>) in a fresh Python process (after one warm-up run);
+  2. `redirfs mount` (scan + layout), timed, and the daemon's RSS after it;
+  3. ImageFolder(<mnt>) twice: the first pays the kernel's lookups, the
+     second is served from the kernel's caches;
+  4. with --epochs N, every file read once per epoch through the mount by
+     8 threads, and the daemon's RSS and peak RSS after each epoch (flat,
+     or the daemon leaks).
+
+  /usr/bin/python3 bench/tree-scale.py [--files 500000] [--classes 1000] [--memory 300M] [--epochs N]
+"""
+import argparse
+import concurrent.futures
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REDIRFS = os.path.join(HERE, "..", "bin", "redirfs")
+TREE_FORMAT = 1  # bump when the generated tree changes, so cached trees are rebuilt
+INDEX = "import sys, time\nfrom torchvision import datasets\nt = time.time()\nd = datasets.ImageFolder(sys.argv[1])\nprint(time.time() - t, len(d))"
+
+
+def log(message):
+    print(f"[tree-scale] {message}", file=sys.stderr, flush=True)
+
+
+def generate(root, files, classes):
+    marker = os.path.join(root, ".complete")
+    wanted = f"{TREE_FORMAT} {files} {classes}"
+    if os.path.exists(marker) and open(marker).read() == wanted:
+        return
+    subprocess.run(["rm", "-rf", root], check=True)
+    log(f"generating {files} files in {classes} classes under {root}")
+    per_class = -(-files // classes)
+    written = 0
+    for c in range(classes):
+        wnid = f"n{1440764 + c * 7919:08d}"
+        os.makedirs(os.path.join(root, wnid))
+        for i in range(min(per_class, files - written)):
+            with open(os.path.join(root, wnid, f"{wnid}_{10000 + i * 13}.JPEG"), "wb") as f:
+                f.write(b"\xff\xd8\xff\xe0" + f"{wnid} {i}".encode().ljust(92, b" ") + b"\xff\xd9")
+            written += 1
+    with open(marker, "w") as f:
+        f.write(wanted)
+
+
+def image_folder_seconds(root):
+    out = subprocess.run(["/usr/bin/python3", "-c", INDEX, root], check=True, capture_output=True, text=True).stdout.split()
+    return float(out[0]), int(out[1])
+
+
+def memory_of(pid):
+    with open(f"/proc/{pid}/status") as f:
+        fields = dict(line.split(":", 1) for line in f)
+    return {name: int(fields[name].split()[0]) * 1024 for name in ("VmRSS", "VmHWM")}
+
+
+def read_everything(root, threads=8):
+    paths = [os.path.join(d, name) for d, _, names in os.walk(root) for name in names if name.endswith(".JPEG")]
+
+    def one(path):
+        with open(path, "rb") as f:
+            return len(f.read())
+    started = time.time()
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        total = sum(pool.map(one, paths, chunksize=256))
+    return len(paths), total, time.time() - started
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--files", type=int, default=500_000)
+    parser.add_argument("--classes", type=int, default=1000)
+    parser.add_argument("--memory", default="300M")
+    parser.add_argument("--epochs", type=int, default=0, help="also read every file once per epoch through the mount, this many epochs")
+    parser.add_argument("--data", default=os.path.join(HERE, "data"))
+    parser.add_argument("--out", default="", help="where latest.json and latest.md go (default bench/results/tree-scale-<files>)")
+    args = parser.parse_args()
+
+    root = os.path.join(args.data, f"tree-{args.files}-{args.classes}")
+    out = args.out if args.out else os.path.join(HERE, "results", f"tree-scale-{args.files}")
+    generate(root, args.files, args.classes)
+    image_folder_seconds(root)  # warm the dentry cache, as a machine that just listed the data would be
+    raw_seconds, raw_samples = image_folder_seconds(root)
+    log(f"ImageFolder(raw) {raw_seconds:.2f} s, {raw_samples} samples")
+
+    mountpoint = tempfile.mkdtemp(prefix="redirfs-tree-")
+    started = time.time()
+    subprocess.run([REDIRFS, "mount", root, mountpoint, "--memory", args.memory, "--log-level", "warn"], check=True, stdout=subprocess.DEVNULL)
+    mount_seconds = time.time() - started
+    try:
+        with open(os.path.join(mountpoint, ".redirfs", "stats")) as f:
+            pid = json.load(f)["pid"]
+        after_mount = memory_of(pid)
+        log(f"mount {mount_seconds:.2f} s, daemon RSS {after_mount['VmRSS'] / 2**20:.0f} MiB")
+        first_seconds, mounted_samples = image_folder_seconds(mountpoint)
+        second_seconds, _ = image_folder_seconds(mountpoint)
+        log(f"ImageFolder(mount) {first_seconds:.2f} s, then {second_seconds:.2f} s")
+        epochs = []
+        for e in range(args.epochs):
+            files, total, seconds = read_everything(mountpoint)
+            epochs.append({"files": files, "bytes": total, "seconds": seconds, "memory": memory_of(pid)})
+            log(f"epoch {e}: {files} files in {seconds:.1f} s, daemon RSS {epochs[-1]['memory']['VmRSS'] / 2**20:.0f} MiB, peak {epochs[-1]['memory']['VmHWM'] / 2**20:.0f} MiB")
+    finally:
+        subprocess.run([REDIRFS, "umount", "--force", mountpoint], check=False, stdout=subprocess.DEVNULL)
+        os.rmdir(mountpoint)
+
+    commit = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip() or "unknown"
+    result = {"commit": commit, "startedAt": time.strftime("%Y-%m-%dT%H:%M:%S"), "files": args.files, "classes": args.classes, "memory": args.memory,
+              "samples": {"raw": raw_samples, "mount": mounted_samples}, "mountSeconds": mount_seconds,
+              "imageFolderSeconds": {"raw": raw_seconds, "mountFirst": first_seconds, "mountSecond": second_seconds},
+              "daemonAfterMount": after_mount, "epochs": epochs}
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "latest.json"), "w") as f:
+        json.dump(result, f, indent=2)
+    lines = [f"Run {result['startedAt']} on commit {commit}: {args.files} files in {args.classes} classes, `--memory {args.memory}`", "",
+             "| measure | value |", "|---|---|",
+             f"| `redirfs mount` (scan + layout) | {mount_seconds:.1f} s |",
+             f"| `ImageFolder(<raw>)` | {raw_seconds:.2f} s |",
+             f"| `ImageFolder(<mnt>)`, first | {first_seconds:.2f} s ({first_seconds / raw_seconds:.1f}x raw) |",
+             f"| `ImageFolder(<mnt>)`, again | {second_seconds:.2f} s ({second_seconds / raw_seconds:.1f}x raw) |",
+             f"| daemon RSS after mount | {after_mount['VmRSS'] / 2**20:.0f} MiB ({after_mount['VmRSS'] / args.files:.0f} B per file) |"]
+    if epochs:
+        rss = [e["memory"]["VmRSS"] / 2**20 for e in epochs]
+        lines += [f"| an epoch, 8 threads | {epochs[0]['files']} files in {statistics.median(e['seconds'] for e in epochs):.0f} s (median of {len(epochs)}) |",
+                  f"| daemon RSS after epochs 1, {len(epochs) // 2 + 1}, {len(epochs)} | {rss[0]:.0f}, {rss[len(epochs) // 2]:.0f}, {rss[-1]:.0f} MiB |",
+                  f"| daemon peak RSS | {epochs[-1]['memory']['VmHWM'] / 2**20:.0f} MiB |"]
+    with open(os.path.join(out, "latest.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -16,7 +16,6 @@ matter here, only the entries. Then, in one run:
   /usr/bin/python3 bench/tree-scale.py [--files 500000] [--classes 1000] [--memory 300M] [--epochs N]
 """
 import argparse
-import concurrent.futures
 import json
 import os
 import statistics
@@ -25,8 +24,7 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REDIRFS = os.path.join(HERE, "..", "bin", "redirfs")
+from run import HERE, REDIRFS, read_all  # bench/run.py, next to this file
 TREE_FORMAT = 1  # bump when the generated tree changes, so cached trees are rebuilt
 INDEX = "import sys, time\nfrom torchvision import datasets\nt = time.time()\nd = datasets.ImageFolder(sys.argv[1])\nprint(time.time() - t, len(d))"
 
@@ -68,14 +66,8 @@ def memory_of(pid):
 
 def read_everything(root, threads=8):
     paths = [os.path.join(d, name) for d, _, names in os.walk(root) for name in names if name.endswith(".JPEG")]
-
-    def one(path):
-        with open(path, "rb") as f:
-            return len(f.read())
-    started = time.time()
-    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
-        total = sum(pool.map(one, paths, chunksize=256))
-    return len(paths), total, time.time() - started
+    rate, total = read_all(paths, threads)
+    return len(paths), total, len(paths) / rate
 
 
 def main():

@@ -133,6 +133,16 @@ t.test('umount refuses while a file is open there, and --force does it anyway', 
   t.notOk(isAlive(pid))
 })
 
+/** After the daemon died: umount --force clears the mountpoint, and a new mount serves every sample once. */
+async function forceUnmountAndRemount (t: Tap.Test, mountpoint: string): Promise<void> {
+  const forced = await redirfs('umount', '--force', mountpoint)
+  t.equal(forced.code, 0, forced.stderr)
+  t.notOk(isMounted(mountpoint))
+  await mount(t, dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4')
+  const read = await readEpoch(mountpoint, dataset.samples, 1)
+  t.same(read.map(r => dataset.byContent.get(r.content)).sort(), dataset.samples, 'the remount serves every sample once')
+}
+
 t.test('a killed daemon: umount --force recovers the mountpoint and a remount works', async t => {
   const mountpoint = emptyDir()
   await mount(t, dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4')
@@ -142,12 +152,7 @@ t.test('a killed daemon: umount --force recovers the mountpoint and a remount wo
   await t.rejects(fs.readdir(mountpoint), { code: 'ENOTCONN' })
   const refused = await redirfs('mount', dataset.root, mountpoint)
   t.match(refused.stderr, /dead mount.*redirfs umount --force/)
-  const forced = await redirfs('umount', '--force', mountpoint)
-  t.equal(forced.code, 0, forced.stderr)
-  t.notOk(isMounted(mountpoint))
-  await mount(t, dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4')
-  const read = await readEpoch(mountpoint, dataset.samples, 1)
-  t.same(read.map(r => dataset.byContent.get(r.content)).sort(), dataset.samples, 'the remount serves every sample once')
+  await forceUnmountAndRemount(t, mountpoint)
 })
 
 t.test('a daemon killed while a reader reads: the reader fails at once, and umount --force and a remount work', async t => {
@@ -169,12 +174,7 @@ t.test('a daemon killed while a reader reads: the reader fails at once, and umou
   t.equal(await Promise.race([exited, timeout]), 3, 'the reader got an error, no hang')
   const errno = Number(output.trim().split('\n').pop())
   t.ok([os.constants.errno.ENOTCONN, os.constants.errno.ECONNABORTED].includes(errno), `errno ${errno}: the connection is gone`)
-  const forced = await redirfs('umount', '--force', mountpoint)
-  t.equal(forced.code, 0, forced.stderr)
-  t.notOk(isMounted(mountpoint))
-  await mount(t, dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4')
-  const read = await readEpoch(mountpoint, dataset.samples, 2)
-  t.same(read.map(r => dataset.byContent.get(r.content)).sort(), dataset.samples, 'the remount serves every sample once')
+  await forceUnmountAndRemount(t, mountpoint)
 })
 
 t.test('--foreground stays attached and unmounts cleanly on SIGTERM and SIGINT', async t => {

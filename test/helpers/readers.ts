@@ -33,7 +33,17 @@ export async function readFileAsTrainer (mountpoint: string, relative: string): 
   }
 }
 
+/**
+ * A trainer's epoch boundary (the last batch's training step, the next
+ * iterator) is longer than the mount's re-open window: within it, a thread
+ * that opens the path it just read gets the same sample again, by design
+ * (see docs/design.md, "Loaders"). Node's few pool threads reading back to
+ * back would otherwise meet that rule at an epoch boundary.
+ */
+const EPOCH_BOUNDARY_MS = 120
+
 export async function readEpoch (mountpoint: string, samples: readonly string[], seed: number, readers = 8): Promise<ReadSample[]> {
+  await new Promise(resolve => setTimeout(resolve, EPOCH_BOUNDARY_MS))
   const order = new SeededRandom(seed).shuffle([...samples])
   const results: ReadSample[] = []
   let next = 0

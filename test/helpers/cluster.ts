@@ -8,7 +8,7 @@ import path from 'node:path'
 import { readStats } from '../../src/cli/stats-command'
 import { emptyDir, forceUnmount, redirfs, type CliResult } from './mount'
 import { SeededRandom } from '../../src/redirect/random'
-import { readFileAsTrainer, type ReadSample } from './readers'
+import { epochBoundary, readFileAsTrainer, type ReadSample } from './readers'
 
 export async function freePorts (count: number): Promise<number[]> {
   const servers = await Promise.all(Array.from({ length: count }, async () => await new Promise<net.Server>(resolve => {
@@ -61,6 +61,7 @@ export interface NodeError { readonly node: number, readonly opened: string, rea
  * node mid-epoch); a node whose mount dies stops reading.
  */
 export async function readClusterEpoch (mountpoints: string[], samples: readonly string[], seed: number, readers = 4, afterEach?: (done: number) => Promise<void> | void, stopped: Set<number> = new Set()): Promise<{ reads: NodeRead[], errors: NodeError[] }> {
+  await epochBoundary()
   const order = new SeededRandom(seed).shuffle([...samples])
   const reads: NodeRead[] = []
   const errors: NodeError[] = []

@@ -42,8 +42,12 @@ export async function readFileAsTrainer (mountpoint: string, relative: string): 
  */
 const EPOCH_BOUNDARY_MS = 120
 
-export async function readEpoch (mountpoint: string, samples: readonly string[], seed: number, readers = 8): Promise<ReadSample[]> {
+export async function epochBoundary (): Promise<void> {
   await new Promise(resolve => setTimeout(resolve, EPOCH_BOUNDARY_MS))
+}
+
+export async function readEpoch (mountpoint: string, samples: readonly string[], seed: number, readers = 8): Promise<ReadSample[]> {
+  await epochBoundary()
   const order = new SeededRandom(seed).shuffle([...samples])
   const results: ReadSample[] = []
   let next = 0

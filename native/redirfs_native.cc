@@ -227,6 +227,8 @@ class ReadChunkWorker : public Napi::AsyncWorker {
         char* file = pool.Take(capacity);
         if (file == nullptr) break;
         std::memcpy(file, chunk + pieceStart, pieceSize);
+        // Each file's own checksum, for a read of part of a chunk (mix mode's blocks).
+        pieceCrcs_.push_back(static_cast<uint32_t>(crc32_z(0, reinterpret_cast<const Bytef*>(file), pieceSize)));
         files_.push_back(file);
         capacities_.push_back(capacity);
       }
@@ -243,6 +245,9 @@ class ReadChunkWorker : public Napi::AsyncWorker {
     for (size_t i = 0; i < files_.size(); i++) files.Set(i, PooledToJs(env, files_[i], pieces_[i].second, capacities_[i]));
     files_.clear();
     out.Set("files", files);
+    Napi::Array crcs = Napi::Array::New(env, pieceCrcs_.size());
+    for (size_t i = 0; i < pieceCrcs_.size(); i++) crcs.Set(i, Napi::Number::New(env, pieceCrcs_[i]));
+    out.Set("fileCrcs", crcs);
     deferred_.Resolve(out);
   }
 
@@ -256,6 +261,7 @@ class ReadChunkWorker : public Napi::AsyncWorker {
   std::vector<std::pair<uint64_t, uint64_t>> pieces_;
   std::vector<char*> files_;
   std::vector<size_t> capacities_;
+  std::vector<uint32_t> pieceCrcs_;
   uint64_t available_ = 0;
   unsigned long crc_ = 0;
 };

@@ -15,8 +15,8 @@ interface NativeBinding {
   alignment: number
 }
 
-/** A chunk as read: its length and CRC-32, and the pieces asked for (none when the chunk is short). */
-export interface ChunkRead { length: number, crc: number, files: Buffer[] }
+/** A chunk (or a run of it) as read: its length and CRC-32, and the pieces asked for with theirs (none when the read is short). */
+export interface ChunkRead { length: number, crc: number, files: Buffer[], fileCrcs: number[] }
 
 const ADDON = path.resolve(__dirname, '../../native/build/Release/redirfs_native.node')
 let binding: NativeBinding | undefined

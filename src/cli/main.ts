@@ -53,7 +53,9 @@ program.command('mount')
   .argument('<mountpoint>', 'an empty directory, or the source itself to mount over it')
   .addOption(new Option('--memory <size>', 'memory budget for samples, e.g. 512M, 2G').argParser(size('--memory')).default(parseSize('1G', '--memory'), '1G'))
   .option('--chunk-size <K>', 'files per chunk: larger means fewer, bigger disk reads', wholeNumber('--chunk-size', 1, 65535), 64)
-  .addOption(new Option('--redirect <mode>', 'strict: the Redox protocol; pool: any in-memory sample of the chunk, no wasted reads; off: no redirection (exact files, chunked reads)').choices(REDIRECT_MODES as string[]).default('strict'))
+  .addOption(new Option('--redirect <mode>', 'strict: the Redox protocol; pool: any in-memory sample of the chunk, no wasted reads; mix: as pool, but each load ' +
+    'takes blocks of several chunks chosen afresh, so samples stored together are not served together; off: no redirection (exact files, chunked reads)').choices(REDIRECT_MODES as string[]).default('strict'))
+  .option('--mix-block <files>', 'mix: consecutive files of one chunk a load reads together (default: 1 over a directory, a quarter of the chunk size over a pack)', wholeNumber('--mix-block', 1, 65535))
   .option('--seed <n>', 'seed of the chunk layout and of runtime choices', wholeNumber('--seed', 0, 2 ** 31 - 1), 0)
   .option('--include <listfile>', 'show only the samples listed (relative paths, one per line): for training on a subset')
   .option('--extensions <list>', 'comma-separated sample extensions (default: common image and audio types)')
@@ -102,6 +104,7 @@ samples fail with EIO.`)
       chunkSize: options.chunkSize,
       chunkSizeGiven: command.getOptionValueSource('chunkSize') !== 'default',
       mode: options.redirect as RedirectMode,
+      mixBlock: options.mixBlock,
       seed: options.seed,
       groupDepth: options.groupDepth,
       skipUnservable: options.skipUnservable,
@@ -118,6 +121,7 @@ samples fail with EIO.`)
     const args = ['mount', config.source, config.mountpoint, '--memory', String(config.memoryBytes),
       '--redirect', config.mode, '--seed', String(config.seed), '--log-level', config.logLevel]
     if (config.chunkSizeGiven) args.push('--chunk-size', String(config.chunkSize))
+    if (config.mixBlock !== undefined) args.push('--mix-block', String(config.mixBlock))
     if (config.allowOther) args.push('--allow-other')
     args.push('--fuse-backend', config.fuseBackend, '--reopen-window', String(config.reopenWindowMs))
     if (config.includeFile !== undefined) args.push('--include', config.includeFile)
@@ -282,7 +286,8 @@ program.command('simulate')
   .option('--files <n>', 'synthetic dataset: number of files', wholeNumber('--files', 1, 50_000_000), 100_000)
   .option('--classes <n>', 'synthetic dataset: number of classes (uneven sizes)', wholeNumber('--classes', 1, 1_000_000), 100)
   .option('--mean-size <size>', 'synthetic dataset: mean file size', size('--mean-size'), 110 * 1024)
-  .option('--modes <list>', 'modes to compare', list(mode), ['strict', 'pool'])
+  .option('--modes <list>', 'modes to compare', list(mode), ['strict', 'pool', 'mix'])
+  .option('--mix-block <files>', 'mix: consecutive files of one chunk a load takes together (1: a directory; a pack reads blocks)', wholeNumber('--mix-block', 1, 65535), 1)
   .option('--chunk-sizes <list>', 'chunk sizes K', list(wholeNumber('--chunk-sizes', 1, 65535)), [16, 64])
   .option('--memory <list>', 'memory as fractions of the dataset', list(fraction), [0.1, 0.25, 0.5])
   .option('--epochs <n>', 'epochs per run', wholeNumber('--epochs', 1, 1000), 3)

@@ -28,6 +28,8 @@ export interface SimulateOptions {
   nodes?: number
   /** A node's mirror memory, as a fraction of its memory. */
   remoteMemory?: number
+  /** mix: files per block. */
+  mixBlock?: number
 }
 
 export interface SimulationRow extends FidelityFigures {
@@ -70,7 +72,7 @@ export async function runSimulations (options: SimulateOptions): Promise<Simulat
       }
       const layout = buildLayout(samples, { chunkSize, seed: options.seed, vcCount: plan.vcCount })
       for (const mode of options.modes) {
-        const result = simulate(layout, { mode, memoryBytes, epochs: options.epochs, seed: options.seed, readers: options.readers })
+        const result = simulate(layout, { mode, memoryBytes, epochs: options.epochs, seed: options.seed, readers: options.readers, mixBlock: options.mixBlock })
         rows.push({ mode, chunkSize, memoryFraction, virtualChunks: layout.vcs.length, physicalChunks: layout.pcs.length, ...measureFidelity(layout, result, options.batchSize) })
       }
     }
@@ -79,9 +81,9 @@ export async function runSimulations (options: SimulateOptions): Promise<Simulat
 }
 
 export function formatSimulationTable (rows: SimulationRow[]): string {
-  const header = '| mode | K | memory | chunk loads / PC / epoch | read amplification | wasted / epoch | same-chunk pairs per batch (vs uniform) |'
-  const lines = rows.map(r => `| ${r.mode} | ${r.chunkSize} | ${Math.round(r.memoryFraction * 100)}% | ${r.chunkLoadsPerPcPerEpoch.toFixed(2)} | ${r.readAmplification.toFixed(2)} | ${(r.wastedBytesPerEpoch / 2 ** 20).toFixed(1)} MiB | ${r.sameChunkPairsPerBatch.toFixed(2)} (${r.sameChunkRatio.toFixed(1)}x) |`)
-  return [header, '|---|---|---|---|---|---|---|', ...lines].join('\n')
+  const header = '| mode | K | memory | chunk loads / PC / epoch | read amplification | wasted / epoch | same-chunk pairs per batch (vs uniform) | pairs repeated from the epoch before, per batch (vs uniform) |'
+  const lines = rows.map(r => `| ${r.mode} | ${r.chunkSize} | ${Math.round(r.memoryFraction * 100)}% | ${r.chunkLoadsPerPcPerEpoch.toFixed(2)} | ${r.readAmplification.toFixed(2)} | ${(r.wastedBytesPerEpoch / 2 ** 20).toFixed(1)} MiB | ${r.sameChunkPairsPerBatch.toFixed(2)} (${r.sameChunkRatio.toFixed(1)}x) | ${r.repeatedPairsPerBatch.toFixed(3)} (${r.repeatedPairsRatio.toFixed(1)}x) |`)
+  return [header, '|---|---|---|---|---|---|---|---|', ...lines].join('\n')
 }
 
 export interface ClusterSimulationRow {
@@ -124,7 +126,7 @@ export async function runClusterSimulations (options: SimulateOptions): Promise<
       }
       for (const mode of options.modes) {
         for (const prefetch of [true, false]) {
-          const result = simulateCluster(layout, { mode, memoryBytes, remoteMemoryBytes: memoryBytes * (options.remoteMemory ?? 0.25), epochs: options.epochs, seed: options.seed, readers: options.readers, prefetch })
+          const result = simulateCluster(layout, { mode, memoryBytes, remoteMemoryBytes: memoryBytes * (options.remoteMemory ?? 0.25), epochs: options.epochs, seed: options.seed, readers: options.readers, prefetch, mixBlock: options.mixBlock })
           const remoteOpens = result.mirrors.reduce((sum, m) => sum + m.counters.remoteOpens, 0)
           const exactEpochs = result.epochs.filter(epoch =>
             epoch.every(o => o.served !== undefined && samples[o.served].group === samples[o.opened].group) &&

@@ -11,6 +11,8 @@ export interface MountConfig {
   chunkSize: number
   /** Whether --chunk-size was given (a pack has its own). */
   chunkSizeGiven: boolean
+  /** `--mix-block`: files per block in mix mode; undefined for the source's default. */
+  mixBlock?: number
   mode: RedirectMode
   seed: number
   /** `--group-depth`: coarser redirect groups (grouping.ts); undefined for the directory holding each sample. */

@@ -179,7 +179,9 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
   if (dataset.packedChunkOf !== undefined && layout.files.some((_, id) => layout.filePc[id] !== dataset.packedChunkOf!(id))) {
     throw new RedirfsError(`the pack's chunks do not match the layout computed from its index (written by another version of redirfs?); repack it`)
   }
-  const protocol = new Protocol(layout, { mode: config.mode, memoryBytes: config.memoryBytes, seed: config.seed, node: shape.node, prefetch: config.cluster?.prefetch })
+  // A directory reads files one by one, so mix may take each from any chunk; a pack reads blocks, a few per load.
+  const mixBlock = config.mixBlock ?? (dataset.packedChunkOf !== undefined ? Math.max(1, Math.ceil(chunkSize / 4)) : 1)
+  const protocol = new Protocol(layout, { mode: config.mode, memoryBytes: config.memoryBytes, seed: config.seed, node: shape.node, prefetch: config.cluster?.prefetch, mixBlock })
   const engine = new Engine(protocol, dataset.source, log)
   const cluster = config.cluster === undefined ? undefined : await startCluster(config, config.cluster, shape.peers, layout, engine, shape.storage, log)
   const startedAt = Date.now()

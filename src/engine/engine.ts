@@ -102,9 +102,9 @@ export class Engine {
   private async runLoad (plan: LoadPlan): Promise<ServedFile | undefined> {
     let delivered: Map<FileId, Buffer>
     try {
-      delivered = await this.source.fetch({ pc: plan.pc, files: plan.files })
+      delivered = await this.fetchPieces(plan)
     } catch (err) {
-      this.log.error({ pc: plan.pc, err: (err as Error).message }, 'chunk load failed')
+      this.log.error({ pcs: plan.pieces.map(piece => piece.pc), err: (err as Error).message }, 'chunk load failed')
       delivered = new Map()
     }
     const outcome = this.protocol.finishLoad(plan, new Set(delivered.keys()))
@@ -119,6 +119,19 @@ export class Engine {
     // Let the woken opens retry first: readahead must not take the VC from under them.
     setImmediate(() => this.startReadahead(plan.vc))
     return served
+  }
+
+  /** Reads a plan's pieces concurrently (mix mode reads a block of each of several chunks). */
+  private async fetchPieces (plan: LoadPlan): Promise<Map<FileId, Buffer>> {
+    if (plan.pieces.length === 1) return await this.source.fetch(plan.pieces[0])
+    const parts = await Promise.allSettled(plan.pieces.map(async piece => await this.source.fetch(piece)))
+    const delivered = new Map<FileId, Buffer>()
+    parts.forEach((part, i) => {
+      // A piece that failed loses its files only; the others' bytes are kept (and so freed as usual).
+      if (part.status === 'fulfilled') for (const [file, bytes] of part.value) delivered.set(file, bytes)
+      else this.log.error({ pc: plan.pieces[i].pc, err: (part.reason as Error).message }, 'chunk load failed')
+    })
+    return delivered
   }
 
   /** Asks the holders; wakes the opens waiting on the VC (it was busy meanwhile). */

@@ -1,9 +1,10 @@
 /**
- * Chunk source for a pack: one aligned read per chunk, checked against the
- * chunk's CRC-32 before any byte of it is served. A chunk that is short
- * (truncated file) or fails its checksum delivers nothing: every open that
- * would have been given one of its files gets EIO, and it is logged and
- * counted. The native reader copies the requested files out of the chunk
+ * Chunk source for a pack: one aligned read per request, from the first
+ * file asked for to the last, checked before any byte of it is served
+ * (against the chunk's CRC-32 when it is the whole chunk, else file by
+ * file). A read that is short (truncated file) or fails a checksum
+ * delivers nothing: every open that would have been given one of its files
+ * gets EIO, and it is logged and counted. The native reader copies the requested files out of the chunk
  * on the thread pool, so bytes the protocol does not place never reach JS.
  */
 import { promises as fs } from 'node:fs'
@@ -26,36 +27,51 @@ export class PackSource implements ChunkSource {
     this.file = ChunkFile.open(path.join(pack.directory, CHUNKS_FILE))
   }
 
+  /**
+   * Reads the requested files with one read: the whole chunk, checked
+   * against the chunk's CRC-32, when they span it (strict, pool); else just
+   * the run from the first to the last (a mix block), each file checked
+   * against its own CRC-32.
+   */
   async fetch (request: ChunkRequest): Promise<Map<number, Buffer>> {
     const { arrays } = this.pack
-    const offset = arrays.chunkOffset[request.pc]
-    const length = arrays.chunkLength[request.pc]
+    const chunkOffset = arrays.chunkOffset[request.pc]
+    const chunkLength = arrays.chunkLength[request.pc]
     const delivered = new Map<number, Buffer>()
-    if (length === 0 && this.pack.header.nodes !== undefined) {
+    if (chunkLength === 0 && this.pack.header.nodes !== undefined) {
       this.log.error({ chunk: request.pc, shard: this.pack.header.node }, 'this pack shard does not hold that chunk (its home is another node)')
       return delivered
     }
-    const pieces = request.files.map(id => {
-      const entry = this.pack.sampleEntry[id]
-      return { start: arrays.location[entry] - offset, size: arrays.size[entry] }
-    })
-    let chunk: ChunkRead
+    if (request.files.length === 0) return delivered
+    const entries = request.files.map(id => this.pack.sampleEntry[id])
+    const first = entries[0]
+    const last = entries[entries.length - 1]
+    const runStart = arrays.location[first]
+    const runEnd = arrays.location[last] + arrays.size[last]
+    const wholeChunk = runStart === chunkOffset && runEnd === chunkOffset + chunkLength
+    const [offset, length] = wholeChunk ? [chunkOffset, chunkLength] : [runStart, runEnd - runStart]
+    const pieces = entries.map(entry => ({ start: arrays.location[entry] - offset, size: arrays.size[entry] }))
+    let read: ChunkRead
     try {
-      chunk = await this.file.readPieces(offset, length, pieces)
+      read = await this.file.readPieces(offset, length, pieces)
     } catch (err) {
       this.log.error({ chunk: request.pc, err: (err as Error).message }, 'cannot read chunk')
       return delivered
     }
     this.chunksRead++
-    this.bytesRead += chunk.length
-    const problem = chunk.length < length ? `truncated (${chunk.length} of ${length} bytes)` : chunk.crc !== arrays.chunkCrc[request.pc] ? 'checksum mismatch' : undefined
+    this.bytesRead += read.length
+    const problem = read.length < length
+      ? `truncated (${read.length} of ${length} bytes)`
+      : wholeChunk
+        ? (read.crc !== arrays.chunkCrc[request.pc] ? 'checksum mismatch' : undefined)
+        : (entries.some((entry, i) => read.fileCrcs[i] !== arrays.crc[entry]) ? 'checksum mismatch in a block' : undefined)
     if (problem !== undefined) {
       this.corruptChunks++
       this.log.error({ chunk: request.pc, problem }, 'chunk failed its check; its files are not served')
-      for (const bytes of chunk.files) native().discard(bytes)
+      for (const bytes of read.files) native().discard(bytes)
       return delivered
     }
-    request.files.forEach((id, i) => delivered.set(id, chunk.files[i]))
+    request.files.forEach((id, i) => delivered.set(id, read.files[i]))
     return delivered
   }
 

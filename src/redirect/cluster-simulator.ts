@@ -31,6 +31,8 @@ export interface ClusterSimulationOptions {
   kill?: Kill | Kill[]
   /** Tasks between syncs: standby copies and served notices (the sync period; default 25). */
   standbyEvery?: number
+  /** mix: files per block (`ProtocolOptions.mixBlock`). */
+  mixBlock?: number
 }
 
 export interface Kill { node: NodeId, epoch: number, afterOpens: number }
@@ -50,7 +52,7 @@ type Answer = (served: FileId | undefined) => void
 export function simulateCluster (layout: Layout, options: ClusterSimulationOptions): ClusterSimulationResult {
   const nodes = layout.nodes
   const random = new SeededRandom(options.seed + 17)
-  const protocols = Array.from({ length: nodes }, (_, node) => new Protocol(layout, { mode: options.mode, memoryBytes: options.memoryBytes, seed: options.seed, node, prefetch: options.prefetch }))
+  const protocols = Array.from({ length: nodes }, (_, node) => new Protocol(layout, { mode: options.mode, memoryBytes: options.memoryBytes, seed: options.seed, node, prefetch: options.prefetch, mixBlock: options.mixBlock }))
   const mirrors = Array.from({ length: nodes }, (_, node) => new MirrorTable(layout, options.remoteMemoryBytes, options.mode, options.seed + node))
   const dead = new Set<NodeId>()
   const tasks: Task[] = []

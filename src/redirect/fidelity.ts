@@ -5,12 +5,20 @@
  * - Read amplification: bytes a whole-chunk reader reads per epoch over the
  *   dataset's bytes (placed files plus wasted ones).
  * - Same-chunk pairs per batch relative to a uniform shuffle: how much less
- *   random the served order is. In a uniform shuffle two distinct samples
- *   share a chunk with probability sum(n_pc (n_pc - 1)) / (F (F - 1)); a
- *   ratio of 1 means batches mix chunks as a uniform shuffle does.
+ *   random the served order is within an epoch. Two served samples of a
+ *   batch are a same-chunk pair when one read of one PC brought both (the
+ *   whole chunk in pool, part of it in strict, a block in mix: files stored
+ *   together and so read together every epoch). In a uniform shuffle two
+ *   distinct samples share a chunk with probability
+ *   sum(n_pc (n_pc - 1)) / (F (F - 1)); a ratio of 1 means batches mix
+ *   chunks as a uniform shuffle does.
+ * - Repeated pairs per batch relative to a uniform shuffle: pairs served in
+ *   one batch in an epoch and again in one batch in the next, which is how
+ *   much the same samples keep company epoch after epoch. A uniform shuffle
+ *   repeats a pair with probability (B - 1) / (F - 1).
  */
 import type { Layout } from './layout'
-import type { SimulationResult } from './simulator'
+import type { ServedOpen, SimulationResult } from './simulator'
 
 export interface FidelityFigures {
   chunkLoadsPerPcPerEpoch: number
@@ -19,6 +27,9 @@ export interface FidelityFigures {
   sameChunkPairsPerBatch: number
   uniformSameChunkPairsPerBatch: number
   sameChunkRatio: number
+  repeatedPairsPerBatch: number
+  uniformRepeatedPairsPerBatch: number
+  repeatedPairsRatio: number
 }
 
 export function measureFidelity (layout: Layout, result: SimulationResult, batchSize: number): FidelityFigures {
@@ -31,13 +42,12 @@ export function measureFidelity (layout: Layout, result: SimulationResult, batch
   let batches = 0
   for (const epoch of result.epochs) {
     for (let start = 0; start + batchSize <= epoch.length; start += batchSize) {
-      const perPc = new Map<number, number>()
+      const perRead = new Map<string, number>()
       for (const open of epoch.slice(start, start + batchSize)) {
-        if (open.served === undefined) continue
-        const pc = layout.filePc[open.served]
-        perPc.set(pc, (perPc.get(pc) ?? 0) + 1)
+        if (open.read === undefined) continue
+        perRead.set(open.read, (perRead.get(open.read) ?? 0) + 1)
       }
-      for (const n of perPc.values()) pairs += n * (n - 1) / 2
+      for (const n of perRead.values()) pairs += n * (n - 1) / 2
       batches++
     }
   }
@@ -46,6 +56,8 @@ export function measureFidelity (layout: Layout, result: SimulationResult, batch
   for (const pc of layout.pcs) samePcOrderedPairs += pc.files.length * (pc.files.length - 1)
   const uniform = (batchSize * (batchSize - 1) / 2) * samePcOrderedPairs / (F * (F - 1))
   const measured = batches === 0 ? 0 : pairs / batches
+  const repeated = repeatedPairsPerBatch(result.epochs, batchSize, F)
+  const uniformRepeated = (batchSize * (batchSize - 1) / 2) * (batchSize - 1) / (F - 1)
 
   return {
     chunkLoadsPerPcPerEpoch: counters.chunkLoads / layout.pcs.length / epochs,
@@ -53,6 +65,34 @@ export function measureFidelity (layout: Layout, result: SimulationResult, batch
     wastedBytesPerEpoch: counters.wastedBytes / epochs,
     sameChunkPairsPerBatch: measured,
     uniformSameChunkPairsPerBatch: uniform,
-    sameChunkRatio: uniform === 0 ? 0 : measured / uniform
+    sameChunkRatio: uniform === 0 ? 0 : measured / uniform,
+    repeatedPairsPerBatch: repeated,
+    uniformRepeatedPairsPerBatch: uniformRepeated,
+    repeatedPairsRatio: uniformRepeated === 0 ? 0 : repeated / uniformRepeated
   }
+}
+
+/** Pairs of served files in one batch of an epoch that shared a batch in the epoch before, per batch. */
+function repeatedPairsPerBatch (epochs: readonly (readonly ServedOpen[])[], batchSize: number, fileCount: number): number {
+  const batchOf = (epoch: readonly ServedOpen[]): Int32Array => {
+    const batch = new Int32Array(fileCount).fill(-1)
+    epoch.forEach((open, i) => { if (open.served !== undefined) batch[open.served] = Math.floor(i / batchSize) })
+    return batch
+  }
+  let repeated = 0
+  let batches = 0
+  for (let e = 1; e < epochs.length; e++) {
+    const before = batchOf(epochs[e - 1])
+    const epoch = epochs[e]
+    for (let start = 0; start + batchSize <= epoch.length; start += batchSize) {
+      const served = epoch.slice(start, start + batchSize).flatMap(open => open.served === undefined ? [] : [open.served])
+      for (let i = 0; i < served.length; i++) {
+        for (let j = i + 1; j < served.length; j++) {
+          if (before[served[i]] !== -1 && before[served[i]] === before[served[j]]) repeated++
+        }
+      }
+      batches++
+    }
+  }
+  return batches === 0 ? 0 : repeated / batches
 }

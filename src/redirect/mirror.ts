@@ -131,7 +131,7 @@ export class MirrorTable {
     const mirror = this.mirrors.get(vc)
     if (mirror === undefined || mirror.valid === 0) return undefined
     if (mirror.slots[offset] !== EMPTY) return this.take(vc, mirror, offset)
-    if (this.mode !== 'pool') return undefined
+    if (this.mode !== 'pool' && this.mode !== 'mix') return undefined
     const valid: number[] = []
     mirror.slots.forEach((file, o) => { if (file !== EMPTY) valid.push(o) })
     return this.take(vc, mirror, valid[this.random.below(valid.length)])

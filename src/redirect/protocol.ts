@@ -9,9 +9,9 @@
  * take the slot that load was for. The caller owns all I/O, timing and
  * bytes; this module decides only which file ids go where.
  *
- * The three modes (docs/design.md, "The protocol") differ only in how an open is answered and
- * how a load is placed; they share slots, consumed bits, rollover,
- * readahead admission and counters, all of which live here.
+ * The modes (docs/design.md, "The protocol") differ only in how an open is
+ * answered and what a load reads and places; they share slots, consumed
+ * bits, rollover, readahead admission and counters, all of which live here.
  *
  * In a cluster this is the home side: the node answers opens of the VCs it
  * owns, for its own trainer and for other nodes' (`requester`), ships
@@ -28,16 +28,24 @@ import { SeededRandom } from './random'
 import { chooseRefill } from './refill'
 import { SlotTable } from './slots'
 
-export type RedirectMode = 'strict' | 'pool' | 'off'
-export const REDIRECT_MODES: readonly RedirectMode[] = ['strict', 'pool', 'off']
+export type RedirectMode = 'strict' | 'pool' | 'mix' | 'off'
+export const REDIRECT_MODES: readonly RedirectMode[] = ['strict', 'pool', 'mix', 'off']
+
+/** A run of files of one PC that a load reads with one read. */
+export interface LoadPiece {
+  readonly pc: PcId
+  /** The files wanted from it, in offset order. */
+  readonly files: readonly FileId[]
+}
 
 export interface LoadPlan {
   readonly id: number
   /** The requester asked for its own file (`OpenOptions.exact`): it is served that file, not placed. */
   readonly exact?: boolean
   readonly vc: VcId
-  readonly pc: PcId
-  /** The files the load must deliver (a whole-chunk reader may read more). */
+  /** What to read: one whole PC, or in mix mode a block of each of several PCs. */
+  readonly pieces: readonly LoadPiece[]
+  /** The files the load must deliver, all pieces together (a whole-chunk reader may read more). */
   readonly files: readonly FileId[]
   readonly bytes: number
   /** The opened file whose open asked for this load; absent for readahead. */
@@ -122,6 +130,12 @@ export interface ProtocolOptions {
   node?: NodeId
   /** Ship opportunistic batches to requesters (default true). */
   prefetch?: boolean
+  /**
+   * mix: how many consecutive files of one PC a load takes together (one
+   * read). 1 over a directory, whose loads read files one by one anyway;
+   * larger over a pack, so that a load stays a few large reads. Default 1.
+   */
+  mixBlock?: number
 }
 
 export class Protocol {
@@ -201,7 +215,8 @@ export class Protocol {
   private decide (file: FileId, holdersConfirmed: boolean): OpenDecision {
     switch (this.options.mode) {
       case 'strict': return this.decideStrict(file, holdersConfirmed)
-      case 'pool': return this.decidePool(file, holdersConfirmed)
+      case 'pool':
+      case 'mix': return this.decidePool(file, holdersConfirmed)
       case 'off': return this.decideOff(file)
     }
   }
@@ -227,7 +242,8 @@ export class Protocol {
 
   /**
    * pool: the slot if valid, else any valid slot of the VC; only an empty
-   * VC loads, and then a whole random unconsumed PC.
+   * VC loads, and then a whole random unconsumed PC. mix answers the same
+   * way; its loads take each block of slots from its own random PC.
    */
   private decidePool (file: FileId, holdersConfirmed: boolean): OpenDecision {
     const vc = this.vcOf(file)
@@ -241,7 +257,10 @@ export class Protocol {
       if (reclaim !== undefined) return reclaim
       this.rollOver(vc)
     }
-    return { kind: 'load', plan: this.planLoad(vc, this.randomUnconsumedPc(vc)!, file) }
+    const plan = this.options.mode === 'mix'
+      ? this.startLoad(vc, this.chooseMixPieces(vc)!, file)
+      : this.planLoad(vc, this.randomUnconsumedPc(vc)!, file)
+    return { kind: 'load', plan }
   }
 
   /** off: the file itself, from memory if its chunk brought it there, else by loading its chunk. */
@@ -301,16 +320,47 @@ export class Protocol {
    * requested file itself in off mode.
    */
   private planLoad (vc: VcId, pc: PcId, requester?: FileId, exact = false): LoadPlan {
-    const stagesWhole = this.options.mode === 'pool'
     const files = this.layout.pcs[pc].files.filter((file, offset) =>
       file === requester && exact
         ? true
-        : !this.slots.isConsumed(file) && (stagesWhole || this.slots.isSlotEmpty(vc, offset)))
+        : !this.slots.isConsumed(file) && (this.stagesWhole() || this.slots.isSlotEmpty(vc, offset)))
+    return this.startLoad(vc, [{ pc, files }], requester, exact)
+  }
+
+  private startLoad (vc: VcId, pieces: readonly LoadPiece[], requester?: FileId, exact = false): LoadPlan {
+    const files = pieces.flatMap(piece => piece.files)
     let bytes = 0
     for (const file of files) bytes += this.layout.files[file].size
     this.slots.setLoading(vc, true)
     this.counters.inflightBytes += bytes
-    return { id: this.nextPlanId++, vc, pc, files, bytes, requester, exact, forNode: requester === undefined ? undefined : this.asking }
+    return { id: this.nextPlanId++, vc, pieces, files, bytes, requester, exact, forNode: requester === undefined ? undefined : this.asking }
+  }
+
+  /** pool and mix keep a chunk that arrives while the VC still serves staged, whole. */
+  private stagesWhole (): boolean { return this.options.mode === 'pool' || this.options.mode === 'mix' }
+
+  /**
+   * mix: a load fills the VC's slots block by block (\`mixBlock\` offsets
+   * each), every block from a PC of its own, drawn at random among those
+   * with unconsumed files there. Each file is still read once per epoch,
+   * but which files arrive together changes with every load and every
+   * epoch, so a batch rarely holds two files that were stored together,
+   * and never the same ones epoch after epoch. Blocks sit at their own
+   * offsets, so the files of one load never want the same slot.
+   * Undefined when no PC (outside `exclude`) has an unconsumed file.
+   */
+  private chooseMixPieces (vc: VcId, exclude?: ReadonlySet<PcId>): LoadPiece[] | undefined {
+    const block = Math.max(1, this.options.mixBlock ?? 1)
+    const pieces: LoadPiece[] = []
+    for (let start = 0; start < this.slots.capacity[vc]; start += block) {
+      const unconsumedBlock = (pc: PcId): FileId[] =>
+        this.layout.pcs[pc].files.slice(start, start + block).filter(file => !this.slots.isConsumed(file))
+      const candidates = this.layout.vcs[vc].pcs.filter(pc => exclude?.has(pc) !== true && unconsumedBlock(pc).length > 0)
+      if (candidates.length === 0) continue
+      const pc = candidates[this.random.below(candidates.length)]
+      pieces.push({ pc, files: unconsumedBlock(pc) })
+    }
+    return pieces.length === 0 ? undefined : pieces
   }
 
   /**
@@ -328,15 +378,17 @@ export class Protocol {
     if (plan.requester === undefined) this.counters.readaheadLoads++
     const lost = plan.files.filter(file => !delivered.has(file)).length
     this.counters.failedFiles += lost
-    if (lost > 0) this.failedPcs.add(plan.pc)
-    else this.failedPcs.delete(plan.pc)
+    for (const piece of plan.pieces) {
+      if (piece.files.some(file => !delivered.has(file))) this.failedPcs.add(piece.pc)
+      else this.failedPcs.delete(piece.pc)
+    }
 
     const placed: FileId[] = []
     let served: FileId | undefined
     const mode = this.options.mode
     const arrived = plan.files.filter(file => delivered.has(file))
 
-    if (mode === 'pool' && (plan.requester === undefined && this.slots.validSlots(vc) > 0)) {
+    if (this.stagesWhole() && (plan.requester === undefined && this.slots.validSlots(vc) > 0)) {
       // Readahead while the VC still serves: keep the chunk staged.
       for (const file of arrived) this.slots.consume(file)
       this.slots.stage(vc, arrived)
@@ -352,8 +404,7 @@ export class Protocol {
       }
     }
     this.counters.filesLoaded += placed.length
-    const pcFiles = this.layout.pcs[plan.pc].files
-    for (const file of pcFiles) {
+    for (const file of this.filesRead(plan)) {
       if (!placed.includes(file) && file !== plan.requester) {
         this.counters.wastedFiles++
         this.counters.wastedBytes += this.layout.files[file].size
@@ -370,6 +421,19 @@ export class Protocol {
     return { placed, served }
   }
 
+  /**
+   * The files a reader goes through for a plan: each piece is one read,
+   * from its first file to its last (a pack's reader; a directory's reads
+   * only the files asked for).
+   */
+  private filesRead (plan: LoadPlan): FileId[] {
+    return plan.pieces.flatMap(piece => {
+      const files = this.layout.pcs[piece.pc].files
+      if (piece.files.length === 0) return []
+      return files.slice(files.indexOf(piece.files[0]), files.indexOf(piece.files[piece.files.length - 1]) + 1)
+    })
+  }
+
   private answerRequester (plan: LoadPlan, delivered: ReadonlySet<FileId>): FileId | undefined {
     const requester = plan.requester!
     const { vc } = plan
@@ -384,10 +448,11 @@ export class Protocol {
       case 'strict': {
         if (!this.slots.isSlotEmpty(vc, offset)) return this.slots.take(vc, offset)
         // The file this open would have been given is unreadable: charge it to this open.
-        this.slots.consume(this.layout.pcs[plan.pc].files[offset])
+        this.slots.consume(this.layout.pcs[plan.pieces[0].pc].files[offset])
         return undefined
       }
-      case 'pool': {
+      case 'pool':
+      case 'mix': {
         if (!this.slots.isSlotEmpty(vc, offset)) return this.slots.take(vc, offset)
         if (this.slots.validSlots(vc) > 0) return this.takeRandom(vc)
         const unreadable = plan.files.find(file => !delivered.has(file))
@@ -586,18 +651,25 @@ export class Protocol {
   readahead (vc: VcId): LoadPlan | undefined {
     if (this.slots.isLoading(vc)) return undefined
     const capacity = this.slots.capacity[vc]
-    let pc: PcId | undefined
+    let pieces: LoadPiece[] | undefined
     if (this.options.mode === 'strict') {
       if (this.slots.emptySlots(vc) * 4 < capacity * 3) return undefined
-      pc = chooseRefill(this.layout, this.slots, this.random, vc, undefined, this.failedPcs)
-    } else if (this.options.mode === 'pool') {
+      const pc = chooseRefill(this.layout, this.slots, this.random, vc, undefined, this.failedPcs)
+      if (pc !== undefined) pieces = [{ pc, files: this.slots.unconsumedFilesOf(pc) }]
+    } else if (this.stagesWhole()) {
       if (this.slots.staged(vc) !== undefined || this.slots.validSlots(vc) * 4 > capacity) return undefined
-      pc = this.randomUnconsumedPc(vc, this.failedPcs)
+      if (this.options.mode === 'mix') {
+        pieces = this.chooseMixPieces(vc, this.failedPcs)
+      } else {
+        const pc = this.randomUnconsumedPc(vc, this.failedPcs)
+        if (pc !== undefined) pieces = [{ pc, files: this.slots.unconsumedFilesOf(pc) }]
+      }
     }
-    if (pc === undefined) return undefined
-    const bytes = this.slots.unconsumedFilesOf(pc).reduce((sum, file) => sum + this.layout.files[file].size, 0)
+    if (pieces === undefined) return undefined
+    let bytes = 0
+    for (const piece of pieces) for (const file of piece.files) bytes += this.layout.files[file].size
     if (this.slots.residentBytes + this.counters.inflightBytes + bytes > this.options.memoryBytes) return undefined
-    return this.planLoad(vc, pc)
+    return this.options.mode === 'mix' ? this.startLoad(vc, pieces) : this.planLoad(vc, pieces[0].pc)
   }
 
   /**

@@ -27,6 +27,8 @@ export interface SimulationOptions {
   opensPerEpoch?: number
   /** Share of opens that ask for their own file (`OpenOptions.exact`: a loader that stats the path first). */
   exactShare?: number
+  /** mix: files per block (`ProtocolOptions.mixBlock`). */
+  mixBlock?: number
   /** Continue from this protocol's state instead of a fresh one. */
   protocol?: Protocol
   /** Called after every protocol step, e.g. to check memory. */
@@ -38,6 +40,8 @@ export interface ServedOpen {
   readonly exact: boolean
   /** The file whose bytes the open got, or undefined for an I/O error. */
   readonly served: FileId | undefined
+  /** The read that brought those bytes into memory: a load's piece of one PC (files read together, stored together). */
+  readonly read: string | undefined
 }
 
 export interface SimulationResult {
@@ -51,12 +55,14 @@ export interface SimulationResult {
 interface PendingOpen { file: FileId, exact: boolean }
 
 export function simulate (layout: Layout, options: SimulationOptions): SimulationResult {
-  const protocol = options.protocol ?? new Protocol(layout, { mode: options.mode, memoryBytes: options.memoryBytes, seed: options.seed })
+  const protocol = options.protocol ?? new Protocol(layout, { mode: options.mode, memoryBytes: options.memoryBytes, seed: options.seed, mixBlock: options.mixBlock })
   const random = new SeededRandom(options.seed + 1)
   const readers = options.readers ?? 1
   const unreadable = options.unreadable ?? new Set<FileId>()
   const epochs: ServedOpen[][] = []
   const loaded: FileId[][] = []
+  const readOf = new Map<FileId, string>()
+  const noteRead = (plan: LoadPlan, file: FileId): void => { readOf.set(file, `${plan.id}/${layout.filePc[file]}`) }
 
   for (let epoch = 0; epoch < options.epochs; epoch++) {
     const trace = random.shuffle(layout.files.map((_, id) => id))
@@ -70,7 +76,7 @@ export function simulate (layout: Layout, options: SimulationOptions): Simulatio
     let next = 0
 
     const answer = (open: PendingOpen, served: FileId | undefined): void => {
-      answered.push({ opened: open.file, exact: open.exact, served })
+      answered.push({ opened: open.file, exact: open.exact, served, read: served === undefined ? undefined : readOf.get(served) })
       outstanding--
       const vc = protocol.vcOf(open.file)
       const ahead = protocol.readahead(vc)
@@ -96,6 +102,7 @@ export function simulate (layout: Layout, options: SimulationOptions): Simulatio
       const { plan, opener } = inFlight.splice(random.below(inFlight.length), 1)[0]
       const delivered = new Set(plan.files.filter(file => !unreadable.has(file)))
       const outcome = protocol.finishLoad(plan, delivered)
+      for (const file of [...outcome.placed, ...(outcome.served === undefined ? [] : [outcome.served])]) noteRead(plan, file)
       loadedThisEpoch.push(...outcome.placed)
       if (outcome.served !== undefined && !outcome.placed.includes(outcome.served)) loadedThisEpoch.push(outcome.served)
       options.onStep?.(protocol)
@@ -107,6 +114,7 @@ export function simulate (layout: Layout, options: SimulationOptions): Simulatio
     // Readahead still in flight completes, as it would in the engine.
     for (const { plan } of inFlight.splice(0)) {
       const outcome = protocol.finishLoad(plan, new Set(plan.files.filter(file => !unreadable.has(file))))
+      for (const file of outcome.placed) noteRead(plan, file)
       loadedThisEpoch.push(...outcome.placed)
     }
     epochs.push(answered)

@@ -11,7 +11,7 @@ import { readEpoch } from '../helpers/readers'
 const dataset = generateDataset(1)
 t.teardown(() => { require('node:fs').rmSync(dataset.root, { recursive: true, force: true }) })
 
-for (const mode of ['strict', 'pool']) {
+for (const mode of ['strict', 'pool', 'mix']) {
   t.test(`${mode}: 3 epochs, 8 readers: every content is of the opened path's class, each sample exactly once per epoch`, async t => {
     const mountpoint = emptyDir()
     // ~25% of the dataset, K = 4: several chunks per virtual chunk, so redirection must happen.
@@ -32,7 +32,7 @@ for (const mode of ['strict', 'pool']) {
   })
 }
 
-for (const mode of ['strict', 'pool']) {
+for (const mode of ['strict', 'pool', 'mix']) {
   t.test(`${mode}: a reader still reading a sample while the rest of the dataset is read and released gets its whole bytes`, async t => {
     const mountpoint = emptyDir()
     await mount(t, dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4', '--redirect', mode, '--seed', '5')

@@ -38,7 +38,7 @@ t.test('a fresh pack verifies clean', async t => {
   t.match(result.stdout, /is intact/)
 })
 
-for (const mode of ['strict', 'pool']) {
+for (const mode of ['strict', 'pool', 'mix']) {
   t.test(`${mode} over a pack: 3 epochs, 8 readers, labels right and every sample once per epoch`, async t => {
     const mountpoint = emptyDir()
     await mount(t, pack, mountpoint, '--memory', '300K', '--redirect', mode)
@@ -151,13 +151,51 @@ t.test('a flipped byte in a chunk is reported by verify and never served by the 
   await mount(t, damaged, mountpoint, '--memory', '300K', '--redirect', 'off')
   const inChunk = new Set(index.tree.samples.filter((_, id) => index.arrays.chunk[index.sampleEntry[id]] === chunk).map(s => s.path))
   for (const relative of dataset.samples) {
-    if (inChunk.has(relative)) {
-      await t.rejects(readFileAsTrainer(mountpoint, relative), { code: 'EIO' }, `${relative} is in the damaged chunk`)
+    if (relative === victimPath) {
+      await t.rejects(readFileAsTrainer(mountpoint, relative), { code: 'EIO' }, `${relative} is damaged`)
+    } else if (inChunk.has(relative)) {
+      // A read of the chunk that took the damaged file with it failed as a whole; one that did not was checked file by file.
+      const read = await readFileAsTrainer(mountpoint, relative).catch((err: NodeJS.ErrnoException) => err.code)
+      t.ok(read === 'EIO' || dataset.byContent.get(read.content) === relative, `${relative}, of the damaged chunk: EIO or intact`)
     } else {
       t.equal(dataset.byContent.get((await readFileAsTrainer(mountpoint, relative)).content), relative)
     }
   }
   t.ok((await readStats(mountpoint)).source.corruptChunks >= 1)
+})
+
+t.test('mix over a pack reads each sample\'s bytes once per epoch, a block at a time', async t => {
+  const mountpoint = emptyDir()
+  await mount(t, pack, mountpoint, '--memory', '300K', '--redirect', 'mix', '--mix-block', '2')
+  const sampleBytes = dataset.samples.reduce((sum, relative) => sum + statSync(path.join(dataset.root, relative)).size, 0)
+  for (let epoch = 0; epoch < 2; epoch++) {
+    const served = (await readEpoch(mountpoint, dataset.samples, 80 + epoch)).map(r => dataset.byContent.get(r.content))
+    t.same([...served].sort(), dataset.samples, `epoch ${epoch}: every sample once`)
+  }
+  const stats = await readStats(mountpoint)
+  t.equal(stats.source.bytesRead, 2 * sampleBytes, 'the source read exactly the samples\' bytes, twice')
+  t.ok(stats.source.chunksRead > stats.layout.physicalChunks * 2, 'in blocks: more reads than chunks')
+})
+
+t.test('mix over a pack checks every block it reads: a damaged file costs its own open only', async t => {
+  const index = await loadPackIndex(pack)
+  const victim = index.sampleEntry[3]
+  const damaged = await damagedCopy('flipped-for-mix', async chunks => {
+    const handle = await fs.open(chunks, 'r+')
+    const position = index.arrays.location[victim] + 10
+    const byte = Buffer.alloc(1)
+    await handle.read(byte, 0, 1, position)
+    byte[0] ^= 0xff
+    await handle.write(byte, 0, 1, position)
+    await handle.close()
+  })
+  const mountpoint = emptyDir()
+  await mount(t, damaged, mountpoint, '--memory', '300K', '--redirect', 'mix', '--mix-block', '1')
+  const results = await Promise.allSettled(dataset.samples.map(async relative => await readFileAsTrainer(mountpoint, relative)))
+  const served = results.flatMap(r => (r.status === 'fulfilled' ? [dataset.byContent.get(r.value.content)] : []))
+  t.equal(results.filter(r => r.status === 'rejected' && (r.reason as NodeJS.ErrnoException).code === 'EIO').length, 1, 'one open fails, with EIO')
+  t.same([...served].sort(), dataset.samples.filter(relative => relative !== index.tree.samples[3].path), 'every other sample is served once, intact')
+  t.ok((await readStats(mountpoint)).source.corruptChunks >= 1, 'the damaged block was detected')
 })
 
 t.test('a truncated chunk file is reported by verify and its lost chunks are never served', async t => {

@@ -21,7 +21,7 @@ function clusterLayout (nodes: number, memoryFraction: number, chunkSize = 8): {
 
 const sorted = (opens: ClusterOpen[]): number[] => opens.map(o => o.served ?? -1).sort((a, b) => a - b)
 
-for (const mode of ['strict', 'pool'] as RedirectMode[]) {
+for (const mode of ['strict', 'pool', 'mix'] as RedirectMode[]) {
   for (const prefetch of [true, false]) {
     t.test(`${mode}, prefetch ${prefetch ? 'on' : 'off'}, 3 nodes x 4 readers, 4 epochs: the union of what the trainers get is the dataset, labels safe`, async t => {
       const { layout, memoryBytes } = clusterLayout(3, 0.1)

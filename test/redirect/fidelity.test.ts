@@ -9,9 +9,27 @@ const samples = syntheticSamples(20_000, 20, 1000, 1)
 const memoryBytes = samples.reduce((sum, s) => sum + s.size, 0) / 4
 const layout = buildLayout(samples, { chunkSize: 16, seed: 1, vcCount: planMemory(samples, 16, memoryBytes).vcCount })
 
-t.test('off serves the trainer\'s own uniform shuffle, so its batches mix chunks like a uniform shuffle (ratio ≈ 1)', async t => {
+t.test('off serves the trainer\'s own uniform shuffle: no more same-chunk pairs than uniform, and pairs change company as in a uniform shuffle', async t => {
   const figures = measureFidelity(layout, simulate(layout, { mode: 'off', memoryBytes, epochs: 3, seed: 2, readers: 8 }), 256)
-  t.ok(figures.sameChunkRatio > 0.85 && figures.sameChunkRatio < 1.15, `ratio ${figures.sameChunkRatio}`)
+  // Fewer than uniform: off reads a chunk several times an epoch, and files of two reads are not counted as one read's.
+  t.ok(figures.sameChunkRatio < 1.15, `same-chunk ratio ${figures.sameChunkRatio}`)
+  t.ok(figures.repeatedPairsRatio > 0.85 && figures.repeatedPairsRatio < 1.15, `repeated-pairs ratio ${figures.repeatedPairsRatio}`)
+})
+
+t.test('mix reads every chunk once, yet serves samples stored together together no more than a uniform shuffle does, and changes their company every epoch', async t => {
+  const mix = measureFidelity(layout, simulate(layout, { mode: 'mix', memoryBytes, epochs: 3, seed: 2, readers: 8 }), 256)
+  const pool = measureFidelity(layout, simulate(layout, { mode: 'pool', memoryBytes, epochs: 3, seed: 2, readers: 8 }), 256)
+  t.equal(mix.readAmplification, 1)
+  t.ok(pool.sameChunkRatio > 3, `pool: ${pool.sameChunkRatio.toFixed(2)}x a uniform shuffle's same-chunk pairs`)
+  t.ok(mix.sameChunkRatio < 1.3, `mix: ${mix.sameChunkRatio.toFixed(2)}x`)
+  t.ok(mix.repeatedPairsRatio < 1.15 && mix.repeatedPairsRatio < pool.repeatedPairsRatio, `pairs repeated across epochs: mix ${mix.repeatedPairsRatio.toFixed(2)}x, pool ${pool.repeatedPairsRatio.toFixed(2)}x of uniform`)
+})
+
+t.test('mix over blocks (as a pack reads) sits between pool and a uniform shuffle', async t => {
+  const blocks = measureFidelity(layout, simulate(layout, { mode: 'mix', memoryBytes, epochs: 3, seed: 2, readers: 8, mixBlock: 4 }), 256)
+  const pool = measureFidelity(layout, simulate(layout, { mode: 'pool', memoryBytes, epochs: 3, seed: 2, readers: 8 }), 256)
+  t.equal(blocks.readAmplification, 1)
+  t.ok(blocks.sameChunkRatio > 1 && blocks.sameChunkRatio < pool.sameChunkRatio / 2, `blocks of 4 of 16: ${blocks.sameChunkRatio.toFixed(2)}x, pool ${pool.sameChunkRatio.toFixed(2)}x`)
 })
 
 t.test('pool reads every chunk once per epoch with read amplification 1', async t => {

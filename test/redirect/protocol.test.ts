@@ -27,7 +27,7 @@ function openOnce (protocol: Protocol, file: FileId, exact: boolean): FileId | u
   return protocol.finishLoad(decision.plan, new Set(decision.plan.files)).served
 }
 
-for (const mode of ['strict', 'pool'] as RedirectMode[]) {
+for (const mode of ['strict', 'pool', 'mix'] as RedirectMode[]) {
   for (const readers of [1, 8]) {
     t.test(`${mode}, ${readers} reader(s), 3 epochs: labels safe, every file exactly once per epoch`, async t => {
       const { layout, memoryBytes } = layoutFor(0.25)
@@ -88,7 +88,7 @@ for (const mode of ['strict', 'pool'] as RedirectMode[]) {
   })
 }
 
-for (const mode of ['strict', 'pool'] as RedirectMode[]) {
+for (const mode of ['strict', 'pool', 'mix'] as RedirectMode[]) {
   t.test(`${mode}: exact opens (a loader that stats the path first) get their own file, and alone serve every file once per epoch`, async t => {
     const { layout, memoryBytes } = layoutFor(0.25)
     const result = simulate(layout, { mode, memoryBytes, epochs: 3, seed: 4, readers: 8, exactShare: 1 })
@@ -148,7 +148,7 @@ t.test('pool reads every chunk exactly once per epoch (no waste)', async t => {
 })
 
 
-for (const mode of ['strict', 'pool'] as RedirectMode[]) {
+for (const mode of ['strict', 'pool', 'mix'] as RedirectMode[]) {
   t.test(`${mode}: after a run stopped mid-epoch, epochs stay misaligned until a reset realigns them`, async t => {
     const { layout, memoryBytes } = layoutFor(0.25)
     const duplicatesAfterAbort = (reset: boolean): number => {
@@ -164,7 +164,7 @@ for (const mode of ['strict', 'pool'] as RedirectMode[]) {
 }
 
 t.test('readahead never re-plans a chunk whose last load lost files, so a broken chunk cannot keep its VC busy', async t => {
-  for (const mode of ['strict', 'pool'] as RedirectMode[]) {
+  for (const mode of ['strict', 'pool', 'mix'] as RedirectMode[]) {
     const { layout, memoryBytes } = layoutFor(0.5)
     const protocol = new Protocol(layout, { mode, memoryBytes: memoryBytes * 10, seed: 1 })
     const vc = layout.vcs.findIndex(v => v.pcs.length >= 2)
@@ -172,6 +172,30 @@ t.test('readahead never re-plans a chunk whose last load lost files, so a broken
     t.ok(first !== undefined, `${mode}: an empty VC reads ahead`)
     protocol.finishLoad(first, new Set())
     const second = protocol.readahead(vc)
-    t.not(second?.pc, first.pc, `${mode}: the failed chunk is not planned again ahead of need`)
+    const failed = new Set(first.pieces.map(piece => piece.pc))
+    t.notOk(second?.pieces.some(piece => failed.has(piece.pc)), `${mode}: the failed chunk is not planned again ahead of need`)
   }
 })
+
+for (const mixBlock of [1, 4]) {
+  t.test(`mix, blocks of ${mixBlock}: every file is read exactly once per epoch and nothing is wasted`, async t => {
+    const { layout, memoryBytes } = layoutFor(0.25)
+    const result = simulate(layout, { mode: 'mix', memoryBytes, epochs: 3, seed: 6, readers: 8, mixBlock })
+    t.equal(result.counters.wastedFiles, 0)
+    for (const [e, loaded] of result.loaded.entries()) t.same([...loaded].sort((a, b) => a - b), everyFile, `epoch ${e}: every file loaded exactly once`)
+  })
+
+  t.test(`mix, blocks of ${mixBlock}: a load reads whole blocks of several chunks, and no two of its files want the same slot`, async t => {
+    const { layout, memoryBytes } = layoutFor(0.25)
+    const protocol = new Protocol(layout, { mode: 'mix', memoryBytes: memoryBytes * 10, seed: 3, mixBlock })
+    const vc = layout.vcs.findIndex(v => v.pcs.length >= 3)
+    const plan = protocol.readahead(vc)!
+    const offsets = plan.files.map(file => layout.fileOffset[file])
+    t.equal(new Set(offsets).size, offsets.length, 'distinct offsets')
+    for (const piece of plan.pieces) {
+      const block = Math.floor(layout.fileOffset[piece.files[0]] / mixBlock)
+      t.ok(piece.files.every(file => layout.filePc[file] === piece.pc && Math.floor(layout.fileOffset[file] / mixBlock) === block), `a piece is one block of PC ${piece.pc}`)
+    }
+    t.ok(new Set(plan.pieces.map(piece => piece.pc)).size > 1, 'the load takes blocks of more than one chunk')
+  })
+}

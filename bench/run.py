@@ -36,7 +36,7 @@ TRAINER = os.path.join(HERE, "trainer.py")
 CGROUP = "redirfs-bench"
 DAEMON_ALLOWANCE = 128 * 2**20  # the redirfs daemon's own memory beyond its --memory budget
 PROFILES = {"nas": (500, 200 * 10**6), "ssd": (0, 0)}
-ALL_LOADERS = ["pytorch", "static", "strict", "pool", "off", "pack-strict", "pack-pool", "noio"]
+ALL_LOADERS = ["pytorch", "static", "strict", "pool", "mix", "off", "pack-strict", "pack-pool", "pack-mix", "noio"]
 
 
 def size_arg(text):

@@ -19,6 +19,7 @@ import type { ChunkRequest, ChunkSource } from './source'
 const BATCH_FILES = 8
 
 export class DirectorySource implements ChunkSource {
+  readonly readsFileByFile = true
   private readonly limit: ReturnType<typeof pLimit>
   private filesRead = 0
   private bytesRead = 0
@@ -44,7 +45,7 @@ export class DirectorySource implements ChunkSource {
       results.forEach((result, i) => {
         if (result instanceof Error) {
           this.readErrors++
-          this.log.error({ file: this.files[batch[i]].path, pc: request.pc, err: result.message }, 'cannot read sample file')
+          this.log.error({ file: this.files[batch[i]].path, err: result.message }, 'cannot read sample file')
           return
         }
         delivered.set(batch[i], result)

@@ -14,6 +14,12 @@ export interface ChunkRequest {
 
 export interface ChunkSource {
   /**
+   * True when the source reads file by file whatever chunk a file is in
+   * (a directory): a load that takes files of several chunks is then one
+   * request, not one per chunk.
+   */
+  readonly readsFileByFile: boolean
+  /**
    * Resolves with the bytes of every file it could read; files missing from
    * the map failed (the source logs why). Never rejects for a single bad file.
    */

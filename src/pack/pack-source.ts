@@ -18,6 +18,7 @@ import { RedirfsError } from '../errors'
 import { CHUNKS_FILE, OTHERS_FILE, type PackIndex } from './pack-index'
 
 export class PackSource implements ChunkSource {
+  readonly readsFileByFile = false
   private readonly file: ChunkFile
   private chunksRead = 0
   private bytesRead = 0

@@ -31,7 +31,7 @@ function checkEpoch (t: Tap.Test, reads: NodeRead[], expected: readonly string[]
 
 const sum = (stats: any[], pick: (s: any) => number): number => stats.reduce((total, s) => total + pick(s), 0)
 
-for (const mode of ['strict', 'pool']) {
+for (const mode of ['strict', 'pool', 'mix']) {
   t.test(`${mode}: 3 nodes x 4 readers, 3 epochs: the union is the dataset every epoch, labels right`, async t => {
     const cluster = await mountCluster(t, [dataset.root, dataset.root, dataset.root], [...NODE_OPTIONS, '--redirect', mode])
     t.same(cluster.results.map(r => r.code), [0, 0, 0], cluster.results.map(r => r.stderr).join(''))

@@ -36,7 +36,7 @@ t.before(async () => {
   writeFileSync(include, shown.join('\n') + '\n')
 })
 
-for (const mode of ['strict', 'pool']) {
+for (const mode of ['strict', 'pool', 'mix']) {
   t.test(`${mode}: 3 nodes, 3 DistributedSampler ranks x 2 workers, 3 epochs: the union is every shown sample once per epoch, labels right`, async t => {
     const cluster = await mountCluster(t, [data, data, data], ['--memory', '110K', '--chunk-size', '4', '--group-depth', '1', '--redirect', mode, '--include', include, '--peer-timeout', '5'])
     t.same(cluster.results.map(r => r.code), [0, 0, 0], cluster.results.map(r => r.stderr).join(''))

@@ -24,7 +24,7 @@ async function freshMount (t: Tap.Test, mode: string): Promise<string> {
   return mountpoint
 }
 
-for (const mode of ['strict', 'pool']) {
+for (const mode of ['strict', 'pool', 'mix']) {
   t.test(`${mode}: ImageFolder + DataLoader(shuffle, 4 workers), 3 epochs`, async t => {
     const report = await readMount(await freshMount(t, mode), '--workers', '4', '--epochs', '3')
     t.equal(report.epochs.length, 3)

@@ -18,7 +18,7 @@ interface SplitEpoch { train: string[], trainWrongLabels: number, val: string[] 
 const splits = generateTorchDataset(path.join(work, 'splits'), 'splits')
 const videos = generateTorchDataset(path.join(work, 'videos'), 'videos')
 
-for (const mode of ['strict', 'pool']) {
+for (const mode of ['strict', 'pool', 'mix']) {
   for (const valEvery of [1, 2]) {
     t.test(`${mode}: a train/val root, validation every ${valEvery === 1 ? 'epoch' : 'other epoch'}: labels right, each split exactly once per epoch`, async t => {
       const { root, table, identities } = await splits

@@ -8,6 +8,9 @@ import { buildLayout, type Layout } from '../../src/redirect/layout'
 import type { RedirectMode } from '../../src/redirect/protocol'
 import { makeSamples, UNEVEN_CLASSES } from '../helpers/samples'
 
+/** The redirecting modes, taken in turn by the many-seed scenarios. */
+const MODES: RedirectMode[] = ['strict', 'pool', 'mix']
+
 const files = makeSamples(21, UNEVEN_CLASSES)
 const datasetBytes = files.reduce((sum, f) => sum + f.size, 0)
 const everyFile = files.map((_, id) => id)
@@ -75,7 +78,7 @@ t.test('off: every node gets exactly the files it opened', async t => {
 t.test('two nodes and many seeds: exactly once holds for every seed', async t => {
   for (let seed = 0; seed < 12; seed++) {
     const { layout, memoryBytes } = clusterLayout(2 + (seed % 3), 0.08, 4)
-    const mode: RedirectMode = seed % 2 === 0 ? 'strict' : 'pool'
+    const mode = MODES[Math.floor(seed / 3) % MODES.length]
     const result = simulateCluster(layout, { mode, memoryBytes, remoteMemoryBytes: memoryBytes / 3, epochs: 3, seed, readers: 1 + (seed % 6) })
     const bad = result.epochs.filter(epoch => JSON.stringify(sorted(epoch)) !== JSON.stringify(everyFile)).length
     t.equal(bad, 0, `seed ${seed}, ${layout.nodes} nodes, ${mode}: every epoch exact`)
@@ -83,11 +86,11 @@ t.test('two nodes and many seeds: exactly once holds for every seed', async t =>
 })
 
 t.test('a node dies mid-epoch (shared storage): its VCs are taken over and the survivors get no sample twice, no wrong label, no error', async t => {
-  // 40 scenarios: 2 to 5 nodes, both modes, chunk sizes, memory, readers, sync periods and kill points.
+  // 40 scenarios: 2 to 5 nodes, every mode, chunk sizes, memory, readers, sync periods and kill points.
   for (let seed = 0; seed < 40; seed++) {
     const nodes = 2 + (seed % 4)
     const { layout, memoryBytes } = clusterLayout(nodes, [0.1, 0.15, 0.2][seed % 3], [4, 8, 2][seed % 3])
-    const mode: RedirectMode = seed % 2 === 0 ? 'strict' : 'pool'
+    const mode = MODES[Math.floor(seed / 3) % MODES.length]
     const victim = seed % nodes
     const killEpoch = 1 + (seed % 2)
     const afterOpens = (seed * 37) % 1000 + 5
@@ -111,7 +114,7 @@ t.test('two nodes die in one epoch, the second holding VCs it took over from the
   for (let seed = 0; seed < 12; seed++) {
     const nodes = 4 + (seed % 2)
     const { layout, memoryBytes } = clusterLayout(nodes, 0.15, 4)
-    const mode: RedirectMode = seed % 2 === 0 ? 'strict' : 'pool'
+    const mode = MODES[Math.floor(seed / 3) % MODES.length]
     const first = seed % nodes
     const second = (first + 1 + (seed % (nodes - 1))) % nodes
     const result = simulateCluster(layout, {

@@ -427,6 +427,7 @@ export class ClusterNode implements PeerHandler {
       nodes: this.layout.nodes,
       storage: this.options.storage,
       listen: this.options.listen.text,
+      remoteMemoryBytes: this.remote.mirror.limitBytes,
       tls: this.options.credentials.tls,
       peers: this.options.peers.map((address, node) => ({ node, address: address.text, state: node === this.node ? 'self' : this.dead.has(node) ? 'dead' : 'alive' })),
       ...this.counters,

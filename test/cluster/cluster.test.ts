@@ -16,6 +16,7 @@ import { defaultLogFile } from '../../src/daemon/registry'
 import { mountCluster, readClusterEpoch, tokenFile, type NodeRead } from '../helpers/cluster'
 import { classOf, generateDataset, splitClassOf } from '../helpers/dataset'
 import { emptyDir, forceUnmount, isMounted, redirfs } from '../helpers/mount'
+import { changeAttempts } from '../helpers/read-only'
 
 const dataset = generateDataset(6)
 t.teardown(async () => { await fs.rm(dataset.root, { recursive: true, force: true }) })
@@ -52,8 +53,11 @@ t.test('3 nodes over a train/val root with the default grouping: every split and
   const splits = generateDataset(8, { splits: true })
   t.teardown(async () => { await fs.rm(splits.root, { recursive: true, force: true }) })
   // The busiest node is home to about two thirds of the ~70 directories; each needs one chunk of 2.
-  const cluster = await mountCluster(t, [splits.root, splits.root, splits.root], ['--memory', '250K', '--chunk-size', '2', '--redirect', 'pool', '--peer-timeout', '3'])
+  // Node 1 listens on every interface (its --peers entry stays 127.0.0.1); node 2 has a small mirror.
+  const cluster = await mountCluster(t, [splits.root, splits.root, splits.root], ['--memory', '250K', '--chunk-size', '2', '--redirect', 'pool', '--peer-timeout', '3'],
+    (node, ports) => node === 1 ? ['--listen', `0.0.0.0:${ports[1]}`] : node === 2 ? ['--remote-memory', '8K'] : [])
   t.same(cluster.results.map(r => r.code), [0, 0, 0], cluster.results.map(r => r.stderr).join(''))
+  for (const [what, attempt] of changeAttempts(cluster.mountpoints[0], splits.samples[0], 'train')) await t.rejects(attempt(), { code: 'EROFS' }, `cluster mount: ${what}`)
   t.match(cluster.results[0].stdout, /samples in \d+ groups \(train\/ant, /)
   for (let epoch = 0; epoch < 2; epoch++) {
     const { reads, errors } = await readClusterEpoch(cluster.mountpoints, splits.samples, 30 + epoch)
@@ -65,6 +69,11 @@ t.test('3 nodes over a train/val root with the default grouping: every split and
   const stats = await Promise.all(cluster.mountpoints.map(readStats))
   t.ok(sum(stats, s => s.protocol.redirects) > 0, 'redirection happened')
   t.ok(sum(stats, s => s.cluster.remoteRequests) > 0, 'nodes asked each other')
+  t.equal(stats[1].cluster.listen, `0.0.0.0:${cluster.peers.split(',')[1].split(':')[1]}`, '--listen: node 1 listens where it was told, and its peers reached it')
+  t.ok(stats[2].cluster.remoteRequests > 0, 'node 2 asked for remote samples')
+  t.equal(stats[2].cluster.remoteMemoryBytes, 8192, '--remote-memory')
+  t.ok(stats[2].cluster.peakMirrorBytes <= 8192, `node 2's mirrors stayed within --remote-memory (peak ${stats[2].cluster.peakMirrorBytes})`)
+  t.ok(stats[0].cluster.peakMirrorBytes > 8192, 'a default-sized mirror holds more')
 })
 
 t.test('remote requests per remote sample, with and without prefetch', async t => {

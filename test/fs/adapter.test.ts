@@ -1,11 +1,12 @@
 // What the mount presents and refuses, on a real FUSE mount.
-import { promises as fs, constants, readdirSync, statSync } from 'node:fs'
+import { promises as fs, readdirSync, statSync } from 'node:fs'
 import path from 'node:path'
 import t from 'tap'
 import { readStats } from '../../src/cli/stats-command'
-import { generateDataset, sha1 } from '../helpers/dataset'
+import { classOf, generateDataset, sha1 } from '../helpers/dataset'
 import { emptyDir, mount } from '../helpers/mount'
-import { readEpoch } from '../helpers/readers'
+import { readEpoch, readFileAsTrainer } from '../helpers/readers'
+import { changeAttempts } from '../helpers/read-only'
 
 const dataset = generateDataset(2)
 t.teardown(async () => { await fs.rm(dataset.root, { recursive: true, force: true }) })
@@ -43,23 +44,8 @@ t.test('every change is refused with EROFS and the source stays unchanged', asyn
   const before = walk(dataset.root).map(r => [r, r.endsWith('/') ? '' : sha1(require('node:fs').readFileSync(path.join(dataset.root, r)))])
   const mountpoint = emptyDir()
   await mount(t, dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4')
-  const sample = path.join(mountpoint, dataset.samples[0])
-  const attempts: [string, () => Promise<unknown>][] = [
-    ['write to a sample', async () => await fs.writeFile(sample, 'x')],
-    ['open a sample read-write', async () => await fs.open(sample, 'r+')],
-    ['append', async () => await fs.appendFile(path.join(mountpoint, 'README.txt'), 'x')],
-    ['create', async () => await fs.writeFile(path.join(mountpoint, 'cat', 'new.jpg'), 'x')],
-    ['mkdir', async () => await fs.mkdir(path.join(mountpoint, 'newclass'))],
-    ['unlink', async () => await fs.unlink(sample)],
-    ['rmdir', async () => await fs.rmdir(path.join(mountpoint, 'bee'))],
-    ['rename', async () => await fs.rename(sample, sample + '.bak')],
-    ['chmod', async () => await fs.chmod(sample, 0o777)],
-    ['truncate', async () => await fs.truncate(sample, 0)],
-    ['symlink', async () => await fs.symlink('cat', path.join(mountpoint, 'link'))],
-    ['utimes', async () => await fs.utimes(sample, new Date(), new Date())]
-  ]
-  for (const [what, attempt] of attempts) await t.rejects(attempt(), { code: 'EROFS' }, what)
-  await t.rejects(fs.access(sample, constants.W_OK), { code: 'EROFS' }, 'access(W_OK)')
+  for (const [what, attempt] of changeAttempts(mountpoint, dataset.samples[0], 'bee')) await t.rejects(attempt(), { code: 'EROFS' }, what)
+  await t.rejects(fs.appendFile(path.join(mountpoint, 'README.txt'), 'x'), { code: 'EROFS' }, 'append to a non-sample')
   const after = walk(dataset.root).map(r => [r, r.endsWith('/') ? '' : sha1(require('node:fs').readFileSync(path.join(dataset.root, r)))])
   t.same(after, before)
 })
@@ -125,4 +111,49 @@ t.test('an unreadable sample fails its open with EIO; the rest are still served'
   t.equal(read.filter(r => broken.byContent.get(r.content) !== r.opened).length, 0, 'every other sample is intact')
   const stats = await readStats(mountpoint)
   t.ok(stats.source.readErrors >= 1)
+})
+
+for (const mode of ['strict', 'pool', 'mix']) {
+  t.test(`${mode}: a sample that vanishes from the directory fails one open per epoch with EIO; every other sample is served once, labels right`, async t => {
+    const broken = generateDataset(4)
+    t.teardown(async () => { await fs.rm(broken.root, { recursive: true, force: true }) })
+    const victim = broken.samples.find(s => s.startsWith('cat/'))!
+    const mountpoint = emptyDir()
+    await mount(t, broken.root, mountpoint, '--memory', '300K', '--chunk-size', '4', '--redirect', mode)
+    await fs.rename(path.join(broken.root, victim), path.join(broken.root, victim + '.moved'))
+    for (let epoch = 0; epoch < 2; epoch++) {
+      const results = await Promise.allSettled(broken.samples.map(async relative => await readFileAsTrainer(mountpoint, relative)))
+      const failed = results.filter(r => r.status === 'rejected')
+      t.equal(failed.length, 1, `epoch ${epoch}: one open fails`)
+      t.ok(failed.every(r => (r.reason as NodeJS.ErrnoException).code === 'EIO'), 'with EIO')
+      const served = results.flatMap(r => (r.status === 'fulfilled' ? [r.value] : []))
+      t.equal(served.filter(r => classOf(broken.byContent.get(r.content) ?? '?') !== classOf(r.opened)).length, 0, `epoch ${epoch}: labels right`)
+      t.same(served.map(r => broken.byContent.get(r.content)).sort(), broken.samples.filter(s => s !== victim), `epoch ${epoch}: every other sample once`)
+    }
+  })
+}
+
+t.test('--extensions decides what is a sample: other files are served as they are, never redirected', async t => {
+  const mountpoint = emptyDir()
+  await mount(t, dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4', '--extensions', 'png')
+  const pngs = dataset.samples.filter(s => s.endsWith('.png'))
+  const stats = await readStats(mountpoint)
+  t.equal(stats.layout.samples, pngs.length, 'only the .png files are samples')
+  for (const relative of dataset.samples.filter(s => !s.endsWith('.png')).slice(0, 20)) {
+    t.equal(dataset.byContent.get((await readFileAsTrainer(mountpoint, relative)).content), relative, `${relative}: its own bytes`)
+  }
+  t.equal((await readStats(mountpoint)).protocol.opens, 0, 'no sample open for them')
+})
+
+t.test('a file with a sample extension at the top of the mount is served as it is, not as a sample', async t => {
+  const rooted = generateDataset(5)
+  t.teardown(async () => { await fs.rm(rooted.root, { recursive: true, force: true }) })
+  const cover = Buffer.from('a picture of the whole dataset, not of one class')
+  await fs.writeFile(path.join(rooted.root, 'cover.jpg'), cover)
+  const mountpoint = emptyDir()
+  await mount(t, rooted.root, mountpoint, '--memory', '300K', '--chunk-size', '4', '--redirect', 'pool')
+  for (let i = 0; i < 3; i++) t.equal(sha1(await fs.readFile(path.join(mountpoint, 'cover.jpg'))), sha1(cover), `read ${i}: its own bytes`)
+  const stats = await readStats(mountpoint)
+  t.equal(stats.layout.samples, rooted.samples.length)
+  t.equal(stats.protocol.opens, 0)
 })

@@ -40,14 +40,14 @@ interface Teardown { teardown: (fn: () => Promise<void> | void) => void }
  * Mounts `sources[i]` on node i, all at once. `perNode(i)` adds options for
  * one node. Resolves with the CLI results when any mount failed (`failed`).
  */
-export async function mountCluster (t: Teardown, sources: string[], options: string[], perNode: (node: number) => string[] = () => []): Promise<Cluster & { results: CliResult[] }> {
+export async function mountCluster (t: Teardown, sources: string[], options: string[], perNode: (node: number, ports: number[]) => string[] = () => []): Promise<Cluster & { results: CliResult[] }> {
   const ports = await freePorts(sources.length)
   const peers = ports.map(port => `127.0.0.1:${port}`).join(',')
   const token = tokenFile()
   const mountpoints = sources.map(() => emptyDir('redirfs-node-'))
   t.teardown(async () => { for (const mountpoint of mountpoints) await forceUnmount(mountpoint) })
   const results = await Promise.all(sources.map(async (source, node) =>
-    await redirfs('mount', source, mountpoints[node], '--node', String(node), '--peers', peers, '--token-file', token, '--peer-wait', '30', ...options, ...perNode(node))))
+    await redirfs('mount', source, mountpoints[node], '--node', String(node), '--peers', peers, '--token-file', token, '--peer-wait', '30', ...options, ...perNode(node, ports))))
   return { mountpoints, peers, token, results, pids: async () => await Promise.all(mountpoints.map(async m => (await readStats(m)).pid as number)) }
 }
 

@@ -1,6 +1,6 @@
 // Packs: written, verified, mounted for real, damaged on purpose.
 import { execFile, spawn } from 'node:child_process'
-import { promises as fs, existsSync, readdirSync, statSync } from 'node:fs'
+import { promises as fs, existsSync, readFileSync, readdirSync, statSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
@@ -10,6 +10,7 @@ import { loadPackIndex } from '../../src/pack/pack-index'
 import { classOf, generateDataset, sha1, splitClassOf } from '../helpers/dataset'
 import { CLI, CLI_ENV, emptyDir, mount, redirfs } from '../helpers/mount'
 import { readEpoch, readFileAsTrainer } from '../helpers/readers'
+import { changeAttempts } from '../helpers/read-only'
 
 const run = promisify(execFile)
 const dataset = generateDataset(6)
@@ -162,6 +163,14 @@ t.test('a flipped byte in a chunk is reported by verify and never served by the 
     }
   }
   t.ok((await readStats(mountpoint)).source.corruptChunks >= 1)
+})
+
+t.test('every change on a pack mount is refused with EROFS and the pack stays unchanged', async t => {
+  const before = readdirSync(pack).map(name => [name, sha1(readFileSync(path.join(pack, name)))])
+  const mountpoint = emptyDir()
+  await mount(t, pack, mountpoint, '--memory', '300K')
+  for (const [what, attempt] of changeAttempts(mountpoint, dataset.samples[0], 'bee')) await t.rejects(attempt(), { code: 'EROFS' }, what)
+  t.same(readdirSync(pack).map(name => [name, sha1(readFileSync(path.join(pack, name)))]), before)
 })
 
 t.test('mix over a pack reads each sample\'s bytes once per epoch, a block at a time', async t => {

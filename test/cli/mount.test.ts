@@ -167,8 +167,8 @@ t.test('a daemon killed while a reader reads: the reader fails at once, and umou
   let output = ''
   reader.stdout.on('data', chunk => { output += String(chunk) })
   const exited = new Promise<number | null>(resolve => reader.on('exit', code => resolve(code)))
-  while (!output.includes('reading')) await new Promise(resolve => setTimeout(resolve, 20))
-  await new Promise(resolve => setTimeout(resolve, 300)) // reading by now
+  // Kill the daemon once the reader is in the middle of its work: the mount has answered some of its opens.
+  while (!output.includes('reading') || (await readStats(mountpoint)).protocol.opens < 20) await new Promise(resolve => setTimeout(resolve, 20))
   process.kill(pid, 'SIGKILL')
   const timeout = new Promise<string>(resolve => setTimeout(() => resolve('still running'), 10_000))
   t.equal(await Promise.race([exited, timeout]), 3, 'the reader got an error, no hang')

@@ -44,6 +44,11 @@ export interface ClusterSimulationResult {
   readonly epochs: ClusterOpen[][]
   readonly protocols: Protocol[]
   readonly mirrors: MirrorTable[]
+  /**
+   * Per killed node, the opens its trainer was answered after the last
+   * standby update before it died: what a successor cannot know was served.
+   */
+  readonly unsyncedAtDeath: Map<NodeId, number>
 }
 
 type Task = () => void
@@ -156,7 +161,10 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
   const standby = Array.from({ length: nodes }, () => new Map<VcId, StandbyCopy>())
   let tasksRun = 0
   /** The periodic sync: standby copies to successors, served notices to owners. */
+  const answeredSinceSync = new Array<number>(nodes).fill(0)
+  const unsyncedAtDeath = new Map<NodeId, number>()
   const sync = (): void => {
+    answeredSinceSync.fill(0)
     for (const [home, protocol] of protocols.entries()) {
       if (dead.has(home)) continue
       for (const update of protocol.takeStandbyUpdates()) {
@@ -192,10 +200,11 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
       outstanding[node]++
       open(node, file, false, served => {
         outstanding[node]--
-        if (!dead.has(node)) answered.push({ node, opened: file, served })
+        if (!dead.has(node)) { answered.push({ node, opened: file, served }); answeredSinceSync[node]++ }
         for (const kill of [options.kill ?? []].flat()) {
           if (kill.epoch !== epoch || answered.length !== kill.afterOpens || dead.has(kill.node)) continue
           dead.add(kill.node)
+          unsyncedAtDeath.set(kill.node, answeredSinceSync[kill.node])
           queues[kill.node].length = 0
           for (const [survivor, protocol] of protocols.entries()) if (!dead.has(survivor)) protocol.forgetNode(kill.node)
           adoptOrphans()
@@ -213,5 +222,5 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
     if (stuck > 0) throw new Error(`cluster simulation stalled in epoch ${epoch}: ${stuck} opens never answered`)
     epochs.push(answered)
   }
-  return { epochs, protocols, mirrors }
+  return { epochs, protocols, mirrors, unsyncedAtDeath }
 }

@@ -101,6 +101,9 @@ t.test('a node dies mid-epoch (shared storage): its VCs are taken over and the s
     t.equal(served.filter(s => s === undefined).length, 0, `${what}: no error`)
     t.equal(survivors.filter(o => o.served !== undefined && files[o.served].group !== files[o.opened].group).length, 0, `${what}: no wrong label`)
     t.equal(new Set(served).size, served.length, `${what}: no sample twice`)
+    const gotByVictim = new Set(result.epochs[killEpoch].filter(o => o.node === victim && o.served !== undefined).map(o => o.served))
+    const again = served.filter(s => gotByVictim.has(s)).length
+    t.ok(again <= result.unsyncedAtDeath.get(victim)!, `${what}: survivors get again only what the dead node's trainer got after its last standby update (${again} ≤ ${result.unsyncedAtDeath.get(victim)})`)
     t.ok(result.protocols.some(p => p.counters.takeovers > 0), `${what}: VCs were taken over`)
   }
 })

@@ -334,7 +334,11 @@ class ReadFilesWorker : public Napi::AsyncWorker {
       if (result.size == capacity) {  // the file grew since fstat: keep reading
         capacity *= 2;
         char* bigger = static_cast<char*>(std::realloc(result.data, capacity));
-        if (bigger == nullptr) break;
+        if (bigger == nullptr) {  // never serve a file cut short
+          result.error = path + ": out of memory (the file grew while it was read)";
+          capacity /= 2;
+          break;
+        }
         result.data = bigger;
       }
     }
@@ -416,19 +420,24 @@ Napi::Value Discard(const Napi::CallbackInfo& info) {
   return Napi::Boolean::New(env, true);
 }
 
-Napi::Object Init(Napi::Env env, Napi::Object exports) {
-  // Sample-sized buffers are allocated on pool threads and freed on the JS
-  // thread. With glibc's defaults (a per-thread arena each, and an mmap
-  // threshold that rises after the first frees) their memory stays in the
-  // arenas and the daemon's RSS sits far above its budget. Serve them by
-  // mmap, which returns memory to the system the moment it is freed.
+// Sample-sized buffers are allocated on pool threads and freed on the JS
+// thread. With glibc's defaults (a per-thread arena each, and an mmap
+// threshold that rises after the first frees) their memory stays in the
+// arenas and the daemon's RSS sits far above its budget. Serving them by
+// mmap returns memory to the system the moment it is freed. Process-wide,
+// so the daemon asks for it when it starts; loading the addon changes nothing.
+Napi::Value TuneAllocator(const Napi::CallbackInfo& info) {
   mallopt(M_MMAP_THRESHOLD, BufferPool::kPooledFrom);
   mallopt(M_ARENA_MAX, 2);
+  return info.Env().Undefined();
+}
+
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("tuneAllocator", Napi::Function::New(env, TuneAllocator));
   exports.Set("readAligned", Napi::Function::New(env, ReadAligned));
   exports.Set("readChunk", Napi::Function::New(env, ReadChunk));
   exports.Set("readFiles", Napi::Function::New(env, ReadFiles));
   exports.Set("discard", Napi::Function::New(env, Discard));
-  exports.Set("alignment", Napi::Number::New(env, kAlignment));
   return exports;
 }
 

@@ -12,7 +12,8 @@ interface NativeBinding {
   readFiles (paths: string[]): Promise<(Buffer | Error)[]>
   /** Frees the memory of a Buffer that is its only view, now; every view of it becomes empty. */
   discard (bytes: Buffer): boolean
-  alignment: number
+  /** Makes glibc serve sample-sized buffers by mmap, so freed samples leave the process (the daemon calls it once at start). */
+  tuneAllocator (): void
 }
 
 /** A chunk (or a run of it) as read: its length and CRC-32, and the pieces asked for with theirs (none when the read is short). */

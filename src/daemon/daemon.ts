@@ -15,6 +15,7 @@ import path from 'node:path'
 import type { Logger } from 'pino'
 import { DirectoryFileReader, readIncludeList, scanTree } from '../chunks/scan'
 import { DirectorySource } from '../chunks/directory-source'
+import { native } from '../chunks/native'
 import type { ChunkSource } from '../chunks/source'
 import type { DatasetTree, FileReader } from '../chunks/tree'
 import { isPack, loadPackIndex } from '../pack/pack-index'
@@ -142,6 +143,8 @@ export async function startMount (config: MountConfig, log: Logger): Promise<Run
   if (await isPack(path.join(config.source, shardName(0)))) {
     throw new RedirfsError(`${config.source} holds one pack per node (written with --nodes): mount ${path.join(config.source, shardName(config.cluster?.node ?? 0))} on node ${config.cluster?.node ?? 0}`)
   }
+  // Before any sample is read: freed samples must leave the process, or RSS drifts above --memory.
+  native().tuneAllocator()
   const dataset = await (await isPack(config.source) ? openPack(config, log) : openDirectory(config, log))
   try {
     return await serve(config, dataset, log)

@@ -53,8 +53,9 @@ program.command('mount')
   .argument('<mountpoint>', 'an empty directory, or the source itself to mount over it')
   .addOption(new Option('--memory <size>', 'memory budget for samples, e.g. 512M, 2G').argParser(size('--memory')).default(parseSize('1G', '--memory'), '1G'))
   .option('--chunk-size <K>', 'files per chunk: larger means fewer, bigger disk reads', wholeNumber('--chunk-size', 1, 65535), 64)
-  .addOption(new Option('--redirect <mode>', 'strict: the Redox protocol; pool: any in-memory sample of the chunk, no wasted reads; mix: as pool, but each load ' +
-    'takes blocks of several chunks chosen afresh, so samples stored together are not served together; off: no redirection (exact files, chunked reads)').choices(REDIRECT_MODES as string[]).default('strict'))
+  .addOption(new Option('--redirect <mode>', 'mix: any in-memory sample of the virtual chunk, each file read once per epoch, and each load takes blocks ' +
+    'of several chunks chosen afresh, so samples stored together are not served together; pool: the same with whole chunks; strict: the Redox ' +
+    'protocol (re-reads chunks over a pack); off: no redirection (exact files, chunked reads)').choices(REDIRECT_MODES as string[]).default('mix'))
   .option('--mix-block <files>', 'mix: consecutive files of one chunk a load reads together (default: 1 over a directory, a quarter of the chunk size over a pack)', wholeNumber('--mix-block', 1, 65535))
   .option('--seed <n>', 'seed of the chunk layout and of runtime choices', wholeNumber('--seed', 0, 2 ** 31 - 1), 0)
   .option('--include <listfile>', 'show only the samples listed (relative paths, one per line): for training on a subset')

@@ -33,7 +33,7 @@ const LOADERS: Record<string, { rule: Rule, what: string }> = {
 }
 
 for (const [loader, { rule, what }] of Object.entries(LOADERS)) {
-  for (const mode of rule === 'redirected' ? ['pool'] : ['strict', 'pool']) {
+  for (const mode of rule === 'redirected' ? ['mix'] : ['strict', 'mix']) {
     t.test(`${loader} (${what}), ${mode}: labels right, every sample once per epoch, served ${rule}`, async t => {
       const { root, table, identities } = await dataset
       const mountpoint = emptyDir()

@@ -33,6 +33,16 @@ async function damagedCopy (name: string, damage: (chunks: string) => Promise<vo
   return copy
 }
 
+/** Inverts one byte of chunks.bin at `position`. */
+async function flipByte (chunks: string, position: number): Promise<void> {
+  const handle = await fs.open(chunks, 'r+')
+  const byte = Buffer.alloc(1)
+  await handle.read(byte, 0, 1, position)
+  byte[0] ^= 0xff
+  await handle.write(byte, 0, 1, position)
+  await handle.close()
+}
+
 t.test('a fresh pack verifies clean', async t => {
   const result = await redirfs('verify', pack)
   t.equal(result.code, 0, result.stderr)
@@ -135,15 +145,7 @@ t.test('a flipped byte in a chunk is reported by verify and never served by the 
   const victim = index.sampleEntry[7]
   const victimPath = index.path(victim)
   const chunk = index.arrays.chunk[victim]
-  const damaged = await damagedCopy('flipped', async chunks => {
-    const handle = await fs.open(chunks, 'r+')
-    const position = index.arrays.location[victim] + 100
-    const byte = Buffer.alloc(1)
-    await handle.read(byte, 0, 1, position)
-    byte[0] ^= 0xff
-    await handle.write(byte, 0, 1, position)
-    await handle.close()
-  })
+  const damaged = await damagedCopy('flipped', async chunks => { await flipByte(chunks, index.arrays.location[victim] + 100) })
   const report = await redirfs('verify', damaged)
   t.equal(report.code, 1)
   t.match(report.stdout, `chunk ${chunk} (group ${path.dirname(victimPath)}): checksum mismatch in ${victimPath}`)
@@ -189,15 +191,7 @@ t.test('mix over a pack reads each sample\'s bytes once per epoch, a block at a 
 t.test('mix over a pack checks every block it reads: a damaged file costs its own open only', async t => {
   const index = await loadPackIndex(pack)
   const victim = index.sampleEntry[3]
-  const damaged = await damagedCopy('flipped-for-mix', async chunks => {
-    const handle = await fs.open(chunks, 'r+')
-    const position = index.arrays.location[victim] + 10
-    const byte = Buffer.alloc(1)
-    await handle.read(byte, 0, 1, position)
-    byte[0] ^= 0xff
-    await handle.write(byte, 0, 1, position)
-    await handle.close()
-  })
+  const damaged = await damagedCopy('flipped-for-mix', async chunks => { await flipByte(chunks, index.arrays.location[victim] + 10) })
   const mountpoint = emptyDir()
   await mount(t, damaged, mountpoint, '--memory', '300K', '--redirect', 'mix', '--mix-block', '1')
   const results = await Promise.allSettled(dataset.samples.map(async relative => await readFileAsTrainer(mountpoint, relative)))

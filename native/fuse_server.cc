@@ -160,6 +160,11 @@ class Server : public Napi::ObjectWrap<Server> {
     onEvents_ = Napi::ThreadSafeFunction::New(env, info[1].As<Napi::Function>(), "redirfs-fuse", 0, 1);
     double windowMs = info[2].IsObject() ? info[2].As<Napi::Object>().Get("reopenWindowMs").ToNumber().DoubleValue() : 0;
     reopenWindow_ = std::chrono::microseconds(static_cast<int64_t>(windowMs * 1000));
+    // A stat's mark may wait longer than a re-open: between a loader's stat and
+    // its open lies Python code that a busy machine can stall for more than the
+    // re-open window, and a mark that turns a later open of the same path into
+    // an exact one costs only redirection's savings, never exactness.
+    statWindow_ = reopenWindow_.count() > 0 ? std::max(reopenWindow_, std::chrono::microseconds(kStatWindowMin)) : reopenWindow_;
   }
 
   ~Server() override { Stop(); }
@@ -361,7 +366,7 @@ class Server : public Napi::ObjectWrap<Server> {
   // Ends bindings whose window has passed, oldest first; handlesMutex_ held.
   void SweepLocked(Clock::time_point now) {
     for (auto mark = statted_.begin(); mark != statted_.end();) {
-      mark = now - mark->second.second > reopenWindow_ ? statted_.erase(mark) : std::next(mark);
+      mark = now - mark->second.second > statWindow_ ? statted_.erase(mark) : std::next(mark);
     }
     while (!closing_.empty() && now - closing_.front()->closedAt > reopenWindow_) {
       std::shared_ptr<Binding> b = closing_.front();
@@ -692,6 +697,8 @@ class Server : public Napi::ObjectWrap<Server> {
   std::deque<std::shared_ptr<Binding>> closing_;  // closed bindings that may still be re-opened, oldest first
   std::unordered_map<pid_t, std::pair<uint64_t, Clock::time_point>> statted_;  // thread -> the sample it stat'ed last, and when
   std::chrono::microseconds reopenWindow_{0};
+  std::chrono::microseconds statWindow_{0};
+  static constexpr int64_t kStatWindowMin = 1'000'000;  // 1 s
   uint64_t nextHandle_ = 1;
 
   std::mutex eventsMutex_;

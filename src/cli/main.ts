@@ -65,7 +65,7 @@ program.command('mount')
   .addOption(new Option('--fuse-backend <name>', 'native: a libfuse3 server that answers reads without JS; fuse-native: libfuse 2 through JS (slower; a fallback)').choices(FUSE_BACKENDS as unknown as string[]).default('native').env('REDIRFS_FUSE_BACKEND'))
   .option('--reopen-window <ms>', 'a thread that re-opens the sample it opened last within this many milliseconds of closing it (and before opening ' +
     'another) gets the same bytes again, not a second sample, so loaders that open a file twice (cv2.imread, PIL verify) stay exact; and a thread ' +
-    'that stats a sample path and opens it within the window gets the file itself (torchvision read_file). 0 turns both off, for a job whose ' +
+    'that stats a sample path and opens it within a second (or the window) gets the file itself (torchvision read_file). 0 turns both off, for a job whose ' +
     'loader opens each file once and whose persistent workers may open one path last in an epoch and first in the next (native backend)',
   wholeNumber('--reopen-window', 0, 60_000), 50)
   .option('--foreground', 'stay attached; Ctrl-C unmounts', false)

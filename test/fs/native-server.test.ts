@@ -157,3 +157,11 @@ t.test('a stat of another path between the stat and the open leaves the open red
   await inOneThread(mountpoint, [['stat', cats[0]], ['stat', cats[1]], ['open', cats[0]]])
   t.equal((await readStats(mountpoint)).protocol.exactOpens, 0)
 })
+
+t.test('a stat\'s mark outlasts the re-open window (a busy loader may take longer from stat to open), and then ends', async t => {
+  const mountpoint = await nativeMount(t, '--redirect', 'pool', '--reopen-window', '20')
+  await inOneThread(mountpoint, [['stat', cats[0]], ['sleep', 0.3], ['open', cats[0]]])
+  t.equal((await readStats(mountpoint)).protocol.exactOpens, 1, 'an open 0.3 s after the stat is still exact')
+  await inOneThread(mountpoint, [['stat', cats[1]], ['sleep', 1.5], ['open', cats[1]]])
+  t.equal((await readStats(mountpoint)).protocol.exactOpens, 1, 'one 1.5 s after it is not')
+})

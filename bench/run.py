@@ -4,9 +4,9 @@
 
 What one run does (docs/design.md, "How we measure"):
 - makes a JPEG ImageFolder (mean ~110 KB, --size, kept in --data between runs) and packs of it;
-- puts the trainer *and* the redirfs daemon in a cgroup v1 memory limit (process allowance plus
-  --memory-fraction of the dataset, so the page cache cannot hold the dataset) and a blkio throttle
-  on the data disk (--profile nas: 500 IOPS, 200 MB/s; ssd: none; or --iops/--bps);
+- puts the trainer *and* the redirfs daemon in a cgroup memory limit (process allowance plus
+  --memory-fraction of the dataset, so the page cache cannot hold the dataset) and a read throttle
+  on the data disk, in cgroup v1 or v2, whichever the machine has (bench/limits.py) (--profile nas: 500 IOPS, 200 MB/s; ssd: none; or --iops/--bps);
 - drops the page cache before each loader, runs it for --epochs, and reads what the device served;
 - compares PyTorch ImageFolder on the raw directory, a CoorDL-style static cache of the same memory,
   redirfs (strict/pool/off over the directory and over a pack) and No-I/O, for the read-only and the
@@ -27,6 +27,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import limits as cgroups
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -129,68 +131,6 @@ def ensure_pack(data_dir, root, chunk_size):
 def device_of(path):
     st = os.stat(path)
     return f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
-
-
-class Limits:
-    """Our own cgroups under the v1 memory and blkio hierarchies; removed on close."""
-
-    def __init__(self, iops, bps, device):
-        self.memory = f"/sys/fs/cgroup/memory/{CGROUP}"
-        self.blkio = f"/sys/fs/cgroup/blkio/{CGROUP}"
-        self.device = device
-        self.close()
-        os.makedirs(self.memory)
-        os.makedirs(self.blkio)
-        if iops:
-            self._write(self.blkio, "blkio.throttle.read_iops_device", f"{device} {iops}")
-        if bps:
-            self._write(self.blkio, "blkio.throttle.read_bps_device", f"{device} {bps}")
-
-    @staticmethod
-    def _write(group, name, value):
-        with open(os.path.join(group, name), "w") as f:
-            f.write(value)
-
-    def set_memory_limit(self, limit):
-        self._write(self.memory, "memory.limit_in_bytes", str(limit))
-
-    def peak_memory(self):
-        with open(os.path.join(self.memory, "memory.max_usage_in_bytes")) as f:
-            return int(f.read())
-
-    def reset_peak_memory(self):
-        self._write(self.memory, "memory.max_usage_in_bytes", "0")
-
-    def add(self, pid):
-        for group in (self.memory, self.blkio):
-            self._write(group, "cgroup.procs", str(pid))
-
-    def wrap(self, command):
-        """A command that joins the cgroups before it execs."""
-        joins = "; ".join(f"echo $$ > {g}/cgroup.procs" for g in (self.memory, self.blkio))
-        return ["sh", "-c", f'{joins}; exec "$@"', "bench"] + command
-
-    def device_reads(self):
-        result = {}
-        for name, key in (("blkio.throttle.io_service_bytes", "bytes"), ("blkio.throttle.io_serviced", "ops")):
-            with open(os.path.join(self.blkio, name)) as f:
-                for line in f:
-                    parts = line.split()
-                    if len(parts) == 3 and parts[0] == self.device and parts[1] == "Read":
-                        result[key] = int(parts[2])
-        return result.get("bytes", 0), result.get("ops", 0)
-
-    def close(self):
-        for group, parent in ((getattr(self, "memory", None), "/sys/fs/cgroup/memory"), (getattr(self, "blkio", None), "/sys/fs/cgroup/blkio")):
-            if group and os.path.isdir(group):
-                with open(os.path.join(group, "cgroup.procs")) as f:
-                    pids = f.read().split()
-                for pid in pids:
-                    try:
-                        self._write(parent, "cgroup.procs", pid)
-                    except OSError:
-                        pass
-                os.rmdir(group)
 
 
 def drop_caches():
@@ -308,7 +248,7 @@ def measure_cluster(nodes, args, info, source, limits, memory, allowance):
     """N redirfs nodes on loopback over one shared pack (pool), N DistributedSampler trainers, one cgroup.
 
     Each node gets the memory one node gets elsewhere; the cgroup holds N times one node's processes
-    and data share; the blkio limit is shared, as a NAS is. Throughput = all ranks' samples over the
+    and data share; the read throttle is shared, as a NAS is. Throughput = all ranks' samples over the
     slowest rank's epoch time."""
     drop_caches()
     limits.set_memory_limit(nodes * (allowance + memory))
@@ -613,7 +553,11 @@ def main():
         result["hotPath"] = hot_path(root, info, args)
         print(write_report(result, args.out))
         return
-    limits = Limits(iops, bps, device_of(root))
+    try:
+        limits = cgroups.detect(CGROUP, iops, bps, device_of(root))
+    except cgroups.CgroupUnavailable as why:
+        sys.exit(str(why))
+    log(f"limits in cgroup v{limits.version}")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     try:
         for pipeline in result["pipelines"]:

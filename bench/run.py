@@ -72,12 +72,22 @@ def _make_class(args):
     return total
 
 
+DATASET_GENERATOR = 1  # raise when _make_class or the class sizes change: cached datasets are then made again
+
+
 def ensure_dataset(data_dir, size, classes, seed):
+    """The generated dataset, made once and kept; one made by another generator or with other
+    parameters is made again."""
     root = os.path.join(data_dir, f"jpeg-{size // 2**20}M-{classes}c-s{seed}")
     marker = os.path.join(root, ".complete.json")
+    wanted = {"generator": DATASET_GENERATOR, "size": size, "classes": classes, "seed": seed}
     if os.path.exists(marker):
         with open(marker) as f:
-            return root, json.load(f)
+            info = json.load(f)
+        made = {key: info.get(key) for key in wanted}
+        if made == wanted:
+            return root, {key: info[key] for key in ("files", "bytes", "classes")}
+        log(f"{root} was made with {made}, this bench makes {wanted}: generating again")
     shutil.rmtree(root, ignore_errors=True)
     files = max(classes, size // (110 * 1024))
     # Uneven classes, as real datasets have: weights between 0.5 and 1.5.
@@ -88,7 +98,7 @@ def ensure_dataset(data_dir, size, classes, seed):
         total = sum(pool.map(_make_class, [(root, c, n, seed) for c, n in enumerate(counts)]))
     info = {"files": sum(counts), "bytes": total, "classes": classes}
     with open(marker, "w") as f:
-        json.dump(info, f)
+        json.dump({**wanted, **info}, f)
     return root, info
 
 
@@ -100,29 +110,44 @@ def code_version():
     return commit + (" (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/results") else "")
 
 
-def pack_format_version(pack):
-    """The format version in a pack's index (u32 after the 8-byte magic), or None."""
-    try:
-        with open(os.path.join(pack, "index.bin"), "rb") as f:
-            head = f.read(12)
-        return int.from_bytes(head[8:12], "little") if len(head) == 12 else None
-    except OSError:
-        return None
+PACK_SEED = 0  # `redirfs pack`'s default --seed, which the bench uses
 
 
-def ensure_pack(data_dir, root, chunk_size):
-    """A pack of `root` written by this redirfs: one of an older format is written again."""
+def pack_header(pack):
+    """The header of a pack's index as this redirfs reads it, or why it cannot be read."""
+    script = ("const f = require('./dist/pack/format');"
+              "try { const h = f.decodeIndex(require('fs').readFileSync(process.argv[1]), process.argv[1]).header;"
+              "  console.log(JSON.stringify(h)) } catch (e) { console.log(JSON.stringify({ unreadable: e.message })) }")
+    done = subprocess.run(["node", "-e", script, os.path.join(pack, "index.bin")], check=True, capture_output=True, text=True, cwd=ROOT)
+    return json.loads(done.stdout)
+
+
+def stale_pack(pack, chunk_size, info):
+    """Why a cached pack is not the one this run would write (format, K, seed, or the dataset's
+    files), or None."""
+    header = pack_header(pack)
+    if "unreadable" in header:
+        return header["unreadable"]
+    wanted = {"chunkSize": chunk_size, "seed": PACK_SEED, "samples": info["files"], "sampleBytes": info["bytes"]}
+    differs = [f"{key} {header.get(key)} (wanted {value})" for key, value in wanted.items() if header.get(key) != value]
+    return ", ".join(differs) or None
+
+
+def ensure_pack(data_dir, root, chunk_size, info):
+    """A pack of `root` written by this redirfs with K=`chunk_size`; a cached one that differs
+    (older format, other K or seed, or packed from an earlier dataset) is written again."""
     pack = os.path.join(data_dir, os.path.basename(root) + f".pack-k{chunk_size}")
-    current = json.loads(subprocess.run(["node", "-p", "JSON.stringify(require('./dist/pack/format').PACK_VERSION)"],
-                                        check=True, capture_output=True, text=True, cwd=ROOT).stdout)
-    if os.path.exists(pack) and pack_format_version(pack) != current:
-        log(f"{pack} has pack format {pack_format_version(pack)}, this redirfs writes {current}: packing again")
-        shutil.rmtree(pack)
+    if os.path.exists(os.path.join(pack, "index.bin")):
+        why = stale_pack(pack, chunk_size, info)
+        if why:
+            log(f"{pack} is stale ({why}): packing again")
+            shutil.rmtree(pack)
     if not os.path.exists(os.path.join(pack, "index.bin")):
+        shutil.rmtree(pack, ignore_errors=True)
         for partial in glob.glob(pack + ".partial-*"):
             shutil.rmtree(partial, ignore_errors=True)
         log(f"packing {root} with K={chunk_size}")
-        subprocess.run([REDIRFS, "pack", root, pack, "--chunk-size", str(chunk_size)], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([REDIRFS, "pack", root, pack, "--chunk-size", str(chunk_size), "--seed", str(PACK_SEED)], check=True, stdout=subprocess.DEVNULL)
     return pack
 
 
@@ -537,9 +562,9 @@ def main():
         sys.exit(f"bench: unknown loaders {', '.join(sorted(unknown))}; known: {', '.join(ALL_LOADERS)}")
     sources = {"dir": root}
     if any(name.startswith("pack-") for name in loaders) or args.cluster > 1:
-        sources["pack"] = ensure_pack(args.data, root, args.chunk_size)
+        sources["pack"] = ensure_pack(args.data, root, args.chunk_size, info)
     sweep = [int(k) for k in args.sweep.split(",") if k]
-    packs = {k: ensure_pack(args.data, root, k) for k in sweep}
+    packs = {k: ensure_pack(args.data, root, k, info) for k in sweep}
     iops, bps = PROFILES.get(args.profile, (args.iops, args.bps))
     memory = int(info["bytes"] * args.memory_fraction)
     result = {"startedAt": datetime.datetime.now().isoformat(timespec="seconds"), "command": "npm run bench -- " + " ".join(sys.argv[1:]),

@@ -3,7 +3,9 @@
 // bytes): 1000 classes x 1300 files with ImageNet-like names, then loads it
 // in a fresh process and also builds the mount's layout from it.
 //
-//   node bench/index-scale.js [--files 1300000] [--classes 1000]
+//   node bench/index-scale.js [--files 1300000] [--classes 1000] [--out bench/results/index-scale]
+//
+// Writes <out>/latest.{json,md} with the commit and the command.
 'use strict'
 const { execFileSync } = require('node:child_process')
 const fs = require('node:fs')
@@ -11,8 +13,16 @@ const os = require('node:os')
 const path = require('node:path')
 
 const dist = path.join(__dirname, '..', 'dist')
+
+/** The commit the figures come from, marked when the code differs from it. */
+function codeVersion () {
+  const git = (...a) => execFileSync('git', a, { cwd: path.join(__dirname, '..') }).toString().trim()
+  const dirty = git('status', '--porcelain', '--untracked-files=no', '--', '.', ':!bench/results') !== ''
+  return git('rev-parse', '--short', 'HEAD') + (dirty ? ' (with uncommitted changes)' : '')
+}
 const args = process.argv.slice(2)
-const option = (name, fallback) => { const i = args.indexOf(name); return i < 0 ? fallback : Number(args[i + 1]) }
+const text = (name, fallback) => { const i = args.indexOf(name); return i < 0 ? fallback : args[i + 1] }
+const option = (name, fallback) => Number(text(name, fallback))
 
 if (args[0] === '--measure') {
   const { loadPackIndex } = require(path.join(dist, 'pack/pack-index.js'))
@@ -86,8 +96,22 @@ const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'redirfs-index-'))
 const index = encodeIndex(header, { ...arrays, chunkOffset: arrays.chunkOffset.subarray(0, header.chunks), chunkLength: arrays.chunkLength.subarray(0, header.chunks), chunkCrc: arrays.chunkCrc.subarray(0, header.chunks) }, Buffer.from(paths.join('')))
 fs.writeFileSync(path.join(dir, 'index.bin'), index)
 try {
-  const result = JSON.parse(execFileSync(process.execPath, ['--expose-gc', __filename, '--measure', dir]).toString())
-  console.log(JSON.stringify({ indexMiB: +(index.length / 2 ** 20).toFixed(1), ...result }, null, 2))
+  const measured = JSON.parse(execFileSync(process.execPath, ['--expose-gc', __filename, '--measure', dir]).toString())
+  const result = { commit: codeVersion(), command: ['node', 'bench/index-scale.js', ...args].join(' '), classes, indexMiB: +(index.length / 2 ** 20).toFixed(1), ...measured }
+  const out = text('--out', path.join(__dirname, 'results', 'index-scale'))
+  fs.mkdirSync(out, { recursive: true })
+  fs.writeFileSync(path.join(out, 'latest.json'), JSON.stringify(result, null, 2) + '\n')
+  fs.writeFileSync(path.join(out, 'latest.md'), [
+    `Run on commit ${result.commit}: \`${result.command}\``, '',
+    `A generated pack index of ${result.entries} entries (${result.samples} samples in ${classes} classes, K=64), loaded in a fresh process:`, '',
+    '| measure | value |', '|---|---|',
+    `| index file | ${result.indexMiB} MiB |`,
+    `| load | ${result.loadSeconds} s |`,
+    `| layout after it | ${result.layoutSeconds} s |`,
+    `| bytes per file, index | ${result.bytesPerFileIndex} (JS heap ${result.heapBytesPerFile}, typed arrays ${result.externalBytesPerFile}) |`,
+    `| bytes per file, index and layout | ${result.bytesPerFileWithLayout} |`,
+    `| process RSS after both | ${result.rssMiB} MiB |`, ''].join('\n'))
+  console.log(JSON.stringify(result, null, 2))
 } finally {
   fs.rmSync(dir, { recursive: true, force: true })
 }

@@ -453,14 +453,21 @@ def write_report(result, out):
         base = next((r["samplesPerSecond"] for r in rows if r["loader"] == "pytorch"), 0)
         static = next((r["samplesPerSecond"] for r in rows if r["loader"] == "static"), 0)
         lines += [f"**{pipeline} pipeline** (samples/s: median of epochs 2..{result['epochs']})", "",
-                  "| loader | samples/s | vs PyTorch | vs static cache | device MiB/epoch | device ops/epoch | read amplification | opens waited | daemon peak RSS | daemon CPU s/epoch |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  "| loader | samples/s | vs PyTorch | vs static cache | device MiB/epoch | device ops/epoch | read amplification | opens waited | daemon peak RSS | daemon CPU s/epoch | daemon CPU µs/sample |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in rows:
             waited = f"{r['openWaitFraction']:.1%}" if "openWaitFraction" in r else "-"
             rss = f"{r['daemonPeakRssBytes'] / 2**20:.0f} MiB" if "daemonPeakRssBytes" in r else "-"
             cpu = f"{r['daemonCpuSecondsPerEpoch']:.1f}" if "daemonCpuSecondsPerEpoch" in r else "-"
+            per_sample = f"{r['daemonCpuSecondsPerEpoch'] / result['dataset']['files'] * 1e6:.0f}" if "daemonCpuSecondsPerEpoch" in r else "-"
             lines.append(f"| {r['loader']} | {r['samplesPerSecond']:.0f} | {times(r['samplesPerSecond'], base)} | {times(r['samplesPerSecond'], static)} | "
-                         f"{r['deviceBytes'] / result['epochs'] / 2**20:.0f} | {r['deviceOps'] / result['epochs']:.0f} | {r['readAmplification']:.2f} | {waited} | {rss} | {cpu} |")
+                         f"{r['deviceBytes'] / result['epochs'] / 2**20:.0f} | {r['deviceOps'] / result['epochs']:.0f} | {r['readAmplification']:.2f} | {waited} | {rss} | {cpu} | {per_sample} |")
+        if result["bps"]:
+            # No reader of this dataset can beat the profile's byte rate: bytes/s over the mean sample's bytes.
+            bound = result["bps"] / (result["dataset"]["bytes"] / result["dataset"]["files"])
+            best = max((r for r in rows if r["loader"] != "noio"), key=lambda r: r["samplesPerSecond"])
+            lines += ["", f"The profile's {result['bps'] / 10**6:.0f} MB/s bounds any reader of this dataset at {bound:.0f} samples/s; "
+                          f"the fastest loader here, {best['loader']}, reaches {best['samplesPerSecond'] / bound:.2f} of it."]
         lines.append("")
     if result.get("sweep"):
         lines += [f"**Chunk-size sweep** (pack, read pipeline, {result['sweepEpochs']} epochs)", "", "| K | mode | samples/s | chunk loads / PC / epoch | read amplification |", "|---|---|---|---|---|"]

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from run import HERE, REDIRFS, read_all  # bench/run.py, next to this file
+from run import HERE, REDIRFS, code_version, read_all  # bench/run.py, next to this file
 TREE_FORMAT = 1  # bump when the generated tree changes, so cached trees are rebuilt
 INDEX = "import sys, time\nfrom torchvision import datasets\nt = time.time()\nd = datasets.ImageFolder(sys.argv[1])\nprint(time.time() - t, len(d))"
 
@@ -108,15 +108,16 @@ def main():
         subprocess.run([REDIRFS, "umount", "--force", mountpoint], check=False, stdout=subprocess.DEVNULL)
         os.rmdir(mountpoint)
 
-    commit = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip() or "unknown"
-    result = {"commit": commit, "startedAt": time.strftime("%Y-%m-%dT%H:%M:%S"), "files": args.files, "classes": args.classes, "memory": args.memory,
+    commit = code_version()
+    command = "/usr/bin/python3 bench/tree-scale.py " + " ".join(sys.argv[1:])
+    result = {"commit": commit, "command": command, "startedAt": time.strftime("%Y-%m-%dT%H:%M:%S"), "files": args.files, "classes": args.classes, "memory": args.memory,
               "samples": {"raw": raw_samples, "mount": mounted_samples}, "mountSeconds": mount_seconds,
               "imageFolderSeconds": {"raw": raw_seconds, "mountFirst": first_seconds, "mountSecond": second_seconds},
               "daemonAfterMount": after_mount, "epochs": epochs}
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "latest.json"), "w") as f:
         json.dump(result, f, indent=2)
-    lines = [f"Run {result['startedAt']} on commit {commit}: {args.files} files in {args.classes} classes, `--memory {args.memory}`", "",
+    lines = [f"Run {result['startedAt']} on commit {commit}: `{command}` ({args.files} files in {args.classes} classes, `--memory {args.memory}`)", "",
              "| measure | value |", "|---|---|",
              f"| `redirfs mount` (scan + layout) | {mount_seconds:.1f} s |",
              f"| `ImageFolder(<raw>)` | {raw_seconds:.2f} s |",

@@ -125,6 +125,18 @@ std::string ErrnoMessage(const std::string& what, int error) {
   return what + ": " + std::strerror(error);
 }
 
+// An Error whose `code` names the errno (ENOENT, EIO, ...) as Node's own errors do, so JS decides
+// by the code, never by the message.
+Napi::Value ErrorWithCode(Napi::Env env, const std::string& message, int error) {
+  Napi::Error js = Napi::Error::New(env, message);
+  const char* name = error != 0 ? strerrorname_np(error) : nullptr;
+  if (name != nullptr) {
+    js.Set("code", Napi::String::New(env, name));
+    js.Set("errno", Napi::Number::New(env, -error));
+  }
+  return js.Value();
+}
+
 class ReadAlignedWorker : public Napi::AsyncWorker {
  public:
   ReadAlignedWorker(Napi::Env env, int fd, uint64_t offset, uint64_t length, bool direct)
@@ -139,6 +151,7 @@ class ReadAlignedWorker : public Napi::AsyncWorker {
     const size_t size = end - start;
     allocated_ = size == 0 ? kAlignment : size;
     if (posix_memalign(&base_, kAlignment, allocated_) != 0) {
+      errorCode_ = ENOMEM;
       SetError("cannot allocate an aligned buffer");
       return;
     }
@@ -147,7 +160,8 @@ class ReadAlignedWorker : public Napi::AsyncWorker {
       ssize_t n = pread(fd_, static_cast<char*>(base_) + done, size - done, start + done);
       if (n < 0) {
         if (errno == EINTR) continue;
-        SetError(ErrnoMessage("pread", errno));
+        errorCode_ = errno;
+        SetError(ErrnoMessage("pread", errorCode_));
         return;
       }
       if (n == 0) break;  // end of file: the caller checks the length it got
@@ -167,11 +181,12 @@ class ReadAlignedWorker : public Napi::AsyncWorker {
   void OnError(const Napi::Error& error) override {
     std::free(base_);
     base_ = nullptr;
-    deferred_.Reject(error.Value());
+    deferred_.Reject(ErrorWithCode(Env(), error.Message(), errorCode_));
   }
 
  private:
   Napi::Promise::Deferred deferred_;
+  int errorCode_ = 0;  // the errno behind SetError
   int fd_;
   uint64_t offset_, length_;
   bool direct_;
@@ -201,6 +216,7 @@ class ReadChunkWorker : public Napi::AsyncWorker {
     const size_t size = end - start;
     void* base = nullptr;
     if (posix_memalign(&base, kAlignment, size == 0 ? kAlignment : size) != 0) {
+      errorCode_ = ENOMEM;
       SetError("cannot allocate an aligned buffer");
       return;
     }
@@ -210,7 +226,8 @@ class ReadChunkWorker : public Napi::AsyncWorker {
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) {
         std::free(base);
-        SetError(ErrnoMessage("pread", errno));
+        errorCode_ = errno;
+        SetError(ErrnoMessage("pread", errorCode_));
         return;
       }
       if (n == 0) break;
@@ -251,10 +268,11 @@ class ReadChunkWorker : public Napi::AsyncWorker {
     deferred_.Resolve(out);
   }
 
-  void OnError(const Napi::Error& error) override { deferred_.Reject(error.Value()); }
+  void OnError(const Napi::Error& error) override { deferred_.Reject(ErrorWithCode(Env(), error.Message(), errorCode_)); }
 
  private:
   Napi::Promise::Deferred deferred_;
+  int errorCode_ = 0;  // the errno behind SetError
   int fd_;
   uint64_t offset_, length_;
   bool direct_;
@@ -271,6 +289,7 @@ struct FileResult {
   size_t size = 0;
   size_t capacity = 0;
   std::string error;
+  int code = 0;  // the errno behind error
 };
 
 class ReadFilesWorker : public Napi::AsyncWorker {
@@ -290,7 +309,7 @@ class ReadFilesWorker : public Napi::AsyncWorker {
     for (size_t i = 0; i < results_.size(); i++) {
       FileResult& r = results_[i];
       if (!r.error.empty()) {
-        out.Set(i, Napi::Error::New(env, r.error).Value());
+        out.Set(i, ErrorWithCode(env, r.error, r.code));
       } else {
         char* data = r.data;
         r.data = nullptr;
@@ -300,7 +319,7 @@ class ReadFilesWorker : public Napi::AsyncWorker {
     deferred_.Resolve(out);
   }
 
-  void OnError(const Napi::Error& error) override { deferred_.Reject(error.Value()); }
+  void OnError(const Napi::Error& error) override { deferred_.Reject(ErrorWithCode(Env(), error.Message(), errorCode_)); }
 
   ~ReadFilesWorker() override {
     for (FileResult& r : results_) if (r.data != nullptr) pool.Give(r.data, r.capacity);
@@ -310,12 +329,14 @@ class ReadFilesWorker : public Napi::AsyncWorker {
   static void ReadOne(const std::string& path, FileResult& result) {
     int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-      result.error = ErrnoMessage(path, errno);
+      result.code = errno;
+      result.error = ErrnoMessage(path, result.code);
       return;
     }
     struct stat st;
     if (fstat(fd, &st) != 0) {
-      result.error = ErrnoMessage(path, errno);
+      result.code = errno;
+      result.error = ErrnoMessage(path, result.code);
       close(fd);
       return;
     }
@@ -326,7 +347,8 @@ class ReadFilesWorker : public Napi::AsyncWorker {
       ssize_t n = pread(fd, result.data + result.size, capacity - result.size, result.size);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) {
-        result.error = ErrnoMessage(path, errno);
+        result.code = errno;
+        result.error = ErrnoMessage(path, result.code);
         break;
       }
       if (n == 0) break;
@@ -335,6 +357,7 @@ class ReadFilesWorker : public Napi::AsyncWorker {
         capacity *= 2;
         char* bigger = static_cast<char*>(std::realloc(result.data, capacity));
         if (bigger == nullptr) {  // never serve a file cut short
+          result.code = ENOMEM;
           result.error = path + ": out of memory (the file grew while it was read)";
           capacity /= 2;
           break;
@@ -343,11 +366,15 @@ class ReadFilesWorker : public Napi::AsyncWorker {
       }
     }
     result.capacity = capacity;
-    if (result.data == nullptr && result.error.empty()) result.error = path + ": out of memory";
+    if (result.data == nullptr && result.error.empty()) {
+      result.code = ENOMEM;
+      result.error = path + ": out of memory";
+    }
     close(fd);
   }
 
   Napi::Promise::Deferred deferred_;
+  int errorCode_ = 0;  // the errno behind SetError (none today: each file carries its own)
   std::vector<std::string> paths_;
   std::vector<FileResult> results_;
 };

@@ -4,7 +4,7 @@
  */
 import { closeSync, constants, openSync } from 'node:fs'
 import path from 'node:path'
-import { RedirfsError } from '../errors'
+import { UsageError } from '../errors'
 
 interface NativeBinding {
   readAligned (fd: number, offset: number, length: number, direct: boolean): Promise<Buffer>
@@ -27,7 +27,7 @@ export function native (): NativeBinding {
     try {
       binding = require(ADDON) as NativeBinding
     } catch (err) {
-      throw new RedirfsError(`the native chunk reader is not built (${ADDON}: ${(err as Error).message.split('\n')[0]}); run: npm run setup`)
+      throw new UsageError(`the native chunk reader is not built (${ADDON}: ${(err as Error).message.split('\n')[0]}); run: npm run setup`)
     }
   }
   return binding

@@ -17,7 +17,7 @@
  */
 import { promises as fs, type BigIntStats } from 'node:fs'
 import path from 'node:path'
-import { RedirfsError } from '../errors'
+import { UsageError } from '../errors'
 import { groupOf, type GroupDepth } from '../redirect/grouping'
 import type { SampleFile } from '../redirect/layout'
 import type { DatasetTree, EntryAttributes, FileReader, OpenFile, SkippedEntry, TreeEntry } from './tree'
@@ -111,7 +111,7 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
     skipped.sort((a, b) => (a.path < b.path ? -1 : 1))
     const named = skipped.slice(0, NAMED_IN_MESSAGE).map(entry => `${entry.path} (${entry.why})`).join(', ')
     const more = skipped.length > NAMED_IN_MESSAGE ? `, and ${skipped.length - NAMED_IN_MESSAGE} more` : ''
-    throw new RedirfsError(`${skipped.length} entr${skipped.length === 1 ? 'y' : 'ies'} of the source cannot be served: ${named}${more}; fix or remove ${skipped.length === 1 ? 'it' : 'them'}, or pass --skip-unservable to leave ${skipped.length === 1 ? 'it' : 'them'} out`)
+    throw new UsageError(`${skipped.length} entr${skipped.length === 1 ? 'y' : 'ies'} of the source cannot be served: ${named}${more}; fix or remove ${skipped.length === 1 ? 'it' : 'them'}, or pass --skip-unservable to leave ${skipped.length === 1 ? 'it' : 'them'} out`)
   }
   for (const entry of skipped) warn(`left out ${entry.path}: ${entry.why}`)
   samplePaths.sort()
@@ -125,7 +125,7 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
     if (missing.length > 0) warn(`${missing.length} path(s) of the include list are not samples of the source, e.g. ${missing[0]}`)
   }
   if (samples.length === 0) {
-    throw new RedirfsError(`no sample files found (looked for ${[...extensions].join(' ')} inside the directories of the source)`)
+    throw new UsageError(`no sample files found (looked for ${[...extensions].join(' ')} inside the directories of the source)`)
   }
   return { entries, samples, skipped }
 }
@@ -151,10 +151,10 @@ function printableName (raw: Buffer): string {
 /** Reads an include list: one relative path per line; blank lines and # comments ignored. */
 export async function readIncludeList (file: string): Promise<Set<string>> {
   const text = await fs.readFile(file, 'utf8').catch((err: NodeJS.ErrnoException) => {
-    throw new RedirfsError(`cannot read include list ${file}: ${err.code ?? err.message}`)
+    throw new UsageError(`cannot read include list ${file}: ${err.code ?? err.message}`)
   })
   const paths = text.split('\n').map(line => line.trim().replace(/^\.\//, '')).filter(line => line !== '' && !line.startsWith('#'))
-  if (paths.length === 0) throw new RedirfsError(`include list ${file} names no paths`)
+  if (paths.length === 0) throw new UsageError(`include list ${file} names no paths`)
   return new Set(paths)
 }
 

@@ -5,7 +5,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander'
 import path from 'node:path'
 import { FUSE_BACKENDS, type ClusterConfig, type FuseBackend, type MountConfig } from '../daemon/config'
-import { RedirfsError } from '../errors'
+import { isForUser, UsageError } from '../errors'
 import { REDIRECT_MODES, type RedirectMode } from '../redirect/protocol'
 import { SingleBar, Presets } from 'cli-progress'
 import { verifyPack } from '../pack/verify'
@@ -168,7 +168,7 @@ program.command('verify')
   .action(async (pack: string) => {
     const report = await withProgress('verifying', async onProgress => await verifyPack(path.resolve(pack), onProgress))
     for (const problem of report.problems) process.stdout.write(`${problem}\n`)
-    if (report.problems.length > 0) throw new RedirfsError(`${pack}: ${report.problems.length} problem(s) in ${report.chunks} chunks and ${report.files} files`)
+    if (report.problems.length > 0) throw new UsageError(`${pack}: ${report.problems.length} problem(s) in ${report.chunks} chunks and ${report.files} files`)
     process.stdout.write(`redirfs: ${pack} is intact (${report.chunks} chunks, ${report.files} files)\n`)
   })
 
@@ -213,11 +213,11 @@ function clusterConfig (options: Record<string, any>, command: Command): Cluster
   const given = (name: string): boolean => command.getOptionValueSource(name) === 'cli'
   if (options.peers === undefined) {
     const stray = CLUSTER_FLAGS.filter(given)
-    if (stray.length > 0 || options.prefetch === false) throw new RedirfsError(`--${(stray[0] ?? 'no-prefetch').replace(/[A-Z]/g, c => '-' + c.toLowerCase())} applies only to a cluster: give --peers and --node too`)
+    if (stray.length > 0 || options.prefetch === false) throw new UsageError(`--${(stray[0] ?? 'no-prefetch').replace(/[A-Z]/g, c => '-' + c.toLowerCase())} applies only to a cluster: give --peers and --node too`)
     return undefined
   }
-  if (options.node === undefined) throw new RedirfsError('--peers needs --node: this node\'s index in the --peers list')
-  if (options.tokenFile === undefined) throw new RedirfsError('--peers needs --token-file: the file with the cluster token every node shares')
+  if (options.node === undefined) throw new UsageError('--peers needs --node: this node\'s index in the --peers list')
+  if (options.tokenFile === undefined) throw new UsageError('--peers needs --token-file: the file with the cluster token every node shares')
   const resolve = (file: string | undefined): string | undefined => file === undefined ? undefined : path.resolve(file)
   return {
     node: options.node,
@@ -313,7 +313,7 @@ export async function main (argv: string[]): Promise<void> {
   try {
     await program.parseAsync(argv)
   } catch (err) {
-    const message = err instanceof RedirfsError ? err.message : `unexpected error: ${(err as Error).message}`
+    const message = isForUser(err) ? err.message : `unexpected error: ${(err as Error).message}`
     process.stderr.write(`redirfs: ${message}\n`)
     process.exitCode = 1
   }

@@ -11,7 +11,7 @@ import { startMount, type MountSummary } from '../daemon/daemon'
 import type { MountConfig } from '../daemon/config'
 import { createLogger } from '../daemon/logger'
 import { defaultLogFile } from '../daemon/registry'
-import { RedirfsError } from '../errors'
+import { isForUser, UsageError } from '../errors'
 
 type Notice = { ready: true, summary: MountSummary } | { error: string }
 
@@ -41,9 +41,9 @@ export async function runInForeground (config: MountConfig): Promise<void> {
   try {
     running = await startMount(config, log)
   } catch (err) {
-    const message = err instanceof RedirfsError ? err.message : `unexpected error: ${(err as Error).stack ?? String(err)}`
+    const message = isForUser(err) ? err.message : `unexpected error: ${(err as Error).stack ?? String(err)}`
     log.error({ err: message }, 'mount failed')
-    notify({ error: err instanceof RedirfsError ? err.message : `unexpected error: ${(err as Error).message}` })
+    notify({ error: isForUser(err) ? err.message : `unexpected error: ${(err as Error).message}` })
     throw err
   }
   notify({ ready: true, summary: running.summary })
@@ -94,11 +94,11 @@ export async function runInBackground (config: MountConfig, cliArgs: string[]): 
         child.disconnect()
         resolve(describeMount(config, notice.summary, logFile))
       } else {
-        reject(new RedirfsError(notice.error))
+        reject(new UsageError(notice.error))
       }
     })
     child.on('exit', code => {
-      if (!settled) reject(new RedirfsError(`the daemon exited (code ${code}) before the mount was ready; see ${logFile}`))
+      if (!settled) reject(new UsageError(`the daemon exited (code ${code}) before the mount was ready; see ${logFile}`))
     })
   })
 }

@@ -2,7 +2,7 @@
  * `redirfs reset`: signals the daemon (SIGUSR1) and waits until its reset
  * counter shows the reset was done.
  */
-import { RedirfsError } from '../errors'
+import { UsageError } from '../errors'
 import { readStats } from './stats-command'
 
 export async function resetEpochs (mountpoint: string): Promise<void> {
@@ -11,5 +11,5 @@ export async function resetEpochs (mountpoint: string): Promise<void> {
   for (const deadline = Date.now() + 10_000; Date.now() < deadline; await new Promise(resolve => setTimeout(resolve, 20))) {
     if ((await readStats(mountpoint)).protocol.resets > before.protocol.resets) return
   }
-  throw new RedirfsError(`the daemon of ${mountpoint} (pid ${before.pid}) did not confirm the reset`)
+  throw new UsageError(`the daemon of ${mountpoint} (pid ${before.pid}) did not confirm the reset`)
 }

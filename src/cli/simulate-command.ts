@@ -3,7 +3,7 @@
  * disk, over a grid of modes, chunk sizes and memory fractions.
  */
 import { scanTree } from '../chunks/scan'
-import { RedirfsError } from '../errors'
+import { UsageError } from '../errors'
 import { planMemory } from '../redirect/budget'
 import { measureFidelity, type FidelityFigures } from '../redirect/fidelity'
 import { buildLayout, type SampleFile } from '../redirect/layout'
@@ -68,7 +68,7 @@ export async function runSimulations (options: SimulateOptions): Promise<Simulat
       const memoryBytes = Math.round(datasetBytes * memoryFraction)
       const plan = planMemory(samples, chunkSize, memoryBytes)
       if (plan.vcCount < new Set(samples.map(s => s.group)).size) {
-        throw new RedirfsError(`memory ${memoryFraction} of the dataset is too small for chunk size ${chunkSize}: every class needs one virtual chunk`)
+        throw new UsageError(`memory ${memoryFraction} of the dataset is too small for chunk size ${chunkSize}: every class needs one virtual chunk`)
       }
       const layout = buildLayout(samples, { chunkSize, seed: options.seed, vcCount: plan.vcCount })
       for (const mode of options.modes) {
@@ -122,7 +122,7 @@ export async function runClusterSimulations (options: SimulateOptions): Promise<
       try {
         layout = buildLayout(samples, { chunkSize, seed: options.seed, vcCount: plan.vcCount, nodes })
       } catch (err) {
-        throw new RedirfsError(`memory ${memoryFraction} of the dataset per node is too small for chunk size ${chunkSize}: ${(err as Error).message}`)
+        throw new UsageError(`memory ${memoryFraction} of the dataset per node is too small for chunk size ${chunkSize}: ${(err as Error).message}`)
       }
       for (const mode of options.modes) {
         for (const prefetch of [true, false]) {

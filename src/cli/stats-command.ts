@@ -1,19 +1,20 @@
 /** `redirfs stats`: the daemon's counters, read from `<mnt>/.redirfs/stats`. */
 import { promises as fs } from 'node:fs'
 import path from 'node:path'
-import { RedirfsError } from '../errors'
+import { UsageError } from '../errors'
 import { formatSize } from '../util/size'
+import type { ClusterStats, MountStats } from '../stats'
 
-export async function readStats (mountpoint: string): Promise<any> {
+export async function readStats (mountpoint: string): Promise<MountStats> {
   const text = await fs.readFile(path.join(mountpoint, '.redirfs', 'stats'), 'utf8').catch((err: NodeJS.ErrnoException) => {
-    throw new RedirfsError(err.code === 'ENOENT' ? `${mountpoint} is not a redirfs mount` : `cannot read stats of ${mountpoint}: ${err.code ?? err.message}`)
+    throw new UsageError(err.code === 'ENOENT' ? `${mountpoint} is not a redirfs mount` : `cannot read stats of ${mountpoint}: ${err.code ?? err.message}`)
   })
-  return JSON.parse(text)
+  return JSON.parse(text) as MountStats
 }
 
 const percent = (part: number, whole: number): string => whole === 0 ? '-' : `${(100 * part / whole).toFixed(1)}%`
 
-export function formatStats (s: any): string {
+export function formatStats (s: MountStats): string {
   const p = s.protocol
   // In a cluster, `protocol.opens` also counts opens this node answered for others.
   const opens = s.cluster !== undefined ? p.opens - p.remoteOpens + s.cluster.remoteOpens : p.opens
@@ -33,18 +34,17 @@ export function formatStats (s: any): string {
     ['rollovers', `${p.rollovers} (per virtual chunk), ${p.resets} resets`],
     ['source', Object.entries(s.source).map(([k, v]) => `${k} ${k.endsWith('Bytes') || k === 'bytesRead' ? formatSize(v as number) : String(v)}`).join(', ')],
     ['files', `${s.fs.openHandles} open handles, ${s.fs.passthroughOpens} pass-through opens`],
-    ...(s.cluster !== undefined ? clusterRows(s) : [])
+    ...(s.cluster !== undefined ? clusterRows(s, s.cluster) : [])
   ]
   return rows.map(([k, v]) => `${k.padEnd(10)} ${v}`).join('\n')
 }
 
-function clusterRows (s: any): [string, string][] {
-  const c = s.cluster
+function clusterRows (s: MountStats, c: ClusterStats): [string, string][] {
   const p = s.protocol
   const perSample = c.remoteOpens === 0 ? '-' : (c.remoteRequests / c.remoteOpens).toFixed(2)
   return [
     ['cluster', `node ${c.node} of ${c.nodes}, ${c.storage} storage${c.tls === true ? ', TLS' : ''}, listening on ${c.listen}`],
-    ['peers', c.peers.map((peer: any) => `${peer.node} ${peer.address} ${peer.state}`).join(', ')],
+    ['peers', c.peers.map(peer => `${peer.node} ${peer.address} ${peer.state}`).join(', ')],
     ['remote', `${c.remoteRequests} requests for ${c.remoteOpens} remote samples (${perSample} per sample), ${c.remoteSamplesReceived} samples received, ${c.prefetchReceived} prefetched, ${c.prefetchUsed} used`],
     ['mirrors', `${formatSize(c.mirrorBytes)} now, peak ${formatSize(c.peakMirrorBytes)}; ${c.givenBack} files given back`],
     ['served', `${p.remoteOpens} opens for other nodes, ${p.prefetchShipped} files shipped in batches, ${p.reclaims} reclaim rounds (${p.reclaimedFiles} files back)`],

@@ -6,7 +6,7 @@
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import { isAlive, readRecord, removeRecord } from '../daemon/registry'
-import { RedirfsError } from '../errors'
+import { UsageError } from '../errors'
 import { mountAt } from '../util/mounts'
 
 const run = promisify(execFile)
@@ -24,16 +24,16 @@ export async function unmount (mountpoint: string, force: boolean): Promise<void
   const record = await readRecord(mountpoint)
   if (mount === undefined) {
     if (record !== undefined && !isAlive(record.pid)) await removeRecord(mountpoint)
-    throw new RedirfsError(`${mountpoint} is not mounted`)
+    throw new UsageError(`${mountpoint} is not mounted`)
   }
-  if (mount.source !== 'redirfs') throw new RedirfsError(`${mountpoint} is not a redirfs mount (${mount.source}, ${mount.type})`)
+  if (mount.source !== 'redirfs') throw new UsageError(`${mountpoint} is not a redirfs mount (${mount.source}, ${mount.type})`)
 
   try {
     await run('umount', force ? ['-l', mountpoint] : [mountpoint])
   } catch (err) {
     const stderr = String((err as { stderr?: string }).stderr ?? '')
-    if (/busy/i.test(stderr)) throw new RedirfsError(`${mountpoint} is busy: a process has a file open or its working directory there; close it, or use --force`)
-    throw new RedirfsError(`cannot unmount ${mountpoint}: ${stderr.trim() || (err as Error).message}`)
+    if (/busy/i.test(stderr)) throw new UsageError(`${mountpoint} is busy: a process has a file open or its working directory there; close it, or use --force`)
+    throw new UsageError(`cannot unmount ${mountpoint}: ${stderr.trim() || (err as Error).message}`)
   }
 
   if (record !== undefined && isAlive(record.pid)) {

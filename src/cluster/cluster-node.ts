@@ -22,7 +22,8 @@
  */
 import type { Logger } from 'pino'
 import * as grpc from '@grpc/grpc-js'
-import { RedirfsError } from '../errors'
+import { FsError, UsageError } from '../errors'
+import type { ClusterCounters, ClusterStats } from '../stats'
 import type { Engine, Reclaimer, RequestAnswer, ServedFile } from '../engine/engine'
 import { RemoteReader, type Owners } from '../engine/remote-reader'
 import type { FileId, Layout, NodeId, VcId } from '../redirect/layout'
@@ -55,11 +56,6 @@ const SYNC_PERIOD_MS = 250
 
 /** Ownership moved to this node while an open was asking elsewhere. */
 class OwnerIsHere extends Error {}
-
-export interface ClusterCounters {
-  peersLost: number
-  refusedRequests: number
-}
 
 export class ClusterNode implements PeerHandler {
   readonly counters: ClusterCounters = { peersLost: 0, refusedRequests: 0 }
@@ -109,7 +105,7 @@ export class ClusterNode implements PeerHandler {
         throw this.handshakeError(node, err)
       }
       const problem = this.mismatch(reply.protocolVersion, reply.layoutHash, reply.node, node)
-      if (problem !== undefined) throw new RedirfsError(`peer ${node} at ${client.address.text}: ${problem}`)
+      if (problem !== undefined) throw new UsageError(`peer ${node} at ${client.address.text}: ${problem}`)
     }))
     this.log.info({ node: this.node, peers: this.options.peers.map(p => p.text), storage: this.options.storage }, 'cluster handshake done')
     this.syncTimer = setInterval(() => { void this.syncPeers() }, SYNC_PERIOD_MS)
@@ -160,13 +156,13 @@ export class ClusterNode implements PeerHandler {
     return { protocolVersion: PROTOCOL_VERSION, node: this.node, nodes: this.layout.nodes, layoutHash: this.layout.hash }
   }
 
-  private handshakeError (node: NodeId, err: unknown): RedirfsError {
+  private handshakeError (node: NodeId, err: unknown): UsageError {
     const address = this.options.peers[node].text
-    if (!(err instanceof PeerCallError)) return new RedirfsError(`handshake with peer ${node} at ${address} failed: ${(err as Error).message}`)
-    if (err.status === grpc.status.UNAUTHENTICATED) return new RedirfsError(`peer ${node} at ${address} refused our cluster token: every node needs the same --token-file`)
-    if (err.status === grpc.status.FAILED_PRECONDITION) return new RedirfsError(`peer ${node} at ${address} refused us: ${err.details}`)
-    if (err.unreachable) return new RedirfsError(`peer ${node} at ${address} did not answer within ${this.options.startupTimeoutMs / 1000}s (${err.details}); start every node's mount at about the same time (mount-scripts/ do)`)
-    return new RedirfsError(`handshake with peer ${node} at ${address} failed: ${err.details}`)
+    if (!(err instanceof PeerCallError)) return new UsageError(`handshake with peer ${node} at ${address} failed: ${(err as Error).message}`)
+    if (err.status === grpc.status.UNAUTHENTICATED) return new UsageError(`peer ${node} at ${address} refused our cluster token: every node needs the same --token-file`)
+    if (err.status === grpc.status.FAILED_PRECONDITION) return new UsageError(`peer ${node} at ${address} refused us: ${err.details}`)
+    if (err.unreachable) return new UsageError(`peer ${node} at ${address} did not answer within ${this.options.startupTimeoutMs / 1000}s (${err.details}); start every node's mount at about the same time (mount-scripts/ do)`)
+    return new UsageError(`handshake with peer ${node} at ${address} failed: ${err.details}`)
   }
 
   /** What differs between a peer and us, or undefined. */
@@ -214,11 +210,11 @@ export class ClusterNode implements PeerHandler {
       const owner = this.ownerOf(request.vc)
       const home = this.layout.vcs[request.vc].home
       if (owner === undefined) {
-        throw new RedirfsError(`node ${home} (${this.options.peers[home].text}) is gone and ${this.options.storage === 'sharded' ? 'its chunks are only in its pack shard' : 'no node is left to take over its chunks'}`, 'EIO')
+        throw new FsError('EIO', `node ${home} (${this.options.peers[home].text}) is gone and ${this.options.storage === 'sharded' ? 'its chunks are only in its pack shard' : 'no node is left to take over its chunks'}`)
       }
       if (owner === this.node) {
         await this.adoptOrphans()
-        if (!this.engine.protocol.owns(request.vc)) throw new RedirfsError(`this node could not take over virtual chunk ${request.vc} of dead node ${home}`, 'EIO')
+        if (!this.engine.protocol.owns(request.vc)) throw new FsError('EIO', `this node could not take over virtual chunk ${request.vc} of dead node ${home}`)
         throw new OwnerIsHere()
       }
       try {
@@ -235,7 +231,7 @@ export class ClusterNode implements PeerHandler {
           this.markDead(owner, err.details)
           continue
         }
-        throw new RedirfsError(`node ${owner} could not answer for file ${request.file}: ${(err as Error).message}`, 'EIO')
+        throw new FsError('EIO', `node ${owner} could not answer for file ${request.file}: ${(err as Error).message}`)
       }
     }
   }
@@ -421,7 +417,7 @@ export class ClusterNode implements PeerHandler {
   }
 
   /** What `<mnt>/.redirfs/stats` shows of the cluster. */
-  describe (): object {
+  describe (): ClusterStats {
     return {
       node: this.node,
       nodes: this.layout.nodes,

@@ -12,14 +12,16 @@
  * two timeouts.
  */
 import * as grpc from '@grpc/grpc-js'
-import { RedirfsError } from '../errors'
+
+import { FsError } from '../errors'
 import type { PeerAddress } from './addresses'
 import { TOKEN_METADATA, type Credentials } from './security'
 import { CHANNEL_OPTIONS, peerService, type HandshakeReply, type HandshakeRequest, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type StatsReply, type SyncRequest, type TakeoverStateReply, type TakeoverStateRequest } from './wire'
 
-export class PeerCallError extends RedirfsError {
+/** A call to a peer that failed; an open that needed it fails with EIO. */
+export class PeerCallError extends FsError {
   constructor (readonly peer: string, readonly status: grpc.status, readonly details: string) {
-    super(`peer ${peer}: ${details}`)
+    super('EIO', `peer ${peer}: ${details}`)
   }
 
   /** The peer did not answer at all (not up, gone, or too slow). */

@@ -6,13 +6,13 @@
  */
 import * as grpc from '@grpc/grpc-js'
 import type { Logger } from 'pino'
-import { RedirfsError } from '../errors'
+import { UsageError } from '../errors'
 import type { PeerAddress } from './addresses'
 import { TOKEN_METADATA, tokenMatches, type Credentials } from './security'
 import { CHANNEL_OPTIONS, peerService, type HandshakeReply, type HandshakeRequest, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type StatsReply, type SyncRequest, type TakeoverStateReply, type TakeoverStateRequest } from './wire'
 
 /** A refusal with the gRPC status the caller gets. */
-export class PeerRefusal extends RedirfsError {
+export class PeerRefusal extends Error {
   constructor (readonly status: grpc.status, message: string) { super(message) }
 }
 
@@ -58,7 +58,7 @@ export async function startPeerServer (listen: PeerAddress, credentials: Credent
   })
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(listen.text, credentials.server, (err, bound) => {
-      if (err !== null) reject(new RedirfsError(`cannot listen on ${listen.text}: ${err.message}`))
+      if (err !== null) reject(new UsageError(`cannot listen on ${listen.text}: ${err.message}`))
       else resolve(bound)
     })
   })

@@ -6,7 +6,7 @@
 import { promises as fs, type Stats } from 'node:fs'
 import { timingSafeEqual, createHash } from 'node:crypto'
 import * as grpc from '@grpc/grpc-js'
-import { RedirfsError } from '../errors'
+import { UsageError } from '../errors'
 
 export const TOKEN_METADATA = 'x-redirfs-token'
 
@@ -19,10 +19,10 @@ export async function readToken (file: string, warn: (message: string) => void):
     stat = await fs.stat(file)
     text = await fs.readFile(file, 'utf8')
   } catch (err) {
-    throw new RedirfsError(`cannot read --token-file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`)
+    throw new UsageError(`cannot read --token-file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`)
   }
   const token = text.trim()
-  if (token.length < 16) throw new RedirfsError(`--token-file ${file} must hold a token of at least 16 characters (e.g. openssl rand -hex 32 > ${file})`)
+  if (token.length < 16) throw new UsageError(`--token-file ${file} must hold a token of at least 16 characters (e.g. openssl rand -hex 32 > ${file})`)
   if ((stat.mode & 0o077) !== 0) warn(`--token-file ${file} can be read by other users (mode ${(stat.mode & 0o777).toString(8)}); chmod 600 it`)
   return token
 }
@@ -39,7 +39,7 @@ async function readPem (file: string, what: string): Promise<Buffer> {
   try {
     return await fs.readFile(file)
   } catch (err) {
-    throw new RedirfsError(`cannot read ${what} ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`)
+    throw new UsageError(`cannot read ${what} ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`)
   }
 }
 
@@ -52,7 +52,7 @@ export interface Credentials {
 export async function loadCredentials (tls: Partial<TlsFiles>): Promise<Credentials> {
   const given = [tls.cert, tls.key, tls.ca].filter(value => value !== undefined).length
   if (given === 0) return { server: grpc.ServerCredentials.createInsecure(), client: grpc.credentials.createInsecure(), tls: false }
-  if (given !== 3) throw new RedirfsError('TLS needs all three of --tls-cert, --tls-key and --tls-ca')
+  if (given !== 3) throw new UsageError('TLS needs all three of --tls-cert, --tls-key and --tls-ca')
   const [cert, key, ca] = await Promise.all([readPem(tls.cert!, '--tls-cert'), readPem(tls.key!, '--tls-key'), readPem(tls.ca!, '--tls-ca')])
   try {
     return {
@@ -61,6 +61,6 @@ export async function loadCredentials (tls: Partial<TlsFiles>): Promise<Credenti
       tls: true
     }
   } catch (err) {
-    throw new RedirfsError(`cannot use the TLS files: ${(err as Error).message}`)
+    throw new UsageError(`cannot use the TLS files: ${(err as Error).message}`)
   }
 }

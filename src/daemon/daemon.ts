@@ -21,7 +21,7 @@ import type { DatasetTree, FileReader } from '../chunks/tree'
 import { isPack, loadPackIndex } from '../pack/pack-index'
 import { PackFileReader, PackSource } from '../pack/pack-source'
 import { Engine } from '../engine/engine'
-import { RedirfsError } from '../errors'
+import { isForUser, UsageError } from '../errors'
 import { FsAdapter } from '../fs/adapter'
 import { mountFilesystem, type MountedFilesystem } from '../fs/mount'
 import { mountNative } from '../fs/native-mount'
@@ -34,6 +34,7 @@ import { parseAddress, parsePeers, type PeerAddress } from '../cluster/addresses
 import { ClusterNode, type Storage } from '../cluster/cluster-node'
 import { loadCredentials, readToken } from '../cluster/security'
 import { shardName } from '../pack/writer'
+import type { MemoryStats, MountStats } from '../stats'
 import { formatSize } from '../util/size'
 import { mountAt } from '../util/mounts'
 import type { MountConfig } from './config'
@@ -56,21 +57,21 @@ export interface MountSummary {
 
 async function checkSource (source: string): Promise<void> {
   const stat = await fs.stat(source).catch((err: NodeJS.ErrnoException) => {
-    throw new RedirfsError(err.code === 'ENOENT' ? `source ${source} does not exist` : `cannot read source ${source}: ${err.code ?? err.message}`)
+    throw new UsageError(err.code === 'ENOENT' ? `source ${source} does not exist` : `cannot read source ${source}: ${err.code ?? err.message}`)
   })
-  if (!stat.isDirectory()) throw new RedirfsError(`source ${source} is not a directory`)
+  if (!stat.isDirectory()) throw new UsageError(`source ${source} is not a directory`)
 }
 
 async function checkMountpoint (mountpoint: string, source: string): Promise<void> {
   const stat = await fs.stat(mountpoint).catch((err: NodeJS.ErrnoException) => {
-    if (err.code === 'ENOTCONN') throw new RedirfsError(`mountpoint ${mountpoint} is a dead mount (transport endpoint is not connected); run: redirfs umount --force ${mountpoint}`)
-    throw new RedirfsError(err.code === 'ENOENT' ? `mountpoint ${mountpoint} does not exist` : `cannot use mountpoint ${mountpoint}: ${err.code ?? err.message}`)
+    if (err.code === 'ENOTCONN') throw new UsageError(`mountpoint ${mountpoint} is a dead mount (transport endpoint is not connected); run: redirfs umount --force ${mountpoint}`)
+    throw new UsageError(err.code === 'ENOENT' ? `mountpoint ${mountpoint} does not exist` : `cannot use mountpoint ${mountpoint}: ${err.code ?? err.message}`)
   })
-  if (!stat.isDirectory()) throw new RedirfsError(`mountpoint ${mountpoint} is not a directory`)
+  if (!stat.isDirectory()) throw new UsageError(`mountpoint ${mountpoint} is not a directory`)
   const existing = await mountAt(mountpoint)
-  if (existing !== undefined && mountpoint !== source) throw new RedirfsError(`mountpoint ${mountpoint} is busy: ${existing.source} (${existing.type}) is mounted there`)
-  if (existing !== undefined && existing.source === 'redirfs') throw new RedirfsError(`mountpoint ${mountpoint} is busy: redirfs is already mounted there`)
-  if (mountpoint !== source && (await fs.readdir(mountpoint)).length > 0) throw new RedirfsError(`mountpoint ${mountpoint} is not empty (mount over the source itself, or use an empty directory)`)
+  if (existing !== undefined && mountpoint !== source) throw new UsageError(`mountpoint ${mountpoint} is busy: ${existing.source} (${existing.type}) is mounted there`)
+  if (existing !== undefined && existing.source === 'redirfs') throw new UsageError(`mountpoint ${mountpoint} is busy: redirfs is already mounted there`)
+  if (mountpoint !== source && (await fs.readdir(mountpoint)).length > 0) throw new UsageError(`mountpoint ${mountpoint} is not empty (mount over the source itself, or use an empty directory)`)
 }
 
 interface OpenedDataset {
@@ -114,13 +115,13 @@ async function openDirectory (config: MountConfig, log: Logger): Promise<OpenedD
 
 /** A pack: its layout was fixed when it was written. */
 async function openPack (config: MountConfig, log: Logger): Promise<OpenedDataset> {
-  if (config.includeFile !== undefined) throw new RedirfsError('--include does not apply to a pack: pack the subset instead (redirfs pack --include <list>)')
+  if (config.includeFile !== undefined) throw new UsageError('--include does not apply to a pack: pack the subset instead (redirfs pack --include <list>)')
   const pack = await loadPackIndex(config.source)
   if (config.chunkSizeGiven && config.chunkSize !== pack.header.chunkSize) {
-    throw new RedirfsError(`the pack was written with chunk size ${pack.header.chunkSize}; its chunks cannot be mounted with --chunk-size ${config.chunkSize}`)
+    throw new UsageError(`the pack was written with chunk size ${pack.header.chunkSize}; its chunks cannot be mounted with --chunk-size ${config.chunkSize}`)
   }
   if (config.groupDepth !== undefined && config.groupDepth !== pack.header.groupDepth) {
-    throw new RedirfsError(`the pack was written with redirect groups by ${describeGrouping(pack.header.groupDepth)}; it cannot be mounted with --group-depth ${config.groupDepth} (leave it out, or re-pack with it)`)
+    throw new UsageError(`the pack was written with redirect groups by ${describeGrouping(pack.header.groupDepth)}; it cannot be mounted with --group-depth ${config.groupDepth} (leave it out, or re-pack with it)`)
   }
   const source = new PackSource(pack, log)
   return {
@@ -141,7 +142,7 @@ export async function startMount (config: MountConfig, log: Logger): Promise<Run
   await checkSource(config.source)
   await checkMountpoint(config.mountpoint, config.source)
   if (await isPack(path.join(config.source, shardName(0)))) {
-    throw new RedirfsError(`${config.source} holds one pack per node (written with --nodes): mount ${path.join(config.source, shardName(config.cluster?.node ?? 0))} on node ${config.cluster?.node ?? 0}`)
+    throw new UsageError(`${config.source} holds one pack per node (written with --nodes): mount ${path.join(config.source, shardName(config.cluster?.node ?? 0))} on node ${config.cluster?.node ?? 0}`)
   }
   // Before any sample is read: freed samples must leave the process, or RSS drifts above --memory.
   native().tuneAllocator()
@@ -158,15 +159,15 @@ export async function startMount (config: MountConfig, log: Logger): Promise<Run
 function clusterShape (config: MountConfig, dataset: OpenedDataset): { nodes: number, node: number, storage: Storage, peers: PeerAddress[] } {
   const cluster = config.cluster
   if (cluster === undefined) {
-    if (dataset.shard !== undefined) throw new RedirfsError(`${config.source} is the shard of node ${dataset.shard.node} of a ${dataset.shard.nodes}-node pack: mount it with --node ${dataset.shard.node} --peers <every node's address> ...`)
+    if (dataset.shard !== undefined) throw new UsageError(`${config.source} is the shard of node ${dataset.shard.node} of a ${dataset.shard.nodes}-node pack: mount it with --node ${dataset.shard.node} --peers <every node's address> ...`)
     return { nodes: 1, node: 0, storage: 'shared', peers: [] }
   }
   const peers = parsePeers(cluster.peers)
   const nodes = peers.length
-  if (cluster.node >= nodes) throw new RedirfsError(`--node ${cluster.node} is not in --peers, which lists ${nodes} nodes (0 to ${nodes - 1})`)
+  if (cluster.node >= nodes) throw new UsageError(`--node ${cluster.node} is not in --peers, which lists ${nodes} nodes (0 to ${nodes - 1})`)
   if (dataset.shard !== undefined) {
-    if (dataset.shard.nodes !== nodes) throw new RedirfsError(`${config.source} is a shard of a ${dataset.shard.nodes}-node pack, but --peers lists ${nodes} nodes`)
-    if (dataset.shard.node !== cluster.node) throw new RedirfsError(`${config.source} is the shard of node ${dataset.shard.node}; this is --node ${cluster.node}`)
+    if (dataset.shard.nodes !== nodes) throw new UsageError(`${config.source} is a shard of a ${dataset.shard.nodes}-node pack, but --peers lists ${nodes} nodes`)
+    if (dataset.shard.node !== cluster.node) throw new UsageError(`${config.source} is the shard of node ${dataset.shard.node}; this is --node ${cluster.node}`)
   }
   return { nodes, node: cluster.node, storage: dataset.shard !== undefined ? 'sharded' : 'shared', peers }
 }
@@ -180,7 +181,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
   if (config.memoryBytes < memory.minimumBytes) throw memoryTooSmall(config.memoryBytes, dataset, chunking, busiest, memory)
   const layout = buildLayout(tree.samples, { chunkSize, seed: dataset.layoutSeed, vcCount: memory.vcCount, nodes: shape.nodes, chunking })
   if (dataset.packedChunkOf !== undefined && layout.files.some((_, id) => layout.filePc[id] !== dataset.packedChunkOf!(id))) {
-    throw new RedirfsError(`the pack's chunks do not match the layout computed from its index (written by another version of redirfs?); repack it`)
+    throw new UsageError(`the pack's chunks do not match the layout computed from its index (written by another version of redirfs?); repack it`)
   }
   // A directory reads files one by one, so mix may take each from any chunk; a pack reads blocks, a few per load.
   const mixBlock = config.mixBlock ?? (dataset.packedChunkOf !== undefined ? Math.max(1, Math.ceil(chunkSize / 4)) : 1)
@@ -190,11 +191,11 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
   const startedAt = Date.now()
 
   /** What the daemon process holds, as the kernel and V8 see it: against the budget, what is overhead. */
-  const processMemory = (): Record<string, number> => {
+  const processMemory = (): Pick<MemoryStats, 'processRssBytes' | 'jsHeapBytes' | 'externalBytes'> => {
     const m = process.memoryUsage()
     return { processRssBytes: m.rss, jsHeapBytes: m.heapUsed, externalBytes: m.external }
   }
-  const stats = (): object => ({
+  const stats = (): MountStats => ({
     pid: process.pid,
     dataset: config.source,
     mountpoint: config.mountpoint,
@@ -227,7 +228,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
       : await mountFilesystem(config.mountpoint, adapter.operations(), options)
   } catch (err) {
     await cluster?.close()
-    throw err instanceof RedirfsError ? err : new RedirfsError(`cannot mount at ${config.mountpoint}: ${(err as Error).message}`)
+    throw isForUser(err) ? err : new UsageError(`cannot mount at ${config.mountpoint}: ${(err as Error).message}`, { cause: err })
   }
   await writeRecord({ pid: process.pid, mountpoint: config.mountpoint, source: config.source, logFile: config.logFile, startedAt: new Date().toISOString() })
   const reset = (): void => {
@@ -258,7 +259,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
  * (directories of a file or two) are the usual cause, so it says how many
  * there are and what to do about each cause.
  */
-function memoryTooSmall (memoryBytes: number, dataset: OpenedDataset, { groups, chunksOfGroup }: PhysicalChunking, busiest: number | undefined, memory: MemoryPlan): RedirfsError {
+function memoryTooSmall (memoryBytes: number, dataset: OpenedDataset, { groups, chunksOfGroup }: PhysicalChunking, busiest: number | undefined, memory: MemoryPlan): UsageError {
   const { chunkSize, groupDepth } = dataset
   const sizes = chunksOfGroup.map(chunks => chunks.reduce((sum, chunk) => sum + chunk.length, 0))
   const tiny = sizes.filter(size => size <= 2).length
@@ -268,7 +269,7 @@ function memoryTooSmall (memoryBytes: number, dataset: OpenedDataset, { groups, 
     (tiny > 0 ? `, ${tiny} of them of 1-2 files` : '') + `, and each of the ${served} groups${where} needs one chunk of ${chunkSize} files (mean ${formatSize(memory.meanFileSize)}) in memory`
   const fixes = [`--memory ${formatSize(memory.minimumBytes)} or more`, 'a smaller --chunk-size']
   if (groupDepth === undefined && tiny > 0) fixes.push('--group-depth N if the directories below depth N each belong to one class (see the README)')
-  return new RedirfsError(`--memory ${formatSize(memoryBytes)} is too small: ${why}; use ${fixes.join(', or ')}`)
+  return new UsageError(`--memory ${formatSize(memoryBytes)} is too small: ${why}; use ${fixes.join(', or ')}`)
 }
 
 /** Starts the peer service and handshakes with every peer; the mount comes up only after. */

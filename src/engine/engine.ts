@@ -14,7 +14,8 @@
  */
 import type { Logger } from 'pino'
 import type { ChunkSource } from '../chunks/source'
-import { RedirfsError } from '../errors'
+import { FsError } from '../errors'
+import type { MountStats } from '../stats'
 import type { FileId, VcId } from '../redirect/layout'
 import type { LoadPlan, MirrorReport, Protocol, ReclaimPlan, ReclaimReport } from '../redirect/protocol'
 import type { Adoption } from '../redirect/takeover'
@@ -66,7 +67,7 @@ export class Engine {
     try {
       served = await this.answer(file, requester)
     } catch (err) {
-      if (!(err instanceof RedirfsError)) throw err
+      if (!(err instanceof FsError)) throw err
       return { batch: [], batchNumber: 0, vcEpoch: this.protocol.epochOf(vc) }
     }
     const { files, batch } = this.protocol.shipBatch(vc, requester)
@@ -92,7 +93,7 @@ export class Engine {
       }
       const served = await this.runLoad(decision.plan)
       if (served === undefined) {
-        throw new RedirfsError(`cannot read the data for ${this.protocol.layout.files[file].path}`, 'EIO')
+        throw new FsError('EIO', `cannot read the data for ${this.protocol.layout.files[file].path}`)
       }
       return served
     }
@@ -184,7 +185,7 @@ export class Engine {
     while (this.loadsInFlight.size > 0) await Promise.allSettled([...this.loadsInFlight])
   }
 
-  stats (): Record<string, unknown> {
+  stats (): Pick<MountStats, 'protocol' | 'source'> {
     return { protocol: { ...this.protocol.counters }, source: this.source.stats() }
   }
 }

@@ -6,7 +6,7 @@
  * takeover elsewhere, or the samples are gone) and the open either asks
  * the new owner or fails with EIO, never hangs past the peer timeout.
  */
-import { RedirfsError } from '../errors'
+import { FsError } from '../errors'
 import type { FileId, VcId } from '../redirect/layout'
 import type { MirrorTable, RemoteRequest } from '../redirect/mirror'
 import type { RequestAnswer, ServedFile } from './engine'
@@ -44,7 +44,7 @@ export class RemoteReader {
       this.mirror.finishRequest(request, { served: answer.served?.file, batch: answer.batch.map(f => f.file), batchNumber: answer.batchNumber, vcEpoch: answer.vcEpoch })
       for (const prefetched of answer.batch) this.resident.set(prefetched.file, prefetched.bytes)
       this.wake(request.vc)
-      if (answer.served === undefined) throw new RedirfsError(`the owner of its chunk could not read the data for file ${file}`, 'EIO')
+      if (answer.served === undefined) throw new FsError('EIO', `the owner of its chunk could not read the data for file ${file}`)
       return answer.served
     }
   }

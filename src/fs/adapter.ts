@@ -16,6 +16,8 @@ import type { ServedFile } from '../engine/engine'
 import { CONTROL_DIR, isControlPath, STATS_FILE } from './control'
 import { errno, errnoOf } from './errno'
 import { HandleTable, type Handle } from './handles'
+import { FsError } from '../errors'
+import type { MountStats } from '../stats'
 
 type Callback = (...args: any[]) => void
 
@@ -28,7 +30,7 @@ export interface AdapterOptions {
   /** Answers an open of a sample: the engine, or in a cluster the node that routes it. */
   samples: { open (sample: number, options?: { exact?: boolean }): Promise<ServedFile> }
   /** The object `<mnt>/.redirfs/stats` shows. */
-  stats: () => object
+  stats: () => MountStats
   log: Logger
 }
 
@@ -81,12 +83,12 @@ export class FsAdapter {
    * opening); the stats file is a snapshot; anything else passes through.
    */
   async bind (fusePath: string, flags: number, options: { exact?: boolean } = {}): Promise<Handle> {
-    if ((flags & WRITE_ACCESS) !== 0 || (flags & fsConstants.O_TRUNC) !== 0) throw Object.assign(new Error('read-only'), { code: 'EROFS' })
+    if ((flags & WRITE_ACCESS) !== 0 || (flags & fsConstants.O_TRUNC) !== 0) throw new FsError('EROFS', 'read-only')
     if (fusePath === STATS_FILE) return { kind: 'bytes', path: fusePath, bytes: this.statsBytes() }
-    if (fusePath === CONTROL_DIR) throw Object.assign(new Error('is a directory'), { code: 'EISDIR' })
+    if (fusePath === CONTROL_DIR) throw new FsError('EISDIR', 'is a directory')
     const entry = this.entry(fusePath)
-    if (entry === undefined) throw Object.assign(new Error('no such file'), { code: 'ENOENT' })
-    if (entry.children !== undefined) throw Object.assign(new Error('is a directory'), { code: 'EISDIR' })
+    if (entry === undefined) throw new FsError('ENOENT', 'no such file')
+    if (entry.children !== undefined) throw new FsError('EISDIR', 'is a directory')
     if (entry.sample !== undefined) {
       const served = await this.options.samples.open(entry.sample, options)
       return { kind: 'bytes', path: fusePath, bytes: served.bytes }

@@ -1,18 +1,20 @@
 /**
- * The one place where errors become errno values for FUSE. fuse-native
- * wants them negative.
+ * The one place where errors become errno values for FUSE (negative, as
+ * both backends want them).
  */
 import { constants } from 'node:os'
-import { RedirfsError } from '../errors'
+import { codeOf, ERRNOS, FsError, type Errno } from '../errors'
 
 const errnos = constants.errno as Record<string, number>
+for (const name of ERRNOS) if (errnos[name] === undefined) throw new Error(`this platform has no ${name}`)
 
-export function errno (name: string): number {
-  return -(errnos[name] ?? errnos.EIO)
+export function errno (name: Errno): number {
+  return -errnos[name]
 }
 
+/** An FsError's errno; a Node or native error's own code where it is one; EIO for anything else. */
 export function errnoOf (err: unknown): number {
-  if (err instanceof RedirfsError) return errno(err.errno)
-  const code = (err as NodeJS.ErrnoException | undefined)?.code
-  return errno(code !== undefined && code in errnos ? code : 'EIO')
+  if (err instanceof FsError) return errno(err.errno)
+  const code = codeOf(err)
+  return code !== undefined && errnos[code] !== undefined ? -errnos[code] : errno('EIO')
 }

@@ -11,7 +11,7 @@
 import { execFile } from 'node:child_process'
 import path from 'node:path'
 import { secondsOf, type DatasetTree } from '../chunks/tree'
-import { RedirfsError } from '../errors'
+import { UsageError } from '../errors'
 import type { FsAdapter } from './adapter'
 import { CONTROL_DIR, STATS_FILE } from './control'
 import { errnoOf } from './errno'
@@ -39,7 +39,7 @@ export function loadNativeServer (): ServerClass {
   try {
     return (require(ADDON) as { FuseServer: ServerClass }).FuseServer
   } catch (err) {
-    throw new RedirfsError(`the native FUSE server is not built (${(err as Error).message.split('\n')[0]}); run: npm run setup (it needs Debian's libfuse3-dev), or mount with --fuse-backend fuse-native`)
+    throw new UsageError(`the native FUSE server is not built (${(err as Error).message.split('\n')[0]}); run: npm run setup (it needs Debian's libfuse3-dev), or mount with --fuse-backend fuse-native`)
   }
 }
 

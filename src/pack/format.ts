@@ -23,7 +23,7 @@
  * message to re-pack, never misread.
  */
 import { crc32 } from 'node:zlib'
-import { RedirfsError } from '../errors'
+import { UsageError } from '../errors'
 
 export const PACK_MAGIC = Buffer.from('RDXPACK\0', 'latin1')
 export const PACK_VERSION = 3
@@ -111,12 +111,12 @@ export function encodeIndex (header: PackHeader, arrays: PackArrays, paths: Buff
 export interface DecodedIndex { header: PackHeader, arrays: PackArrays, paths: Buffer }
 
 export function decodeIndex (bytes: Buffer, file: string): DecodedIndex {
-  const bad = (why: string): RedirfsError => new RedirfsError(`${file} is not a valid redirfs pack index: ${why}`)
+  const bad = (why: string): UsageError => new UsageError(`${file} is not a valid redirfs pack index: ${why}`)
   if (bytes.length < PACK_MAGIC.length + 12 || !bytes.subarray(0, PACK_MAGIC.length).equals(PACK_MAGIC)) throw bad('wrong magic')
   const version = bytes.readUInt32LE(PACK_MAGIC.length)
   if (version < PACK_VERSION) {
     const why = version === 1 ? 'whose redirect groups were top-level directories and could mix classes' : 'which keeps times to the microsecond only'
-    throw new RedirfsError(`${file} was written by an older redirfs (pack format ${version}, ${why}); re-pack the dataset: redirfs pack <source> <out>`)
+    throw new UsageError(`${file} was written by an older redirfs (pack format ${version}, ${why}); re-pack the dataset: redirfs pack <source> <out>`)
   }
   if (version > PACK_VERSION) throw bad(`format version ${version}, this redirfs reads version ${PACK_VERSION}; use a newer redirfs`)
   const body = bytes.subarray(0, bytes.length - 4)

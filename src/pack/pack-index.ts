@@ -6,7 +6,7 @@
  */
 import { promises as fs } from 'node:fs'
 import path from 'node:path'
-import { RedirfsError } from '../errors'
+import { UsageError } from '../errors'
 import type { DatasetTree, EntryAttributes, TreeEntry } from '../chunks/tree'
 import { groupOf } from '../redirect/grouping'
 import type { SampleFile } from '../redirect/layout'
@@ -63,7 +63,7 @@ export async function isPack (directory: string): Promise<boolean> {
 export async function loadPackIndex (directory: string): Promise<PackIndex> {
   const file = path.join(directory, INDEX_FILE)
   const bytes = await fs.readFile(file).catch((err: NodeJS.ErrnoException) => {
-    throw new RedirfsError(err.code === 'ENOENT' ? `${directory} is not a redirfs pack (no ${INDEX_FILE}; an interrupted pack leaves none)` : `cannot read ${file}: ${err.code ?? err.message}`)
+    throw new UsageError(err.code === 'ENOENT' ? `${directory} is not a redirfs pack (no ${INDEX_FILE}; an interrupted pack leaves none)` : `cannot read ${file}: ${err.code ?? err.message}`)
   })
   const { header, arrays, paths } = decodeIndex(bytes, file)
   const entries = new Map<string, TreeEntry>()
@@ -82,7 +82,7 @@ export async function loadPackIndex (directory: string): Promise<PackIndex> {
     if (relative !== '') {
       const slash = relative.lastIndexOf('/')
       const parent = entries.get(slash < 0 ? '' : relative.slice(0, slash)) as PackEntry | undefined
-      if (parent?.childEntries === undefined) throw new RedirfsError(`${file} is damaged: ${relative} has no parent directory`)
+      if (parent?.childEntries === undefined) throw new UsageError(`${file} is damaged: ${relative} has no parent directory`)
       parent.childEntries.push(i)
     }
     if (arrays.kind[i] === EntryKind.Sample) {
@@ -92,7 +92,7 @@ export async function loadPackIndex (directory: string): Promise<PackIndex> {
     }
     entries.set(relative, entry)
   }
-  if (samples.length !== header.samples) throw new RedirfsError(`${file} is damaged: ${samples.length} samples, header says ${header.samples}`)
+  if (samples.length !== header.samples) throw new UsageError(`${file} is damaged: ${samples.length} samples, header says ${header.samples}`)
   return {
     directory,
     header,

@@ -14,7 +14,7 @@ import type { Logger } from 'pino'
 import { ChunkFile, native, type ChunkRead } from '../chunks/native'
 import type { ChunkRequest, ChunkSource } from '../chunks/source'
 import type { FileReader, OpenFile } from '../chunks/tree'
-import { RedirfsError } from '../errors'
+import { FsError } from '../errors'
 import { CHUNKS_FILE, OTHERS_FILE, type PackIndex } from './pack-index'
 
 export class PackSource implements ChunkSource {
@@ -89,7 +89,7 @@ export class PackFileReader implements FileReader {
 
   async open (relativePath: string): Promise<OpenFile> {
     const entry = this.pack.entryIndex(relativePath)
-    if (entry === undefined) throw Object.assign(new Error('no such file'), { code: 'ENOENT' })
+    if (entry === undefined) throw new FsError('ENOENT', 'no such file')
     const { arrays } = this.pack
     const size = arrays.size[entry]
     const handle = await fs.open(path.join(this.pack.directory, OTHERS_FILE), 'r')
@@ -97,7 +97,7 @@ export class PackFileReader implements FileReader {
       // Non-sample files are small (labels, notes): check the whole file once at open.
       const bytes = Buffer.alloc(size)
       const { bytesRead } = await handle.read(bytes, 0, size, arrays.location[entry])
-      if (bytesRead !== size || crc32(bytes) !== arrays.crc[entry]) throw new RedirfsError(`${relativePath} in the pack is damaged`, 'EIO')
+      if (bytesRead !== size || crc32(bytes) !== arrays.crc[entry]) throw new FsError('EIO', `${relativePath} in the pack is damaged`)
       return {
         read: async (buffer, length, position) => bytes.copy(buffer, 0, position, Math.min(position + length, size)),
         close: async () => {},

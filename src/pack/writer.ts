@@ -20,7 +20,7 @@ import path from 'node:path'
 import { crc32 } from 'node:zlib'
 import { native } from '../chunks/native'
 import { readIncludeList, scanTree } from '../chunks/scan'
-import { RedirfsError } from '../errors'
+import { UsageError } from '../errors'
 import { cutPhysicalChunks, homeOfChunk } from '../redirect/layout'
 import type { DatasetTree } from '../chunks/tree'
 import { allocateArrays, CHUNK_ALIGNMENT, encodeIndex, EntryKind, NO_CHUNK, PACK_VERSION, type PackHeader } from './format'
@@ -55,10 +55,10 @@ export interface PackSummary {
 
 export async function writePack (source: string, out: string, options: PackOptions): Promise<PackSummary> {
   const sourceStat = await fs.stat(source).catch(() => undefined)
-  if (sourceStat === undefined) throw new RedirfsError(`source ${source} does not exist`)
-  if (!sourceStat.isDirectory()) throw new RedirfsError(`source ${source} is not a directory`)
-  if (await fs.stat(out).then(() => true, () => false)) throw new RedirfsError(`${out} already exists; remove it or choose another output`)
-  if (!(await fs.stat(path.dirname(out)).then(s => s.isDirectory(), () => false))) throw new RedirfsError(`the directory of ${out} does not exist`)
+  if (sourceStat === undefined) throw new UsageError(`source ${source} does not exist`)
+  if (!sourceStat.isDirectory()) throw new UsageError(`source ${source} is not a directory`)
+  if (await fs.stat(out).then(() => true, () => false)) throw new UsageError(`${out} already exists; remove it or choose another output`)
+  if (!(await fs.stat(path.dirname(out)).then(s => s.isDirectory(), () => false))) throw new UsageError(`the directory of ${out} does not exist`)
   const nodes = options.nodes ?? 1
 
   const include = options.includeFile !== undefined ? await readIncludeList(options.includeFile) : undefined
@@ -132,9 +132,9 @@ async function writeOnePack (layout: PackLayout, directory: string, holds: (chun
   const readBatch = async (relatives: string[]): Promise<Buffer[]> => {
     const results = await native().readFiles(relatives.map(r => path.join(source, r)))
     return results.map((result, i) => {
-      if (result instanceof Error) throw new RedirfsError(`cannot read ${relatives[i]}: ${result.message}`)
+      if (result instanceof Error) throw new UsageError(`cannot read ${relatives[i]}: ${result.message}`)
       const expected = tree.entries.get(relatives[i])!.attributes.size
-      if (result.length !== expected) throw new RedirfsError(`${relatives[i]} changed while packing (${expected} bytes when scanned, ${result.length} now)`)
+      if (result.length !== expected) throw new UsageError(`${relatives[i]} changed while packing (${expected} bytes when scanned, ${result.length} now)`)
       return result
     })
   }

@@ -40,7 +40,11 @@ t.test('readFiles returns each file whole, and an error for each file it cannot 
   t.same(a, readFileSync(file))
   t.same(b, Buffer.from('hello'))
   t.type(missing, Error)
-  t.match((missing as Error).message, /No such file or directory/)
+  t.match(missing, { code: 'ENOENT', errno: -2 }, 'the error names its errno, as a Node error does')
+})
+
+t.test('a failed aligned read rejects with the errno as its code', async t => {
+  await t.rejects(native().readAligned(-1, 0, 4096, false), { code: 'EBADF' })
 })
 
 t.test('readPieces returns the chunk\'s CRC-32 and exact copies of the pieces asked for', async t => {

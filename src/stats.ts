@@ -1,0 +1,75 @@
+/**
+ * What `<mnt>/.redirfs/stats` shows (and `redirfs stats` prints): one type
+ * for the daemon that writes it, the CLI that reads it, and the tests.
+ * Each layer contributes its own section.
+ */
+import type { ProtocolCounters } from './redirect/counters'
+import type { MirrorCounters } from './redirect/mirror'
+
+export interface LayoutStats {
+  samples: number
+  groups: number
+  /** A few group names, for the user to recognise the grouping. */
+  someGroups: string[]
+  grouping: string
+  skippedEntries: number
+  physicalChunks: number
+  virtualChunks: number
+  datasetBytes: number
+  hash: string
+  nodes: number
+}
+
+export interface MemoryStats {
+  budgetBytes: number
+  /** Sample bytes bound to open handles (or kept for a re-open). */
+  boundBytes: number
+  processRssBytes: number
+  jsHeapBytes: number
+  externalBytes: number
+}
+
+/** The chunk source's own counters (directory or pack; `kind` says which). */
+export type SourceStats = Record<string, number | string>
+
+export interface FsStats {
+  backend: string
+  openHandles: number
+  passthroughOpens: number
+  failedOpens: number
+  /** The native server's counters (lookups, reads, re-opens, …); absent on fuse-native. */
+  [nativeCounter: string]: number | string
+}
+
+/** What a cluster node counts beyond the protocol and its mirrors. */
+export interface ClusterCounters {
+  peersLost: number
+  refusedRequests: number
+}
+
+export interface ClusterStats extends ClusterCounters, MirrorCounters {
+  node: number
+  nodes: number
+  storage: string
+  listen: string
+  remoteMemoryBytes: number
+  tls: boolean
+  peers: Array<{ node: number, address: string, state: 'self' | 'alive' | 'dead' }>
+  takeovers: number
+}
+
+export interface MountStats {
+  pid: number
+  dataset: string
+  mountpoint: string
+  mode: string
+  chunkSize: number
+  seed: number
+  uptimeSeconds: number
+  layout: LayoutStats
+  memory: MemoryStats
+  protocol: ProtocolCounters
+  source: SourceStats
+  fs: FsStats
+  cluster?: ClusterStats
+}

@@ -120,6 +120,7 @@ def main():
     fractions = [float(f) for f in args.memory_fractions.split(",")]
     chunk_sizes = [int(k) for k in args.chunk_sizes.split(",")]
 
+    commit = code_version()  # the code that runs, before the hours of training it takes
     results = []
     failed = []
     lines = ["| dataset | configuration | test accuracy per seed (%) | mean ± sd | vs raw |", "|---|---|---|---|---|"]
@@ -179,7 +180,7 @@ def main():
             lines.append(f"| {name} | {label(config)} | {', '.join(f'{a:.2f}' for a in values)} | {mean:.2f} ± {sd:.2f} | "
                          f"{delta:+.2f}{'' if ok else ' (FAIL)'} |")
     result = {
-        "commit": code_version(), "command": "python3 bench/convergence.py " + " ".join(sys.argv[1:]),
+        "commit": commit, "command": "python3 bench/convergence.py " + " ".join(sys.argv[1:]),
         "datasets": {"digits": "sklearn digits, 32x32 PNG, 75/25 stratified split (random_state=0)",
                      "digits-x8": "the same, each training image plus 8 random affine variants (rotation ±15°, shift ±3 px)"},
         "model": "2 conv + 2 linear, Adam 1e-3, batch 32, 2 DataLoader workers",

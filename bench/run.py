@@ -462,7 +462,7 @@ def write_report(result, out):
             per_sample = f"{r['daemonCpuSecondsPerEpoch'] / result['dataset']['files'] * 1e6:.0f}" if "daemonCpuSecondsPerEpoch" in r else "-"
             lines.append(f"| {r['loader']} | {r['samplesPerSecond']:.0f} | {times(r['samplesPerSecond'], base)} | {times(r['samplesPerSecond'], static)} | "
                          f"{r['deviceBytes'] / result['epochs'] / 2**20:.0f} | {r['deviceOps'] / result['epochs']:.0f} | {r['readAmplification']:.2f} | {waited} | {rss} | {cpu} | {per_sample} |")
-        if result["bps"]:
+        if result["bps"] and pipeline == "read":
             # No reader of this dataset can beat the profile's byte rate: bytes/s over the mean sample's bytes.
             bound = result["bps"] / (result["dataset"]["bytes"] / result["dataset"]["files"])
             best = max((r for r in rows if r["loader"] != "noio"), key=lambda r: r["samplesPerSecond"])

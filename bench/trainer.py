@@ -4,7 +4,9 @@ Runs inside the benchmark's cgroups (bench/run.py puts it there). Loaders:
   imagefolder  torchvision ImageFolder on the given root (a raw directory or a redirfs mount)
   static       a CoorDL-style static cache: the first --cache-bytes of samples read are kept
                in shared memory and never evicted; the rest is read from the root every epoch
-  noio         synthetic samples, no I/O at all: the upper bound
+  noio         no I/O at all, the upper bound: in the read pipeline a size, in the full one the
+               decode of real samples' bytes held in memory (a few dozen of the dataset's files,
+               read once before the clock starts), so decoding costs what it costs elsewhere
 Pipelines:
   read         the sample's bytes only (a pure I/O test)
   full         decode + RandomResizedCrop(224) + ToTensor
@@ -88,16 +90,22 @@ class StaticCache(BytesFolder):
 
 
 class NoIO(torch.utils.data.Dataset):
-    def __init__(self, count, pipeline):
+    HELD = 64  # files whose bytes the full pipeline decodes in turn: the dataset's mix of sizes, in little memory
+
+    def __init__(self, root, count, pipeline):
         self.count = count
         self.pipeline = pipeline
-        self.tensor = torch.rand(3, 224, 224)
+        self.held = []
+        if pipeline == "full":
+            paths = [p for p, _ in datasets.ImageFolder(root, loader=lambda p: p).samples]
+            step = max(1, len(paths) // self.HELD)
+            self.held = [read_bytes(p) for p in paths[::step][:self.HELD]]
 
     def __len__(self):
         return self.count
 
     def __getitem__(self, index):
-        return (110_000 if self.pipeline == "read" else self.tensor.clone()), index % 100
+        return (110_000 if self.pipeline == "read" else decode(self.held[index % len(self.held)])), index % 100
 
 
 def main():
@@ -118,7 +126,7 @@ def main():
     torch.set_num_threads(1)
 
     if args.loader == "noio":
-        dataset = NoIO(args.samples, args.pipeline)
+        dataset = NoIO(args.root, args.samples, args.pipeline)
     elif args.loader == "static":
         dataset = StaticCache(args.root, args.pipeline, args.cache_bytes)
     else:

@@ -75,8 +75,11 @@ export class Engine {
   }
 
   private async answer (file: FileId, requester?: MirrorReport, exact = false): Promise<ServedFile> {
+    let reclaimed: VcId | undefined // a reclaim that got nothing back: its holders' answers are fresh for this one decision
     for (let retry = false; ; retry = true) {
-      const decision = this.protocol.open(file, { retry, requester, exact })
+      const decision = this.protocol.open(file, { retry, requester, exact, holdersConfirmed: reclaimed !== undefined })
+      if (reclaimed !== undefined) this.wake(reclaimed) // only now: the opens parked on the VC decide after this one
+      reclaimed = undefined
       if (decision.kind === 'serve') {
         const bytes = this.takeResident(decision.file)
         this.startReadahead(this.protocol.vcOf(file))
@@ -87,9 +90,16 @@ export class Engine {
         continue
       }
       if (decision.kind === 'reclaim') {
-        const returned = await this.runReclaim(decision.plan)
-        if (returned !== undefined) return returned
-        continue // at once: the protocol counts on the holders' answers being fresh
+        const outcome = await this.askHolders(decision.plan)
+        // From the holders' answers to the next decision, no await: nothing else decides for the VC in between.
+        const returned = this.protocol.finishReclaim(decision.plan, outcome.reports)
+        if (returned === undefined) {
+          reclaimed = decision.plan.vc
+          continue
+        }
+        this.wake(decision.plan.vc)
+        if (outcome.returned === undefined || outcome.returned.file !== returned) throw new Error(`a holder returned file ${returned} without its bytes`)
+        return outcome.returned
       }
       const served = await this.runLoad(decision.plan)
       if (served === undefined) {
@@ -136,21 +146,15 @@ export class Engine {
     return delivered
   }
 
-  /** Asks the holders; wakes the opens waiting on the VC (it was busy meanwhile). */
-  private async runReclaim (plan: ReclaimPlan): Promise<ServedFile | undefined> {
-    let outcome: Awaited<ReturnType<Reclaimer>>
+  /** Asks the holders what they hold of a VC; holders that cannot be asked count as dead. */
+  private async askHolders (plan: ReclaimPlan): Promise<Awaited<ReturnType<Reclaimer>>> {
     try {
       if (this.reclaimer === undefined) throw new Error('no cluster to reclaim from')
-      outcome = await this.reclaimer(plan)
+      return await this.reclaimer(plan)
     } catch (err) {
       this.log.error({ vc: plan.vc, err: (err as Error).message }, 'reclaim failed; treating the holders as dead')
-      outcome = { reports: plan.holders.map(node => ({ node, dead: true as const })) }
+      return { reports: plan.holders.map(node => ({ node, dead: true as const })) }
     }
-    const returned = this.protocol.finishReclaim(plan, outcome.reports)
-    this.wake(plan.vc)
-    if (returned === undefined) return undefined
-    if (outcome.returned === undefined || outcome.returned.file !== returned) throw new Error(`a holder returned file ${returned} without its bytes`)
-    return outcome.returned
   }
 
   /** Takes a VC over from a dead home, with the files this node held of it in its own mirror. */

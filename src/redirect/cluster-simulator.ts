@@ -69,13 +69,13 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
   const ownerOf = (vc: VcId): NodeId => protocols.findIndex((p, node) => !dead.has(node) && p.owns(vc))
 
   /** The owner answers an open of `file` (its own trainer's, or a requester's). */
-  const serveAtHome = (owner: NodeId, file: FileId, retry: boolean, report: MirrorReport | undefined, answer: Answer): void => {
+  const serveAtHome = (owner: NodeId, file: FileId, retry: boolean, report: MirrorReport | undefined, answer: Answer, holdersConfirmed = false): void => {
     // A dead node decides nothing more: its opens are lost, and a remote one fails over (see `request`).
     if (dead.has(owner)) return answer(undefined)
     const protocol = protocols[owner]
-    const decision = protocol.open(file, { retry, requester: report })
+    const decision = protocol.open(file, { retry, requester: report, holdersConfirmed })
     const vc = vcOf(file)
-    const again = (): void => serveAtHome(owner, file, true, report, answer)
+    const again = (confirmed = false): void => serveAtHome(owner, file, true, report, answer, confirmed)
     if (decision.kind === 'serve') {
       answer(decision.file)
       readahead(owner, vc)
@@ -101,13 +101,13 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
   }
 
   /** Each holder answers at its own moment (it may serve from its mirror meanwhile). */
-  const reclaim = (owner: NodeId, plan: ReclaimPlan, answer: Answer, again: Task): void => {
+  const reclaim = (owner: NodeId, plan: ReclaimPlan, answer: Answer, again: (holdersConfirmed: boolean) => void): void => {
     const reports: ReclaimReport[] = []
     const finish = (): void => {
       const returned = protocols[owner].finishReclaim(plan, reports)
       wake(homeWaiters, `${owner}:${plan.vc}`)
       if (returned !== undefined) answer(returned)
-      else again()
+      else again(true) // in the same step: the holders' answers are fresh for this decision only
     }
     for (const holder of plan.holders) {
       tasks.push(() => {

@@ -118,6 +118,25 @@ export interface OpenOptions {
    * it and reads exactly that many bytes).
    */
   readonly exact?: boolean
+  /**
+   * A retry at once after a reclaim that got nothing back: every holder of
+   * the VC has just said what it holds, so the VC's epoch may end now.
+   */
+  readonly holdersConfirmed?: boolean
+}
+
+/** Who a decision is for, and what its holders just confirmed: passed down, never kept. */
+interface Asking {
+  /** The node whose open is being decided (undefined: this node's trainer). */
+  readonly forNode: NodeId | undefined
+  readonly holdersConfirmed: boolean
+}
+
+/** What a load is for: the open that asked (if any) and whether it wants its own file. */
+interface LoadFor {
+  readonly requester?: FileId
+  readonly exact?: boolean
+  readonly forNode?: NodeId
 }
 
 export interface ProtocolOptions {
@@ -155,8 +174,6 @@ export class Protocol {
   private readonly owned: Uint8Array
   /** Sequence number of the last batch shipped. */
   private lastBatch = 0
-  /** The VC whose holders were just asked (the next decision may end its epoch). */
-  private reclaimedJustNow: VcId | undefined
   readonly node: NodeId
   /** Per VC, how many times its epoch ended; requesters learn it with every answer. */
   private readonly vcEpochs: Uint32Array
@@ -166,8 +183,6 @@ export class Protocol {
    * this node). For the standby copy.
    */
   private readonly servedTo: Uint16Array
-  /** The node whose open is being decided (undefined: this node's trainer). */
-  private asking: NodeId | undefined
   /** Owned VCs whose standby copy (epoch, `servedTo`) changed since the last update. */
   private readonly standbyDirty = new Set<VcId>()
 
@@ -188,7 +203,7 @@ export class Protocol {
 
   /** Answers an open of `file` (of a VC this node owns); see `OpenOptions`. */
   open (file: FileId, options: OpenOptions = {}): OpenDecision {
-    const { retry = false, requester, exact = false } = options
+    const { retry = false, requester, exact = false, holdersConfirmed = false } = options
     if (!this.owns(this.vcOf(file))) throw new Error(`node ${this.node} does not own the VC of file ${file}`)
     if (!retry) {
       this.counters.opens++
@@ -196,11 +211,8 @@ export class Protocol {
       if (exact) this.counters.exactOpens++
     }
     if (requester !== undefined) this.reconcile(this.vcOf(file), requester)
-    const reclaimed = this.reclaimedJustNow
-    this.reclaimedJustNow = undefined
-    this.asking = requester?.node
-    const decision = exact ? this.decideExact(file) : this.decide(file, reclaimed === this.vcOf(file))
-    this.asking = undefined
+    const asking: Asking = { forNode: requester?.node, holdersConfirmed }
+    const decision = exact ? this.decideExact(file, asking) : this.decide(file, asking)
     if (decision.kind === 'serve') this.noteServed(decision.file, requester?.node)
     if (decision.kind === 'serve') {
       if (!retry) this.counters.memoryHits++
@@ -212,12 +224,12 @@ export class Protocol {
     return decision
   }
 
-  private decide (file: FileId, holdersConfirmed: boolean): OpenDecision {
+  private decide (file: FileId, asking: Asking): OpenDecision {
     switch (this.options.mode) {
-      case 'strict': return this.decideStrict(file, holdersConfirmed)
+      case 'strict': return this.decideStrict(file, asking)
       case 'pool':
-      case 'mix': return this.decidePool(file, holdersConfirmed)
-      case 'off': return this.decideOff(file)
+      case 'mix': return this.decidePool(file, asking)
+      case 'off': return this.decideOff(file, asking)
     }
   }
 
@@ -225,19 +237,19 @@ export class Protocol {
    * strict: the slot answers whatever it holds; an empty slot needs the PC
    * that fills the most empty slots among those that can fill this one.
    */
-  private decideStrict (file: FileId, holdersConfirmed: boolean): OpenDecision {
+  private decideStrict (file: FileId, asking: Asking): OpenDecision {
     const vc = this.vcOf(file)
     const offset = this.offsetOf(file)
     if (!this.slots.isSlotEmpty(vc, offset)) return { kind: 'serve', file: this.slots.take(vc, offset) }
     if (this.slots.isLoading(vc)) return { kind: 'wait', vc }
     let pc = chooseRefill(this.layout, this.slots, this.random, vc, offset)
     if (pc === undefined) {
-      const reclaim = this.planReclaim(vc, [offset], holdersConfirmed)
+      const reclaim = this.planReclaim(vc, [offset], asking)
       if (reclaim !== undefined) return reclaim
       this.rollOver(vc)
       pc = chooseRefill(this.layout, this.slots, this.random, vc, offset)!
     }
-    return { kind: 'load', plan: this.planLoad(vc, pc, file) }
+    return { kind: 'load', plan: this.planLoad(vc, pc, { requester: file, forNode: asking.forNode }) }
   }
 
   /**
@@ -245,7 +257,7 @@ export class Protocol {
    * VC loads, and then a whole random unconsumed PC. mix answers the same
    * way; its loads take each block of slots from its own random PC.
    */
-  private decidePool (file: FileId, holdersConfirmed: boolean): OpenDecision {
+  private decidePool (file: FileId, asking: Asking): OpenDecision {
     const vc = this.vcOf(file)
     const offset = this.offsetOf(file)
     if (this.slots.validSlots(vc) === 0) this.slots.installStaged(vc)
@@ -253,24 +265,24 @@ export class Protocol {
     if (this.slots.validSlots(vc) > 0) return { kind: 'serve', file: this.takeRandom(vc) }
     if (this.slots.isLoading(vc)) return { kind: 'wait', vc }
     if (this.slots.allConsumed(vc)) {
-      const reclaim = this.planReclaim(vc, undefined, holdersConfirmed)
+      const reclaim = this.planReclaim(vc, undefined, asking)
       if (reclaim !== undefined) return reclaim
       this.rollOver(vc)
     }
     const plan = this.options.mode === 'mix'
-      ? this.startLoad(vc, this.chooseMixPieces(vc)!, file)
-      : this.planLoad(vc, this.randomUnconsumedPc(vc)!, file)
+      ? this.startLoad(vc, this.chooseMixPieces(vc)!, { requester: file, forNode: asking.forNode })
+      : this.planLoad(vc, this.randomUnconsumedPc(vc)!, { requester: file, forNode: asking.forNode })
     return { kind: 'load', plan }
   }
 
   /** off: the file itself, from memory if its chunk brought it there, else by loading its chunk. */
-  private decideOff (file: FileId): OpenDecision {
+  private decideOff (file: FileId, asking: Asking): OpenDecision {
     const vc = this.vcOf(file)
     const offset = this.offsetOf(file)
     if (this.slots.fileAt(vc, offset) === file) return { kind: 'serve', file: this.slots.take(vc, offset) }
     if (this.slots.isLoading(vc)) return { kind: 'wait', vc }
     if (this.slots.allConsumed(vc)) this.rollOver(vc)
-    return { kind: 'load', plan: this.planLoad(vc, this.layout.filePc[file], file, true) }
+    return { kind: 'load', plan: this.planLoad(vc, this.layout.filePc[file], { requester: file, exact: true, forNode: asking.forNode }) }
   }
 
   /**
@@ -279,15 +291,15 @@ export class Protocol {
    * already served this epoch (to an open of another path) is served again
    * and counted: exactness of the bytes comes first for such a loader.
    */
-  private decideExact (file: FileId): OpenDecision {
-    if (this.options.mode === 'off') return this.decideOff(file)
+  private decideExact (file: FileId, asking: Asking): OpenDecision {
+    if (this.options.mode === 'off') return this.decideOff(file, asking)
     const vc = this.vcOf(file)
     if (this.slots.takeStaged(vc, file)) return { kind: 'serve', file }
     if (this.slots.fileAt(vc, this.offsetOf(file)) !== file && !this.slots.isLoading(vc) && this.slots.isConsumed(file)) {
       if (this.slots.allConsumed(vc)) this.rollOver(vc)
       if (this.slots.isConsumed(file)) this.counters.exactRepeats++
     }
-    return this.decideOff(file)
+    return this.decideOff(file, asking)
   }
 
   /**
@@ -319,21 +331,21 @@ export class Protocol {
    * (unconsumed, and for slot modes landing on an empty slot), plus the
    * requested file itself in off mode.
    */
-  private planLoad (vc: VcId, pc: PcId, requester?: FileId, exact = false): LoadPlan {
+  private planLoad (vc: VcId, pc: PcId, load: LoadFor = {}): LoadPlan {
     const files = this.layout.pcs[pc].files.filter((file, offset) =>
-      file === requester && exact
+      file === load.requester && load.exact === true
         ? true
         : !this.slots.isConsumed(file) && (this.stagesWhole() || this.slots.isSlotEmpty(vc, offset)))
-    return this.startLoad(vc, [{ pc, files }], requester, exact)
+    return this.startLoad(vc, [{ pc, files }], load)
   }
 
-  private startLoad (vc: VcId, pieces: readonly LoadPiece[], requester?: FileId, exact = false): LoadPlan {
+  private startLoad (vc: VcId, pieces: readonly LoadPiece[], { requester, exact = false, forNode }: LoadFor = {}): LoadPlan {
     const files = pieces.flatMap(piece => piece.files)
     let bytes = 0
     for (const file of files) bytes += this.layout.files[file].size
     this.slots.setLoading(vc, true)
     this.counters.inflightBytes += bytes
-    return { id: this.nextPlanId++, vc, pieces, files, bytes, requester, exact, forNode: requester === undefined ? undefined : this.asking }
+    return { id: this.nextPlanId++, vc, pieces, files, bytes, requester, exact, forNode }
   }
 
   /** pool and mix keep a chunk that arrives while the VC still serves staged, whole. */
@@ -470,22 +482,23 @@ export class Protocol {
    * (`holdersConfirmed`), so that only files really still held are carried
    * into the next epoch. Undefined when the epoch may end now.
    */
-  private planReclaim (vc: VcId, offsets: readonly number[] | undefined, holdersConfirmed: boolean): OpenDecision | undefined {
+  private planReclaim (vc: VcId, offsets: readonly number[] | undefined, { forNode, holdersConfirmed }: Asking): OpenDecision | undefined {
     const entries = this.ledger.entries(vc)
     const wanted = entries.filter(([file]) => offsets === undefined || offsets.includes(this.offsetOf(file)))
     if (wanted.length === 0 && (holdersConfirmed || entries.length === 0)) return undefined
     const giveBack = wanted.length === 0 ? undefined : { node: wanted[this.random.below(wanted.length)][1].node, offsets }
     this.slots.setLoading(vc, true)
     this.counters.reclaims++
-    return { kind: 'reclaim', plan: { vc, holders: this.ledger.holders(vc), giveBack, forNode: this.asking } }
+    return { kind: 'reclaim', plan: { vc, holders: this.ledger.holders(vc), giveBack, forNode } }
   }
 
   /**
    * Applies the holders' answers: what a holder no longer holds it served,
    * what a dead holder held never reached a trainer (so it may be loaded
    * again), and a returned file answers the open that asked. Returns that
-   * file, or undefined: then the open asks again (it is a retry) and this
-   * time may end the VC's epoch.
+   * file, or undefined: then the open asks again at once, in the same
+   * turn (nothing else may decide for the VC in between), as a retry with
+   * `holdersConfirmed`, and this time may end the VC's epoch.
    */
   finishReclaim (plan: ReclaimPlan, reports: readonly ReclaimReport[]): FileId | undefined {
     const { vc } = plan
@@ -513,8 +526,6 @@ export class Protocol {
       this.counters.reclaimedFiles++
       this.noteServed(returned, plan.forNode)
       this.noteMemory()
-    } else {
-      this.reclaimedJustNow = vc
     }
     return returned
   }

@@ -34,7 +34,7 @@ import type { PeerAddress } from './addresses'
 import { PeerCallError, PeerClient } from './peer-client'
 import { PeerRefusal, startPeerServer, type PeerHandler, type RunningPeerServer } from './peer-server'
 import type { Credentials } from './security'
-import { decodeOffsets, encodeOffsets, PROTOCOL_VERSION, type ServedNotice, type StandbyVc, type SyncRequest, type FileData, type HandshakeReply, type HandshakeRequest, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type TakeoverStateReply, type TakeoverStateRequest, type VcState } from './wire'
+import { decodeOffsets, encodeOffsets, PROTOCOL_VERSION, type ServedNotice, type StandbyVc, type SyncReply, type SyncRequest, type FileData, type HandshakeReply, type HandshakeRequest, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type TakeoverStateReply, type TakeoverStateRequest, type VcState } from './wire'
 
 export type Storage = 'shared' | 'sharded'
 
@@ -237,7 +237,7 @@ export class ClusterNode implements PeerHandler {
   }
 
   private decodeReadReply (reply: ReadReply): RequestAnswer {
-    const served = reply.unreadable || reply.served == null ? undefined : { file: reply.served.file, bytes: reply.served.data }
+    const served = reply.served === null ? undefined : { file: reply.served.file, bytes: reply.served.data }
     return { served, batch: reply.batch.map(f => ({ file: f.file, bytes: f.data })), batchNumber: reply.batchNumber, vcEpoch: reply.vcEpoch }
   }
 
@@ -345,7 +345,7 @@ export class ClusterNode implements PeerHandler {
       lastBatch: request.lastBatch
     })
     const data = (f: ServedFile): FileData => ({ file: f.file, data: f.bytes })
-    return { served: answer.served === undefined ? null : data(answer.served), batch: answer.batch.map(data), batchNumber: answer.batchNumber, vcEpoch: answer.vcEpoch, unreadable: answer.served === undefined }
+    return { served: answer.served === undefined ? null : data(answer.served), batch: answer.batch.map(data), batchNumber: answer.batchNumber, vcEpoch: answer.vcEpoch }
   }
 
   /** A request for a VC this node does not own: this node answers only once every node before it in the VC's owner order is dead. */
@@ -393,7 +393,7 @@ export class ClusterNode implements PeerHandler {
     return reply
   }
 
-  sync (request: SyncRequest): object {
+  sync (request: SyncRequest): SyncReply {
     this.invalid(this.checkNode(request.node))
     if (this.dead.has(request.node)) return {}
     for (const update of request.standby) {

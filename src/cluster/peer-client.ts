@@ -16,7 +16,7 @@ import * as grpc from '@grpc/grpc-js'
 import { FsError } from '../errors'
 import type { PeerAddress } from './addresses'
 import { TOKEN_METADATA, type Credentials } from './security'
-import { CHANNEL_OPTIONS, peerService, type HandshakeReply, type HandshakeRequest, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type StatsReply, type SyncRequest, type TakeoverStateReply, type TakeoverStateRequest } from './wire'
+import { peerStub, type HandshakeReply, type HandshakeRequest, type PeerStub, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type StatsReply, type SyncReply, type SyncRequest, type TakeoverStateReply, type TakeoverStateRequest } from './wire'
 
 /** A call to a peer that failed; an open that needed it fails with EIO. */
 export class PeerCallError extends FsError {
@@ -30,33 +30,33 @@ export class PeerCallError extends FsError {
   }
 }
 
-type Unary<Req, Rep> = (request: Req, metadata: grpc.Metadata, options: grpc.CallOptions, callback: (err: grpc.ServiceError | null, reply?: Rep) => void) => grpc.ClientUnaryCall
+/** One call on the stub, given what every call carries (the token's metadata, the deadline) and where its answer goes. */
+type Invoke<Rep> = (metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<Rep>) => grpc.ClientUnaryCall
 
 /** The longest a read may take while the owner keeps answering pings (under FUSE's 120 s open limit). */
 const READ_DEADLINE_MS = 110_000
 
 export class PeerClient {
-  private readonly client: grpc.Client & Record<string, Unary<unknown, unknown>>
+  private readonly client: PeerStub
 
   constructor (readonly address: PeerAddress, credentials: Credentials, private readonly token: string, private readonly timeoutMs: number) {
-    const Client = grpc.makeGenericClientConstructor(peerService(), 'Peer')
-    this.client = new Client(address.text, credentials.client, CHANNEL_OPTIONS) as unknown as grpc.Client & Record<string, Unary<unknown, unknown>>
+    this.client = peerStub(address.text, credentials.client)
   }
 
-  private async call<Req, Rep> (method: string, request: Req, timeoutMs = this.timeoutMs, watch?: { ping: Req }): Promise<Rep> {
+  private async call<Rep> (invoke: Invoke<Rep>, timeoutMs = this.timeoutMs, watch?: { ping: HandshakeRequest }): Promise<Rep> {
     // grpc-js fails fast by default; waiting for the connection is a metadata option.
     const metadata = new grpc.Metadata({ waitForReady: true })
     metadata.set(TOKEN_METADATA, this.token)
     let watchdog: NodeJS.Timeout | undefined
     try {
       return await new Promise<Rep>((resolve, reject) => {
-        const call = this.client[method].call(this.client, request, metadata, { deadline: Date.now() + timeoutMs }, (err, reply) => {
+        const call = invoke(metadata, { deadline: Date.now() + timeoutMs }, (err, reply) => {
           if (err !== null) reject(new PeerCallError(this.address.text, err.code, err.details === '' ? err.message : err.details))
           else resolve(reply as Rep)
         })
         if (watch === undefined) return
         const check = (): void => {
-          this.call<Req, Rep>('handshake', watch.ping).then(
+          this.handshake(watch.ping).then(
             () => { watchdog = setTimeout(check, this.timeoutMs) },
             (err: unknown) => {
               if (!(err instanceof PeerCallError && err.unreachable)) { watchdog = setTimeout(check, this.timeoutMs); return }
@@ -71,13 +71,30 @@ export class PeerClient {
     }
   }
 
-  async handshake (request: HandshakeRequest, timeoutMs?: number): Promise<HandshakeReply> { return await this.call('handshake', request, timeoutMs) }
+  async handshake (request: HandshakeRequest, timeoutMs?: number): Promise<HandshakeReply> {
+    return await this.call<HandshakeReply>((metadata, options, done) => this.client.handshake(request, metadata, options, done), timeoutMs)
+  }
+
   /** `ping`: a handshake that the peer answers at once while the read is out. */
-  async read (request: ReadRequest, ping: HandshakeRequest): Promise<ReadReply> { return await this.call<unknown, ReadReply>('read', request, READ_DEADLINE_MS, { ping }) }
-  async reclaim (request: ReclaimRequest): Promise<ReclaimReply> { return await this.call('reclaim', request) }
-  async takeoverState (request: TakeoverStateRequest): Promise<TakeoverStateReply> { return await this.call('takeoverState', request) }
-  async stats (): Promise<StatsReply> { return await this.call('stats', {}) }
-  async sync (request: SyncRequest): Promise<object> { return await this.call('sync', request) }
+  async read (request: ReadRequest, ping: HandshakeRequest): Promise<ReadReply> {
+    return await this.call<ReadReply>((metadata, options, done) => this.client.read(request, metadata, options, done), READ_DEADLINE_MS, { ping })
+  }
+
+  async reclaim (request: ReclaimRequest): Promise<ReclaimReply> {
+    return await this.call<ReclaimReply>((metadata, options, done) => this.client.reclaim(request, metadata, options, done))
+  }
+
+  async takeoverState (request: TakeoverStateRequest): Promise<TakeoverStateReply> {
+    return await this.call<TakeoverStateReply>((metadata, options, done) => this.client.takeoverState(request, metadata, options, done))
+  }
+
+  async stats (): Promise<StatsReply> {
+    return await this.call<StatsReply>((metadata, options, done) => this.client.stats({}, metadata, options, done))
+  }
+
+  async sync (request: SyncRequest): Promise<SyncReply> {
+    return await this.call<SyncReply>((metadata, options, done) => this.client.sync(request, metadata, options, done))
+  }
 
   close (): void { this.client.close() }
 }

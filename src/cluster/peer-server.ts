@@ -9,7 +9,8 @@ import type { Logger } from 'pino'
 import { UsageError } from '../errors'
 import type { PeerAddress } from './addresses'
 import { TOKEN_METADATA, tokenMatches, type Credentials } from './security'
-import { CHANNEL_OPTIONS, peerService, type HandshakeReply, type HandshakeRequest, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type StatsReply, type SyncRequest, type TakeoverStateReply, type TakeoverStateRequest } from './wire'
+import type { PeerHandlers } from './generated/redirfs/v1/Peer'
+import { CHANNEL_OPTIONS, peerService, type HandshakeReply, type HandshakeRequest, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type StatsReply, type SyncReply, type SyncRequest, type TakeoverStateReply, type TakeoverStateRequest } from './wire'
 
 /** A refusal with the gRPC status the caller gets. */
 export class PeerRefusal extends Error {
@@ -21,7 +22,7 @@ export interface PeerHandler {
   read (request: ReadRequest): Promise<ReadReply>
   reclaim (request: ReclaimRequest): ReclaimReply
   takeoverState (request: TakeoverStateRequest): Promise<TakeoverStateReply>
-  sync (request: SyncRequest): object
+  sync (request: SyncRequest): SyncReply
   stats (): StatsReply
 }
 
@@ -48,14 +49,15 @@ export async function startPeerServer (listen: PeerAddress, credentials: Credent
           callback({ code: status, details: (err as Error).message })
         })
     }
-  server.addService(peerService(), {
-    handshake: unary<HandshakeRequest, HandshakeReply>('handshake', request => handler.handshake(request)),
-    read: unary<ReadRequest, ReadReply>('read', async request => await handler.read(request)),
-    reclaim: unary<ReclaimRequest, ReclaimReply>('reclaim', request => handler.reclaim(request)),
-    takeoverState: unary<TakeoverStateRequest, TakeoverStateReply>('takeoverState', async request => await handler.takeoverState(request)),
-    sync: unary<SyncRequest, object>('sync', request => handler.sync(request)),
-    stats: unary<object, StatsReply>('stats', () => handler.stats())
-  })
+  const handlers: PeerHandlers = {
+    Handshake: unary<HandshakeRequest, HandshakeReply>('handshake', request => handler.handshake(request)),
+    Read: unary<ReadRequest, ReadReply>('read', async request => await handler.read(request)),
+    Reclaim: unary<ReclaimRequest, ReclaimReply>('reclaim', request => handler.reclaim(request)),
+    TakeoverState: unary<TakeoverStateRequest, TakeoverStateReply>('takeoverState', async request => await handler.takeoverState(request)),
+    Sync: unary<SyncRequest, SyncReply>('sync', request => handler.sync(request)),
+    Stats: unary<object, StatsReply>('stats', () => handler.stats())
+  }
+  server.addService(peerService(), handlers)
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(listen.text, credentials.server, (err, bound) => {
       if (err !== null) reject(new UsageError(`cannot listen on ${listen.text}: ${err.message}`))

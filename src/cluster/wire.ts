@@ -1,40 +1,70 @@
 /**
- * The peer protocol's messages (proto/redirfs.proto) as TypeScript sees
- * them, and the service definition grpc-js serves and calls.
+ * The peer protocol (proto/redirfs.proto) as TypeScript sees it: the
+ * message types generated from the .proto (src/cluster/generated, by
+ * scripts/proto-types.sh with the options `loadSync` gets below), and the
+ * service grpc-js serves and calls.
  */
 import path from 'node:path'
 import * as grpc from '@grpc/grpc-js'
 import * as protoLoader from '@grpc/proto-loader'
+import type { ProtoGrpcType } from './generated/redirfs'
+import type { FileData__Output } from './generated/redirfs/v1/FileData'
+import type { HandshakeReply__Output } from './generated/redirfs/v1/HandshakeReply'
+import type { HandshakeRequest__Output } from './generated/redirfs/v1/HandshakeRequest'
+import type { PeerClient as GeneratedPeerClient, PeerDefinition } from './generated/redirfs/v1/Peer'
+import type { ReadReply__Output } from './generated/redirfs/v1/ReadReply'
+import type { ReadRequest__Output } from './generated/redirfs/v1/ReadRequest'
+import type { ReclaimReply__Output } from './generated/redirfs/v1/ReclaimReply'
+import type { ReclaimRequest__Output } from './generated/redirfs/v1/ReclaimRequest'
+import type { ServedNotice__Output } from './generated/redirfs/v1/ServedNotice'
+import type { StandbyVc__Output } from './generated/redirfs/v1/StandbyVc'
+import type { StatsReply__Output } from './generated/redirfs/v1/StatsReply'
+import type { SyncReply__Output } from './generated/redirfs/v1/SyncReply'
+import type { SyncRequest__Output } from './generated/redirfs/v1/SyncRequest'
+import type { TakeoverStateReply__Output } from './generated/redirfs/v1/TakeoverStateReply'
+import type { TakeoverStateRequest__Output } from './generated/redirfs/v1/TakeoverStateRequest'
+import type { VcState__Output } from './generated/redirfs/v1/VcState'
 
-/** Bumped whenever a message or its meaning changes; checked at handshake. */
-export const PROTOCOL_VERSION = 1
+/** Bumped whenever a message or its meaning changes; checked at handshake. 2: ReadReply lost `unreadable`. */
+export const PROTOCOL_VERSION = 2
 
 export const PROTO_FILE = path.resolve(__dirname, '../../proto/redirfs.proto')
 
-export interface HandshakeRequest { protocolVersion: number, node: number, nodes: number, layoutHash: string }
-export interface HandshakeReply { protocolVersion: number, node: number, layoutHash: string }
-export interface ReadRequest { node: number, file: number, emptyOffsets: Buffer, freeBytes: number, lastBatch: number }
-export interface FileData { file: number, data: Buffer }
-export interface ReadReply { served?: FileData | null, batch: FileData[], batchNumber: number, vcEpoch: number, unreadable: boolean }
-export interface ReclaimRequest { node: number, vc: number, giveBack: boolean, offsets: number[] }
-export interface ReclaimReply { held: number[], lastBatch: number, returned?: FileData | null }
-export interface TakeoverStateRequest { node: number, dead: number, vcs: number[] }
-export interface VcState { vc: number, epoch: number, received: number[], held: number[], lastBatch: number }
-export interface TakeoverStateReply { vcs: VcState[] }
-export interface StatsReply { json: string }
-export interface StandbyVc { vc: number, epoch: number, servedFiles: number[], servedNodes: number[] }
-export interface ServedNotice { vc: number, file: number, batch: number }
-export interface SyncRequest { node: number, standby: StandbyVc[], served: ServedNotice[] }
+// Messages as grpc-js hands them over (every field present, with the loader
+// options below); what this node sends has the same shape.
+export type HandshakeRequest = HandshakeRequest__Output
+export type HandshakeReply = HandshakeReply__Output
+export type ReadRequest = ReadRequest__Output
+export type FileData = FileData__Output
+export type ReadReply = ReadReply__Output
+export type ReclaimRequest = ReclaimRequest__Output
+export type ReclaimReply = ReclaimReply__Output
+export type TakeoverStateRequest = TakeoverStateRequest__Output
+export type VcState = VcState__Output
+export type TakeoverStateReply = TakeoverStateReply__Output
+export type StatsReply = StatsReply__Output
+export type StandbyVc = StandbyVc__Output
+export type ServedNotice = ServedNotice__Output
+export type SyncRequest = SyncRequest__Output
+export type SyncReply = SyncReply__Output
+export type PeerStub = GeneratedPeerClient
 
-let service: grpc.ServiceDefinition | undefined
+let loaded: ProtoGrpcType | undefined
 
-export function peerService (): grpc.ServiceDefinition {
-  if (service === undefined) {
+function peerPackage (): ProtoGrpcType['redirfs']['v1'] {
+  if (loaded === undefined) {
+    // The generator (scripts/proto-types.sh) is given the same options.
     const definition = protoLoader.loadSync(PROTO_FILE, { keepCase: false, longs: Number, enums: String, defaults: true, oneofs: true })
-    const loaded = grpc.loadPackageDefinition(definition) as unknown as { redirfs: { v1: { Peer: grpc.ServiceClientConstructor } } }
-    service = loaded.redirfs.v1.Peer.service
+    loaded = grpc.loadPackageDefinition(definition) as unknown as ProtoGrpcType
   }
-  return service
+  return loaded.redirfs.v1
+}
+
+export function peerService (): PeerDefinition { return peerPackage().Peer.service }
+
+/** A client stub of the peer service at `address`. */
+export function peerStub (address: string, credentials: grpc.ChannelCredentials): PeerStub {
+  return new (peerPackage().Peer)(address, credentials, CHANNEL_OPTIONS)
 }
 
 /** Channel options: chunk-sized messages, and keepalive so a dead peer is noticed. */

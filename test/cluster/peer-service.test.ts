@@ -33,7 +33,7 @@ const handler: PeerHandler = {
   },
   read: async request => {
     if (request.file > 10) throw new PeerRefusal(grpc.status.INVALID_ARGUMENT, `file ${request.file} is not in the layout`)
-    return { served: { file: request.file, data: Buffer.from('bytes') }, batch: [], batchNumber: 0, vcEpoch: 0, unreadable: false }
+    return { served: { file: request.file, data: Buffer.from('bytes') }, batch: [], batchNumber: 0, vcEpoch: 0 }
   },
   reclaim: () => { throw new Error('boom') },
   takeoverState: async () => ({ vcs: [] }),

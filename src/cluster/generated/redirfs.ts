@@ -1,0 +1,49 @@
+import type * as grpc from '@grpc/grpc-js';
+import type { MessageTypeDefinition } from '@grpc/proto-loader';
+
+import type { FileData as _redirfs_v1_FileData, FileData__Output as _redirfs_v1_FileData__Output } from './redirfs/v1/FileData';
+import type { HandshakeReply as _redirfs_v1_HandshakeReply, HandshakeReply__Output as _redirfs_v1_HandshakeReply__Output } from './redirfs/v1/HandshakeReply';
+import type { HandshakeRequest as _redirfs_v1_HandshakeRequest, HandshakeRequest__Output as _redirfs_v1_HandshakeRequest__Output } from './redirfs/v1/HandshakeRequest';
+import type { PeerClient as _redirfs_v1_PeerClient, PeerDefinition as _redirfs_v1_PeerDefinition } from './redirfs/v1/Peer';
+import type { ReadReply as _redirfs_v1_ReadReply, ReadReply__Output as _redirfs_v1_ReadReply__Output } from './redirfs/v1/ReadReply';
+import type { ReadRequest as _redirfs_v1_ReadRequest, ReadRequest__Output as _redirfs_v1_ReadRequest__Output } from './redirfs/v1/ReadRequest';
+import type { ReclaimReply as _redirfs_v1_ReclaimReply, ReclaimReply__Output as _redirfs_v1_ReclaimReply__Output } from './redirfs/v1/ReclaimReply';
+import type { ReclaimRequest as _redirfs_v1_ReclaimRequest, ReclaimRequest__Output as _redirfs_v1_ReclaimRequest__Output } from './redirfs/v1/ReclaimRequest';
+import type { ServedNotice as _redirfs_v1_ServedNotice, ServedNotice__Output as _redirfs_v1_ServedNotice__Output } from './redirfs/v1/ServedNotice';
+import type { StandbyVc as _redirfs_v1_StandbyVc, StandbyVc__Output as _redirfs_v1_StandbyVc__Output } from './redirfs/v1/StandbyVc';
+import type { StatsReply as _redirfs_v1_StatsReply, StatsReply__Output as _redirfs_v1_StatsReply__Output } from './redirfs/v1/StatsReply';
+import type { StatsRequest as _redirfs_v1_StatsRequest, StatsRequest__Output as _redirfs_v1_StatsRequest__Output } from './redirfs/v1/StatsRequest';
+import type { SyncReply as _redirfs_v1_SyncReply, SyncReply__Output as _redirfs_v1_SyncReply__Output } from './redirfs/v1/SyncReply';
+import type { SyncRequest as _redirfs_v1_SyncRequest, SyncRequest__Output as _redirfs_v1_SyncRequest__Output } from './redirfs/v1/SyncRequest';
+import type { TakeoverStateReply as _redirfs_v1_TakeoverStateReply, TakeoverStateReply__Output as _redirfs_v1_TakeoverStateReply__Output } from './redirfs/v1/TakeoverStateReply';
+import type { TakeoverStateRequest as _redirfs_v1_TakeoverStateRequest, TakeoverStateRequest__Output as _redirfs_v1_TakeoverStateRequest__Output } from './redirfs/v1/TakeoverStateRequest';
+import type { VcState as _redirfs_v1_VcState, VcState__Output as _redirfs_v1_VcState__Output } from './redirfs/v1/VcState';
+
+type SubtypeConstructor<Constructor extends new (...args: any) => any, Subtype> = {
+  new(...args: ConstructorParameters<Constructor>): Subtype;
+};
+
+export interface ProtoGrpcType {
+  redirfs: {
+    v1: {
+      FileData: MessageTypeDefinition<_redirfs_v1_FileData, _redirfs_v1_FileData__Output>
+      HandshakeReply: MessageTypeDefinition<_redirfs_v1_HandshakeReply, _redirfs_v1_HandshakeReply__Output>
+      HandshakeRequest: MessageTypeDefinition<_redirfs_v1_HandshakeRequest, _redirfs_v1_HandshakeRequest__Output>
+      Peer: SubtypeConstructor<typeof grpc.Client, _redirfs_v1_PeerClient> & { service: _redirfs_v1_PeerDefinition }
+      ReadReply: MessageTypeDefinition<_redirfs_v1_ReadReply, _redirfs_v1_ReadReply__Output>
+      ReadRequest: MessageTypeDefinition<_redirfs_v1_ReadRequest, _redirfs_v1_ReadRequest__Output>
+      ReclaimReply: MessageTypeDefinition<_redirfs_v1_ReclaimReply, _redirfs_v1_ReclaimReply__Output>
+      ReclaimRequest: MessageTypeDefinition<_redirfs_v1_ReclaimRequest, _redirfs_v1_ReclaimRequest__Output>
+      ServedNotice: MessageTypeDefinition<_redirfs_v1_ServedNotice, _redirfs_v1_ServedNotice__Output>
+      StandbyVc: MessageTypeDefinition<_redirfs_v1_StandbyVc, _redirfs_v1_StandbyVc__Output>
+      StatsReply: MessageTypeDefinition<_redirfs_v1_StatsReply, _redirfs_v1_StatsReply__Output>
+      StatsRequest: MessageTypeDefinition<_redirfs_v1_StatsRequest, _redirfs_v1_StatsRequest__Output>
+      SyncReply: MessageTypeDefinition<_redirfs_v1_SyncReply, _redirfs_v1_SyncReply__Output>
+      SyncRequest: MessageTypeDefinition<_redirfs_v1_SyncRequest, _redirfs_v1_SyncRequest__Output>
+      TakeoverStateReply: MessageTypeDefinition<_redirfs_v1_TakeoverStateReply, _redirfs_v1_TakeoverStateReply__Output>
+      TakeoverStateRequest: MessageTypeDefinition<_redirfs_v1_TakeoverStateRequest, _redirfs_v1_TakeoverStateRequest__Output>
+      VcState: MessageTypeDefinition<_redirfs_v1_VcState, _redirfs_v1_VcState__Output>
+    }
+  }
+}
+

@@ -1,0 +1,181 @@
+// Original file: proto/redirfs.proto
+
+import type * as grpc from '@grpc/grpc-js'
+import type { MethodDefinition } from '@grpc/proto-loader'
+import type { HandshakeReply as _redirfs_v1_HandshakeReply, HandshakeReply__Output as _redirfs_v1_HandshakeReply__Output } from '../../redirfs/v1/HandshakeReply';
+import type { HandshakeRequest as _redirfs_v1_HandshakeRequest, HandshakeRequest__Output as _redirfs_v1_HandshakeRequest__Output } from '../../redirfs/v1/HandshakeRequest';
+import type { ReadReply as _redirfs_v1_ReadReply, ReadReply__Output as _redirfs_v1_ReadReply__Output } from '../../redirfs/v1/ReadReply';
+import type { ReadRequest as _redirfs_v1_ReadRequest, ReadRequest__Output as _redirfs_v1_ReadRequest__Output } from '../../redirfs/v1/ReadRequest';
+import type { ReclaimReply as _redirfs_v1_ReclaimReply, ReclaimReply__Output as _redirfs_v1_ReclaimReply__Output } from '../../redirfs/v1/ReclaimReply';
+import type { ReclaimRequest as _redirfs_v1_ReclaimRequest, ReclaimRequest__Output as _redirfs_v1_ReclaimRequest__Output } from '../../redirfs/v1/ReclaimRequest';
+import type { StatsReply as _redirfs_v1_StatsReply, StatsReply__Output as _redirfs_v1_StatsReply__Output } from '../../redirfs/v1/StatsReply';
+import type { StatsRequest as _redirfs_v1_StatsRequest, StatsRequest__Output as _redirfs_v1_StatsRequest__Output } from '../../redirfs/v1/StatsRequest';
+import type { SyncReply as _redirfs_v1_SyncReply, SyncReply__Output as _redirfs_v1_SyncReply__Output } from '../../redirfs/v1/SyncReply';
+import type { SyncRequest as _redirfs_v1_SyncRequest, SyncRequest__Output as _redirfs_v1_SyncRequest__Output } from '../../redirfs/v1/SyncRequest';
+import type { TakeoverStateReply as _redirfs_v1_TakeoverStateReply, TakeoverStateReply__Output as _redirfs_v1_TakeoverStateReply__Output } from '../../redirfs/v1/TakeoverStateReply';
+import type { TakeoverStateRequest as _redirfs_v1_TakeoverStateRequest, TakeoverStateRequest__Output as _redirfs_v1_TakeoverStateRequest__Output } from '../../redirfs/v1/TakeoverStateRequest';
+
+export interface PeerClient extends grpc.Client {
+  /**
+   * Checks that both ends run the same protocol version over the same layout.
+   * A mismatch fails with FAILED_PRECONDITION and says what differs.
+   */
+  Handshake(argument: _redirfs_v1_HandshakeRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_HandshakeReply__Output>): grpc.ClientUnaryCall;
+  Handshake(argument: _redirfs_v1_HandshakeRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_redirfs_v1_HandshakeReply__Output>): grpc.ClientUnaryCall;
+  Handshake(argument: _redirfs_v1_HandshakeRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_HandshakeReply__Output>): grpc.ClientUnaryCall;
+  Handshake(argument: _redirfs_v1_HandshakeRequest, callback: grpc.requestCallback<_redirfs_v1_HandshakeReply__Output>): grpc.ClientUnaryCall;
+  /**
+   * Checks that both ends run the same protocol version over the same layout.
+   * A mismatch fails with FAILED_PRECONDITION and says what differs.
+   */
+  handshake(argument: _redirfs_v1_HandshakeRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_HandshakeReply__Output>): grpc.ClientUnaryCall;
+  handshake(argument: _redirfs_v1_HandshakeRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_redirfs_v1_HandshakeReply__Output>): grpc.ClientUnaryCall;
+  handshake(argument: _redirfs_v1_HandshakeRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_HandshakeReply__Output>): grpc.ClientUnaryCall;
+  handshake(argument: _redirfs_v1_HandshakeRequest, callback: grpc.requestCallback<_redirfs_v1_HandshakeReply__Output>): grpc.ClientUnaryCall;
+  
+  /**
+   * An open on the requesting node of a file whose VC this node owns: the
+   * file it is bound to, first, then an opportunistic batch of other valid
+   * slots of the same VC that land on empty slots of the requester's mirror,
+   * within the bytes it can take. The owner never reads its disk for a batch.
+   */
+  Read(argument: _redirfs_v1_ReadRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_ReadReply__Output>): grpc.ClientUnaryCall;
+  Read(argument: _redirfs_v1_ReadRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_redirfs_v1_ReadReply__Output>): grpc.ClientUnaryCall;
+  Read(argument: _redirfs_v1_ReadRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_ReadReply__Output>): grpc.ClientUnaryCall;
+  Read(argument: _redirfs_v1_ReadRequest, callback: grpc.requestCallback<_redirfs_v1_ReadReply__Output>): grpc.ClientUnaryCall;
+  /**
+   * An open on the requesting node of a file whose VC this node owns: the
+   * file it is bound to, first, then an opportunistic batch of other valid
+   * slots of the same VC that land on empty slots of the requester's mirror,
+   * within the bytes it can take. The owner never reads its disk for a batch.
+   */
+  read(argument: _redirfs_v1_ReadRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_ReadReply__Output>): grpc.ClientUnaryCall;
+  read(argument: _redirfs_v1_ReadRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_redirfs_v1_ReadReply__Output>): grpc.ClientUnaryCall;
+  read(argument: _redirfs_v1_ReadRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_ReadReply__Output>): grpc.ClientUnaryCall;
+  read(argument: _redirfs_v1_ReadRequest, callback: grpc.requestCallback<_redirfs_v1_ReadReply__Output>): grpc.ClientUnaryCall;
+  
+  /**
+   * Before ending a VC's epoch, the owner asks each node that holds files of
+   * that VC in its mirror what it still holds, and may ask for one back.
+   */
+  Reclaim(argument: _redirfs_v1_ReclaimRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_ReclaimReply__Output>): grpc.ClientUnaryCall;
+  Reclaim(argument: _redirfs_v1_ReclaimRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_redirfs_v1_ReclaimReply__Output>): grpc.ClientUnaryCall;
+  Reclaim(argument: _redirfs_v1_ReclaimRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_ReclaimReply__Output>): grpc.ClientUnaryCall;
+  Reclaim(argument: _redirfs_v1_ReclaimRequest, callback: grpc.requestCallback<_redirfs_v1_ReclaimReply__Output>): grpc.ClientUnaryCall;
+  /**
+   * Before ending a VC's epoch, the owner asks each node that holds files of
+   * that VC in its mirror what it still holds, and may ask for one back.
+   */
+  reclaim(argument: _redirfs_v1_ReclaimRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_ReclaimReply__Output>): grpc.ClientUnaryCall;
+  reclaim(argument: _redirfs_v1_ReclaimRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_redirfs_v1_ReclaimReply__Output>): grpc.ClientUnaryCall;
+  reclaim(argument: _redirfs_v1_ReclaimRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_ReclaimReply__Output>): grpc.ClientUnaryCall;
+  reclaim(argument: _redirfs_v1_ReclaimRequest, callback: grpc.requestCallback<_redirfs_v1_ReclaimReply__Output>): grpc.ClientUnaryCall;
+  
+  /**
+   * The node's counters, as the JSON `<mnt>/.redirfs/stats` shows.
+   */
+  Stats(argument: _redirfs_v1_StatsRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_StatsReply__Output>): grpc.ClientUnaryCall;
+  Stats(argument: _redirfs_v1_StatsRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_redirfs_v1_StatsReply__Output>): grpc.ClientUnaryCall;
+  Stats(argument: _redirfs_v1_StatsRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_StatsReply__Output>): grpc.ClientUnaryCall;
+  Stats(argument: _redirfs_v1_StatsRequest, callback: grpc.requestCallback<_redirfs_v1_StatsReply__Output>): grpc.ClientUnaryCall;
+  /**
+   * The node's counters, as the JSON `<mnt>/.redirfs/stats` shows.
+   */
+  stats(argument: _redirfs_v1_StatsRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_StatsReply__Output>): grpc.ClientUnaryCall;
+  stats(argument: _redirfs_v1_StatsRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_redirfs_v1_StatsReply__Output>): grpc.ClientUnaryCall;
+  stats(argument: _redirfs_v1_StatsRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_StatsReply__Output>): grpc.ClientUnaryCall;
+  stats(argument: _redirfs_v1_StatsRequest, callback: grpc.requestCallback<_redirfs_v1_StatsReply__Output>): grpc.ClientUnaryCall;
+  
+  /**
+   * A few times a second, each node sends each peer: the standby copy of the
+   * VCs it owns whose next owner that peer is (every file it answered an open
+   * with in their current epoch, and whose open, which no one could report
+   * if it and the opener died), and the files it served from its mirrors of
+   * that peer's VCs (so the owner's ledger of shipped files stays true).
+   */
+  Sync(argument: _redirfs_v1_SyncRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_SyncReply__Output>): grpc.ClientUnaryCall;
+  Sync(argument: _redirfs_v1_SyncRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_redirfs_v1_SyncReply__Output>): grpc.ClientUnaryCall;
+  Sync(argument: _redirfs_v1_SyncRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_SyncReply__Output>): grpc.ClientUnaryCall;
+  Sync(argument: _redirfs_v1_SyncRequest, callback: grpc.requestCallback<_redirfs_v1_SyncReply__Output>): grpc.ClientUnaryCall;
+  /**
+   * A few times a second, each node sends each peer: the standby copy of the
+   * VCs it owns whose next owner that peer is (every file it answered an open
+   * with in their current epoch, and whose open, which no one could report
+   * if it and the opener died), and the files it served from its mirrors of
+   * that peer's VCs (so the owner's ledger of shipped files stays true).
+   */
+  sync(argument: _redirfs_v1_SyncRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_SyncReply__Output>): grpc.ClientUnaryCall;
+  sync(argument: _redirfs_v1_SyncRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_redirfs_v1_SyncReply__Output>): grpc.ClientUnaryCall;
+  sync(argument: _redirfs_v1_SyncRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_SyncReply__Output>): grpc.ClientUnaryCall;
+  sync(argument: _redirfs_v1_SyncRequest, callback: grpc.requestCallback<_redirfs_v1_SyncReply__Output>): grpc.ClientUnaryCall;
+  
+  /**
+   * For a takeover of a dead node's VCs (shared storage): what this node
+   * received of them in their current epoch, and what it still holds.
+   */
+  TakeoverState(argument: _redirfs_v1_TakeoverStateRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_TakeoverStateReply__Output>): grpc.ClientUnaryCall;
+  TakeoverState(argument: _redirfs_v1_TakeoverStateRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_redirfs_v1_TakeoverStateReply__Output>): grpc.ClientUnaryCall;
+  TakeoverState(argument: _redirfs_v1_TakeoverStateRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_TakeoverStateReply__Output>): grpc.ClientUnaryCall;
+  TakeoverState(argument: _redirfs_v1_TakeoverStateRequest, callback: grpc.requestCallback<_redirfs_v1_TakeoverStateReply__Output>): grpc.ClientUnaryCall;
+  /**
+   * For a takeover of a dead node's VCs (shared storage): what this node
+   * received of them in their current epoch, and what it still holds.
+   */
+  takeoverState(argument: _redirfs_v1_TakeoverStateRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_TakeoverStateReply__Output>): grpc.ClientUnaryCall;
+  takeoverState(argument: _redirfs_v1_TakeoverStateRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_redirfs_v1_TakeoverStateReply__Output>): grpc.ClientUnaryCall;
+  takeoverState(argument: _redirfs_v1_TakeoverStateRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_TakeoverStateReply__Output>): grpc.ClientUnaryCall;
+  takeoverState(argument: _redirfs_v1_TakeoverStateRequest, callback: grpc.requestCallback<_redirfs_v1_TakeoverStateReply__Output>): grpc.ClientUnaryCall;
+  
+}
+
+export interface PeerHandlers extends grpc.UntypedServiceImplementation {
+  /**
+   * Checks that both ends run the same protocol version over the same layout.
+   * A mismatch fails with FAILED_PRECONDITION and says what differs.
+   */
+  Handshake: grpc.handleUnaryCall<_redirfs_v1_HandshakeRequest__Output, _redirfs_v1_HandshakeReply>;
+  
+  /**
+   * An open on the requesting node of a file whose VC this node owns: the
+   * file it is bound to, first, then an opportunistic batch of other valid
+   * slots of the same VC that land on empty slots of the requester's mirror,
+   * within the bytes it can take. The owner never reads its disk for a batch.
+   */
+  Read: grpc.handleUnaryCall<_redirfs_v1_ReadRequest__Output, _redirfs_v1_ReadReply>;
+  
+  /**
+   * Before ending a VC's epoch, the owner asks each node that holds files of
+   * that VC in its mirror what it still holds, and may ask for one back.
+   */
+  Reclaim: grpc.handleUnaryCall<_redirfs_v1_ReclaimRequest__Output, _redirfs_v1_ReclaimReply>;
+  
+  /**
+   * The node's counters, as the JSON `<mnt>/.redirfs/stats` shows.
+   */
+  Stats: grpc.handleUnaryCall<_redirfs_v1_StatsRequest__Output, _redirfs_v1_StatsReply>;
+  
+  /**
+   * A few times a second, each node sends each peer: the standby copy of the
+   * VCs it owns whose next owner that peer is (every file it answered an open
+   * with in their current epoch, and whose open, which no one could report
+   * if it and the opener died), and the files it served from its mirrors of
+   * that peer's VCs (so the owner's ledger of shipped files stays true).
+   */
+  Sync: grpc.handleUnaryCall<_redirfs_v1_SyncRequest__Output, _redirfs_v1_SyncReply>;
+  
+  /**
+   * For a takeover of a dead node's VCs (shared storage): what this node
+   * received of them in their current epoch, and what it still holds.
+   */
+  TakeoverState: grpc.handleUnaryCall<_redirfs_v1_TakeoverStateRequest__Output, _redirfs_v1_TakeoverStateReply>;
+  
+}
+
+export interface PeerDefinition extends grpc.ServiceDefinition {
+  Handshake: MethodDefinition<_redirfs_v1_HandshakeRequest, _redirfs_v1_HandshakeReply, _redirfs_v1_HandshakeRequest__Output, _redirfs_v1_HandshakeReply__Output>
+  Read: MethodDefinition<_redirfs_v1_ReadRequest, _redirfs_v1_ReadReply, _redirfs_v1_ReadRequest__Output, _redirfs_v1_ReadReply__Output>
+  Reclaim: MethodDefinition<_redirfs_v1_ReclaimRequest, _redirfs_v1_ReclaimReply, _redirfs_v1_ReclaimRequest__Output, _redirfs_v1_ReclaimReply__Output>
+  Stats: MethodDefinition<_redirfs_v1_StatsRequest, _redirfs_v1_StatsReply, _redirfs_v1_StatsRequest__Output, _redirfs_v1_StatsReply__Output>
+  Sync: MethodDefinition<_redirfs_v1_SyncRequest, _redirfs_v1_SyncReply, _redirfs_v1_SyncRequest__Output, _redirfs_v1_SyncReply__Output>
+  TakeoverState: MethodDefinition<_redirfs_v1_TakeoverStateRequest, _redirfs_v1_TakeoverStateReply, _redirfs_v1_TakeoverStateRequest__Output, _redirfs_v1_TakeoverStateReply__Output>
+}

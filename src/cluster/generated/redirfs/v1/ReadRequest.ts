@@ -1,0 +1,49 @@
+// Original file: proto/redirfs.proto
+
+import type { Long } from '@grpc/proto-loader';
+
+export interface ReadRequest {
+  /**
+   * The requesting node.
+   */
+  'node'?: (number);
+  /**
+   * The file opened there.
+   */
+  'file'?: (number);
+  /**
+   * Bit i set: offset i of the requester's mirror of this VC is empty.
+   */
+  'emptyOffsets'?: (Buffer | Uint8Array | string);
+  /**
+   * Bytes the requester can take into its mirrors for this answer.
+   */
+  'freeBytes'?: (number | string | Long);
+  /**
+   * The last batch of this VC the requester received (0: none).
+   */
+  'lastBatch'?: (number | string | Long);
+}
+
+export interface ReadRequest__Output {
+  /**
+   * The requesting node.
+   */
+  'node': (number);
+  /**
+   * The file opened there.
+   */
+  'file': (number);
+  /**
+   * Bit i set: offset i of the requester's mirror of this VC is empty.
+   */
+  'emptyOffsets': (Buffer);
+  /**
+   * Bytes the requester can take into its mirrors for this answer.
+   */
+  'freeBytes': (number);
+  /**
+   * The last batch of this VC the requester received (0: none).
+   */
+  'lastBatch': (number);
+}

@@ -1,0 +1,8 @@
+// Original file: proto/redirfs.proto
+
+
+export interface SyncReply {
+}
+
+export interface SyncReply__Output {
+}

@@ -12,7 +12,7 @@ import { verifyPack } from '../pack/verify'
 import { writePack } from '../pack/writer'
 import { formatSize, parseSize } from '../util/size'
 import { sampleOfGroups } from '../redirect/grouping'
-import { runInBackground, runInForeground } from './mount-command'
+import { runDaemon, runInBackground, runInForeground } from './mount-command'
 import { resetEpochs } from './reset-command'
 import { formatStats, readStats } from './stats-command'
 import { unmount } from './umount-command'
@@ -119,19 +119,13 @@ samples fail with EIO.`)
       cluster: clusterConfig(options, command)
     }
     if (options.foreground) return await runInForeground(config)
-    const args = ['mount', config.source, config.mountpoint, '--memory', String(config.memoryBytes),
-      '--redirect', config.mode, '--seed', String(config.seed), '--log-level', config.logLevel]
-    if (config.chunkSizeGiven) args.push('--chunk-size', String(config.chunkSize))
-    if (config.mixBlock !== undefined) args.push('--mix-block', String(config.mixBlock))
-    if (config.allowOther) args.push('--allow-other')
-    args.push('--fuse-backend', config.fuseBackend, '--reopen-window', String(config.reopenWindowMs))
-    if (config.includeFile !== undefined) args.push('--include', config.includeFile)
-    if (config.extensions !== undefined) args.push('--extensions', config.extensions.join(','))
-    if (config.groupDepth !== undefined) args.push('--group-depth', String(config.groupDepth))
-    if (config.skipUnservable) args.push('--skip-unservable')
-    if (config.cluster !== undefined) args.push(...clusterArgs(config.cluster))
-    process.stdout.write(await runInBackground(config, args) + '\n')
+    process.stdout.write(await runInBackground(config) + '\n')
   })
+
+program.command('daemon', { hidden: true })
+  .description('the background daemon of a mount; redirfs mount starts it and sends it the mount\'s options')
+  .argument('<mountpoint>')
+  .action(async () => { await runDaemon() })
 
 program.command('pack')
   .description('write <source> as contiguous chunks plus an index (with checksums) into <out>, for one sequential read per chunk')
@@ -230,18 +224,6 @@ function clusterConfig (options: Record<string, any>, command: Command): Cluster
     startupTimeoutMs: options.peerWait * 1000,
     prefetch: options.prefetch !== false
   }
-}
-
-/** The cluster options again, for the daemon process. */
-function clusterArgs (cluster: ClusterConfig): string[] {
-  const args = ['--node', String(cluster.node), '--peers', cluster.peers, '--remote-memory', String(cluster.remoteMemoryBytes), '--token-file', cluster.tokenFile,
-    '--peer-timeout', String(cluster.peerTimeoutMs / 1000), '--peer-wait', String(cluster.startupTimeoutMs / 1000)]
-  if (cluster.listen !== undefined) args.push('--listen', cluster.listen)
-  if (cluster.tls.cert !== undefined) args.push('--tls-cert', cluster.tls.cert)
-  if (cluster.tls.key !== undefined) args.push('--tls-key', cluster.tls.key)
-  if (cluster.tls.ca !== undefined) args.push('--tls-ca', cluster.tls.ca)
-  if (!cluster.prefetch) args.push('--no-prefetch')
-  return args
 }
 
 function parseExtensions (text: string | undefined): string[] | undefined {

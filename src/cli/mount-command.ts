@@ -15,6 +15,16 @@ import { isForUser, UsageError } from '../errors'
 
 type Notice = { ready: true, summary: MountSummary } | { error: string }
 
+/** What `redirfs mount` sends the daemon it starts. */
+interface DaemonStart { config: MountConfig }
+
+/** The daemon's side: the config its parent sends, then the mount, as in the foreground. */
+export async function runDaemon (): Promise<void> {
+  if (process.send === undefined) throw new UsageError('redirfs daemon is started by redirfs mount, not by hand')
+  const start = await new Promise<DaemonStart>(resolve => process.once('message', message => resolve(message as DaemonStart)))
+  await runInForeground(start.config)
+}
+
 /** What a mount found, as its one line of output says it: a user must see what the redirect groups are. */
 export function describeMount (config: MountConfig, summary: MountSummary, logFile: string): string {
   const groups = `${summary.samples} samples in ${summary.groups} groups (${summary.someGroups.join(', ')}${summary.groups > summary.someGroups.length ? ', …' : ''})`
@@ -76,15 +86,21 @@ export async function runInForeground (config: MountConfig): Promise<void> {
  */
 const DAEMON_V8_FLAGS = ['--initial-heap-size=100']
 
-/** Starts the daemon detached and resolves, with the mount's line of output, once it reports the mount ready. */
-export async function runInBackground (config: MountConfig, cliArgs: string[]): Promise<string> {
+/**
+ * Starts the daemon detached, hands it the validated config over the IPC
+ * channel (the options are parsed once, here), and resolves, with the
+ * mount's line of output, once it reports the mount ready.
+ */
+export async function runInBackground (config: MountConfig): Promise<string> {
   const logFile = config.logFile ?? defaultLogFile(config.mountpoint)
   mkdirSync(path.dirname(logFile), { recursive: true })
   const out = openSync(logFile, 'a')
-  const child = spawn(process.execPath, [...DAEMON_V8_FLAGS, ...process.execArgv, require.main!.filename, ...cliArgs, '--foreground', '--log-file', logFile], {
+  // The mountpoint is in the daemon's arguments only so that `ps` shows which mount it serves.
+  const child = spawn(process.execPath, [...DAEMON_V8_FLAGS, ...process.execArgv, require.main!.filename, 'daemon', config.mountpoint], {
     detached: true,
     stdio: ['ignore', out, out, 'ipc']
   })
+  child.send({ config: { ...config, logFile } } satisfies DaemonStart)
   return await new Promise<string>((resolve, reject) => {
     let settled = false
     child.on('message', (notice: Notice) => {

@@ -1,0 +1,176 @@
+// The engine on its own, without FUSE or a disk: a fake chunk source with
+// failure injection (lost files, a fetch that rejects, slow loads) stands
+// for the directory and the pack; the real-mount tests cover those.
+import pino from 'pino'
+import t from 'tap'
+import type { ChunkRequest, ChunkSource } from '../../src/chunks/source'
+import { Engine, type ServedFile } from '../../src/engine/engine'
+import { FsError } from '../../src/errors'
+import { planMemory } from '../../src/redirect/budget'
+import { buildLayout, type FileId, type Layout } from '../../src/redirect/layout'
+import { Protocol, type RedirectMode } from '../../src/redirect/protocol'
+import { makeSamples, UNEVEN_CLASSES } from '../helpers/samples'
+
+const files = makeSamples(3, UNEVEN_CLASSES)
+const datasetBytes = files.reduce((sum, f) => sum + f.size, 0)
+const MODES: RedirectMode[] = ['strict', 'pool', 'mix', 'off']
+
+/** Each file's bytes name it, so a served file can be checked against the one it claims to be. */
+const bytesOf = (file: FileId): Buffer => Buffer.from(`file ${file}`)
+
+class FakeSource implements ChunkSource {
+  readonly readsFileByFile: boolean
+  /** Files every fetch leaves out, as a source does for a file it cannot read. */
+  readonly lost = new Set<FileId>()
+  /** PCs whose next fetch rejects (a chunk that fails as a whole), once each. */
+  readonly rejectOnce = new Set<number>()
+  delayMs = 0
+  readonly fetches: ChunkRequest[] = []
+  inFlight = 0
+  peakInFlight = 0
+
+  constructor (options: { readsFileByFile?: boolean } = {}) { this.readsFileByFile = options.readsFileByFile ?? false }
+
+  async fetch (request: ChunkRequest): Promise<Map<FileId, Buffer>> {
+    this.fetches.push(request)
+    this.peakInFlight = Math.max(this.peakInFlight, ++this.inFlight)
+    try {
+      await new Promise(resolve => setTimeout(resolve, this.delayMs))
+      if (this.rejectOnce.delete(request.pc)) throw new Error(`chunk ${request.pc} is damaged`)
+      return new Map(request.files.filter(file => !this.lost.has(file)).map(file => [file, bytesOf(file)]))
+    } finally {
+      this.inFlight--
+    }
+  }
+
+  stats (): Record<string, number> { return { fetches: this.fetches.length } }
+  async close (): Promise<void> {}
+}
+
+function engineFor (mode: RedirectMode, source: ChunkSource, memoryFraction = 0.25): { engine: Engine, layout: Layout, memoryBytes: number } {
+  const memoryBytes = Math.round(datasetBytes * memoryFraction)
+  const layout = buildLayout(files, { chunkSize: 16, seed: 7, vcCount: planMemory(files, 16, memoryBytes).vcCount })
+  const protocol = new Protocol(layout, { mode, memoryBytes, seed: 1, mixBlock: 4 })
+  return { engine: new Engine(protocol, source, pino({ level: 'silent' })), layout, memoryBytes }
+}
+
+interface Outcome { opened: FileId, served?: ServedFile, error?: unknown }
+
+/** One epoch: every file opened once, in a shuffled order, by `readers` concurrent callers. */
+async function epoch (engine: Engine, seed: number, readers = 8): Promise<Outcome[]> {
+  const order = files.map((_, id) => id).sort((a, b) => ((a * 7919 + seed * 104729) % 1009) - ((b * 7919 + seed * 104729) % 1009))
+  const outcomes: Outcome[] = []
+  let next = 0
+  await Promise.all(Array.from({ length: readers }, async () => {
+    while (next < order.length) {
+      const opened = order[next++]
+      try {
+        outcomes.push({ opened, served: await engine.open(opened) })
+      } catch (error) {
+        outcomes.push({ opened, error })
+      }
+    }
+  }))
+  return outcomes
+}
+
+const servedFiles = (outcomes: Outcome[]): FileId[] => outcomes.flatMap(o => o.served === undefined ? [] : [o.served.file]).sort((a, b) => a - b)
+const everyFile = files.map((_, id) => id)
+
+for (const mode of MODES) {
+  t.test(`${mode}: 8 concurrent callers, 3 epochs: every file once per epoch, with its own bytes and the opened file's group`, async t => {
+    const { engine } = engineFor(mode, new FakeSource())
+    for (let e = 0; e < 3; e++) {
+      const outcomes = await epoch(engine, e)
+      t.same(outcomes.filter(o => o.error !== undefined), [], `epoch ${e}: no open failed`)
+      t.same(servedFiles(outcomes), everyFile, `epoch ${e}: the served files are the dataset`)
+      t.ok(outcomes.every(o => o.served!.bytes.equals(bytesOf(o.served!.file))), `epoch ${e}: every file came with its own bytes`)
+      t.ok(outcomes.every(o => files[o.served!.file].group === files[o.opened].group), `epoch ${e}: every open got a file of its group`)
+    }
+  })
+
+  t.test(`${mode}: files the source loses fail one open each per epoch with EIO; the rest are served once`, async t => {
+    const source = new FakeSource()
+    const { engine } = engineFor(mode, source)
+    const lost = [5, 300, 612].filter(file => file < files.length)
+    for (const file of lost) source.lost.add(file)
+    for (let e = 0; e < 2; e++) {
+      const outcomes = await epoch(engine, e)
+      const failures = outcomes.filter(o => o.error !== undefined)
+      t.equal(failures.length, lost.length, `epoch ${e}: one failed open per lost file`)
+      t.ok(failures.every(o => o.error instanceof FsError && o.error.errno === 'EIO'), 'each with EIO')
+      t.same(servedFiles(outcomes), everyFile.filter(file => !lost.includes(file)), `epoch ${e}: every other file once`)
+    }
+  })
+
+  t.test(`${mode}: a chunk whose fetch rejects costs at most its files' opens, with EIO, that epoch only`, async t => {
+    const source = new FakeSource()
+    const { engine, layout } = engineFor(mode, source)
+    const damaged = layout.filePc[0]
+    source.rejectOnce.add(damaged)
+    const first = await epoch(engine, 0)
+    t.equal(source.rejectOnce.size, 0, 'the damaged chunk was fetched')
+    const failed = first.filter(o => o.error !== undefined)
+    t.ok(failed.every(o => o.error instanceof FsError && o.error.errno === 'EIO'), `${failed.length} opens failed, each with EIO`)
+    t.equal(first.length, files.length, 'no open was lost')
+    t.equal(new Set(servedFiles(first)).size, first.length - failed.length, 'no file twice')
+    const second = await epoch(engine, 1)
+    t.same(servedFiles(second), everyFile, 'the next epoch reads the chunk again and serves everything')
+  })
+}
+
+for (const mode of ['pool', 'mix'] as RedirectMode[]) {
+  t.test(`${mode}: with slow loads, opens wait for the load in flight; every file is fetched once per epoch`, async t => {
+    const source = new FakeSource()
+    source.delayMs = 5
+    const { engine } = engineFor(mode, source)
+    for (let e = 0; e < 2; e++) {
+      source.fetches.length = 0
+      const outcomes = await epoch(engine, e, 16)
+      t.same(servedFiles(outcomes), everyFile, `epoch ${e}: the dataset`)
+      const fetched = source.fetches.flatMap(request => request.files).sort((a, b) => a - b)
+      t.same(fetched, everyFile, `epoch ${e}: each file fetched exactly once`)
+    }
+    t.ok(engine.stats().protocol.waitedOpens > 0, 'some opens waited for a load')
+  })
+}
+
+t.test('a directory-like source gets a mix load of several chunks as one request', async t => {
+  const source = new FakeSource({ readsFileByFile: true })
+  const { engine, layout } = engineFor('mix', source)
+  await epoch(engine, 0)
+  t.ok(source.fetches.some(request => new Set(request.files.map(file => layout.filePc[file])).size > 1), 'a request spans chunks')
+})
+
+t.test('readahead keeps resident and in-flight bytes within the budget', async t => {
+  const source = new FakeSource()
+  source.delayMs = 2
+  const { engine, memoryBytes } = engineFor('mix', source, 0.25)
+  for (let e = 0; e < 2; e++) await epoch(engine, e)
+  const { protocol } = engine.stats()
+  t.ok(protocol.peakResidentBytes <= memoryBytes, `peak ${protocol.peakResidentBytes} of ${memoryBytes} bytes`)
+  t.ok(protocol.readaheadLoads > 0, 'loads ran ahead of need')
+})
+
+t.test('reset drops what is in memory and the next epoch serves every file once', async t => {
+  const { engine } = engineFor('pool', new FakeSource())
+  const order = files.map((_, id) => id)
+  for (const file of order.slice(0, 100)) await engine.open(file)
+  await engine.drain()
+  t.ok(engine.reset() > 0, 'files waiting in memory were dropped')
+  t.same(servedFiles(await epoch(engine, 3)), everyFile)
+})
+
+t.test('drain waits for every readahead load in flight', async t => {
+  const source = new FakeSource()
+  source.delayMs = 20
+  const { engine } = engineFor('pool', source)
+  // Open until a readahead load is out after an open has its answer (it starts once the woken opens had their turn).
+  for (let file = 0; file < files.length && source.inFlight === 0; file++) {
+    await engine.open(file)
+    await new Promise(resolve => setImmediate(resolve))
+  }
+  t.ok(source.inFlight > 0, 'a readahead load is in flight')
+  await engine.drain()
+  t.equal(source.inFlight, 0, 'no load in flight after drain')
+})

@@ -1,0 +1,108 @@
+// FsAdapter.bind, the one decision both FUSE backends serve, without FUSE:
+// a hand-made tree and a fake sample provider stand for the scan and the
+// engine. The real-mount tests (adapter, redirection, native-server) cover
+// the same behaviour through the kernel.
+import { constants as fsConstants } from 'node:fs'
+import pino from 'pino'
+import t from 'tap'
+import type { DatasetTree, EntryAttributes, FileReader, OpenFile, TreeEntry } from '../../src/chunks/tree'
+import type { ServedFile } from '../../src/engine/engine'
+import { FsError } from '../../src/errors'
+import { FsAdapter } from '../../src/fs/adapter'
+import type { MountStats } from '../../src/stats'
+
+const attributes = (mode: number, size: number): EntryAttributes =>
+  ({ mode, size, uid: 0, gid: 0, nlink: 1, atimeMs: 0, mtimeMs: 0, ctimeMs: 0, atimeNsec: 0, mtimeNsec: 0, ctimeNsec: 0 })
+
+function tree (): DatasetTree {
+  const entries = new Map<string, TreeEntry>([
+    ['', { attributes: attributes(0o40755, 4096), children: ['cat', 'labels.txt'] }],
+    ['cat', { attributes: attributes(0o40755, 4096), children: ['a.jpg', 'b.jpg'] }],
+    ['cat/a.jpg', { attributes: attributes(0o100644, 10), sample: 0 }],
+    ['cat/b.jpg', { attributes: attributes(0o100644, 12), sample: 1 }],
+    ['labels.txt', { attributes: attributes(0o100644, 5) }]
+  ])
+  return { entries, samples: [{ path: 'cat/a.jpg', size: 10, group: 'cat' }, { path: 'cat/b.jpg', size: 12, group: 'cat' }], skipped: [] }
+}
+
+class FakeSamples {
+  readonly opens: Array<{ sample: number, exact: boolean }> = []
+  failWith?: Error
+  async open (sample: number, options: { exact?: boolean } = {}): Promise<ServedFile> {
+    this.opens.push({ sample, exact: options.exact === true })
+    if (this.failWith !== undefined) throw this.failWith
+    const served = options.exact === true ? sample : 1 - sample // redirected to the other file of the class
+    return { file: served, bytes: Buffer.from(`sample ${served}`) }
+  }
+}
+
+class FakeFiles implements FileReader {
+  readonly opened: string[] = []
+  async open (relativePath: string): Promise<OpenFile> {
+    this.opened.push(relativePath)
+    const bytes = Buffer.from('hello')
+    return { read: async (buffer, length, position) => bytes.copy(buffer, 0, position, position + length), close: async () => {}, native: { bytes } }
+  }
+}
+
+function adapter (samples = new FakeSamples(), files = new FakeFiles()): { fs: FsAdapter, samples: FakeSamples, files: FakeFiles } {
+  const fs = new FsAdapter({ tree: tree(), files, statfsPath: '/', samples, log: pino({ level: 'silent' }), stats: () => ({ pid: 1 }) as unknown as MountStats })
+  return { fs, samples, files }
+}
+
+t.test("a sample's open is bound to the bytes the engine serves, which may be another file's", async t => {
+  const { fs, samples } = adapter()
+  const handle = await fs.bind('/cat/a.jpg', fsConstants.O_RDONLY)
+  t.same(handle, { kind: 'bytes', path: '/cat/a.jpg', bytes: Buffer.from('sample 1') })
+  t.same(samples.opens, [{ sample: 0, exact: false }])
+})
+
+t.test('an exact open asks the engine for the file itself', async t => {
+  const { fs, samples } = adapter()
+  const handle = await fs.bind('/cat/b.jpg', fsConstants.O_RDONLY, { exact: true })
+  t.match(handle, { kind: 'bytes', bytes: Buffer.from('sample 1') })
+  t.same(samples.opens, [{ sample: 1, exact: true }])
+})
+
+t.test('a non-sample passes through to the file, and is counted', async t => {
+  const { fs, samples, files } = adapter()
+  const handle = await fs.bind('/labels.txt', fsConstants.O_RDONLY)
+  t.equal(handle.kind, 'passthrough')
+  t.same(files.opened, ['labels.txt'])
+  t.same(samples.opens, [], 'the engine is not asked')
+  t.equal(fs.counters.passthroughOpens, 1)
+})
+
+t.test('the stats file is bound to a snapshot of the stats', async t => {
+  const { fs } = adapter()
+  const handle = await fs.bind('/.redirfs/stats', fsConstants.O_RDONLY)
+  t.match(handle, { kind: 'bytes' })
+  t.same(JSON.parse((handle as { bytes: Buffer }).bytes.toString()), { pid: 1 })
+})
+
+const refusals: Array<[string, string, number, string]> = [
+  ['a write open of a sample', '/cat/a.jpg', fsConstants.O_WRONLY, 'EROFS'],
+  ['a read-write open of a non-sample', '/labels.txt', fsConstants.O_RDWR, 'EROFS'],
+  ['a truncating open', '/labels.txt', fsConstants.O_RDONLY | fsConstants.O_TRUNC, 'EROFS'],
+  ['an open of a missing path', '/cat/zebra.jpg', fsConstants.O_RDONLY, 'ENOENT'],
+  ['an open of a directory', '/cat', fsConstants.O_RDONLY, 'EISDIR'],
+  ['an open of the control directory', '/.redirfs', fsConstants.O_RDONLY, 'EISDIR']
+]
+for (const [what, path, flags, errno] of refusals) {
+  t.test(`${what} fails with ${errno} and asks no one`, async t => {
+    const { fs, samples, files } = adapter()
+    const failure = await fs.bind(path, flags).then(() => undefined, (err: unknown) => err)
+    t.ok(failure instanceof FsError && failure.errno === errno, `FsError ${errno}`)
+    t.same([samples.opens, files.opened], [[], []])
+  })
+}
+
+t.test("an engine's failure reaches the caller as it is, and only EIO is counted and logged as a failed open", async t => {
+  const { fs, samples } = adapter()
+  samples.failWith = new FsError('EIO', 'cannot read the data for cat/a.jpg')
+  const failure = await fs.bind('/cat/a.jpg', fsConstants.O_RDONLY).catch((err: unknown) => err)
+  t.equal(failure, samples.failWith)
+  fs.noteFailedOpen('/cat/a.jpg', failure)
+  fs.noteFailedOpen('/cat/zebra.jpg', new FsError('ENOENT', 'no such file'))
+  t.equal(fs.counters.failedOpens, 1)
+})

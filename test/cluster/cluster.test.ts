@@ -13,7 +13,7 @@ import { PeerClient, PeerCallError } from '../../src/cluster/peer-client'
 import { loadCredentials } from '../../src/cluster/security'
 import { cutPhysicalChunks, homeOfChunk } from '../../src/redirect/layout'
 import { defaultLogFile } from '../../src/daemon/registry'
-import { mountCluster, readClusterEpoch, tokenFile, type NodeRead } from '../helpers/cluster'
+import { epochWithKill, mountCluster, readClusterEpoch, tokenFile, type NodeRead } from '../helpers/cluster'
 import { classOf, generateDataset, splitClassOf } from '../helpers/dataset'
 import { emptyDir, forceUnmount, isMounted, redirfs } from '../helpers/mount'
 import { changeAttempts } from '../helpers/read-only'
@@ -148,23 +148,12 @@ t.test('cluster flags: bad input gets one line and a non-zero exit', async t => 
 })
 
 /** Reads one epoch and kills node 2's daemon after a third of it. */
-async function epochWithKill (t: Tap.Test, mountpoints: string[], pids: number[], seed: number): ReturnType<typeof readClusterEpoch> {
-  const stopped = new Set<number>()
-  return await readClusterEpoch(mountpoints, dataset.samples, seed, 4, done => {
-    if (done === Math.floor(dataset.samples.length / 3)) {
-      process.kill(pids[2], 'SIGKILL')
-      stopped.add(2)
-      t.comment(`killed node 2 after ${done} opens`)
-    }
-  }, stopped)
-}
-
 t.test('shared storage: a node killed mid-epoch; the others finish the epoch with no error, no wrong label and no sample twice', async t => {
   const cluster = await mountCluster(t, [dataset.root, dataset.root, dataset.root], NODE_OPTIONS)
   t.same(cluster.results.map(r => r.code), [0, 0, 0])
   const first = await readClusterEpoch(cluster.mountpoints, dataset.samples, 80)
   checkEpoch(t, first.reads, dataset.samples, 'before the kill')
-  const { reads, errors } = await epochWithKill(t, cluster.mountpoints, await cluster.pids(), 81)
+  const { reads, errors } = await epochWithKill(t, cluster.mountpoints, dataset.samples, await cluster.pids(), 81)
   const survivors = reads.filter(r => r.node !== 2)
   t.same(errors.filter(e => e.node !== 2), [], 'no open failed on the survivors')
   const served = survivors.map(r => dataset.byContent.get(r.content))
@@ -199,7 +188,7 @@ t.test('sharded packs: a node killed mid-epoch; only its samples fail, with EIO,
   const first = await readClusterEpoch(cluster.mountpoints, dataset.samples, 90)
   checkEpoch(t, first.reads, dataset.samples, 'before the kill')
 
-  const { reads, errors } = await epochWithKill(t, cluster.mountpoints, await cluster.pids(), 91)
+  const { reads, errors } = await epochWithKill(t, cluster.mountpoints, dataset.samples, await cluster.pids(), 91)
   const chunking = cutPhysicalChunks(dataset.samples.map(p => ({ path: p, size: 1, group: classOf(p) })), 4, 0)
   const homeOf = new Map<string, number>()
   chunking.chunksOfGroup.forEach((chunks, group) => chunks.forEach((files, i) => { for (const f of files) homeOf.set(dataset.samples[f], homeOfChunk(group, i, 3)) }))

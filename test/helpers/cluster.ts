@@ -85,3 +85,16 @@ export async function readClusterEpoch (mountpoints: string[], samples: readonly
   }))
   return { reads, errors }
 }
+
+/** An epoch in which the last node is killed (SIGKILL) a third of the way through; it stops reading then. */
+export async function epochWithKill (t: { comment: (message: string) => void }, mountpoints: string[], samples: readonly string[], pids: number[], seed: number): ReturnType<typeof readClusterEpoch> {
+  const victim = mountpoints.length - 1
+  const stopped = new Set<number>()
+  return await readClusterEpoch(mountpoints, samples, seed, 4, done => {
+    if (done === Math.floor(samples.length / 3)) {
+      process.kill(pids[victim], 'SIGKILL')
+      stopped.add(victim)
+      t.comment(`killed node ${victim} after ${done} opens`)
+    }
+  }, stopped)
+}

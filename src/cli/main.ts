@@ -72,31 +72,22 @@ program.command('mount')
   .option('--allow-other', 'let other users read the mount (needs user_allow_other in /etc/fuse.conf for non-root)', false)
   .option('--log-file <path>', 'daemon log (default: next to the runtime record in /run/redirfs)')
   .addOption(new Option('--log-level <level>', 'log detail').choices(['error', 'warn', 'info', 'debug']).default('info'))
+  .optionsGroup('Cluster options (every node mounts the same tree; each node\'s --memory holds its own chunks):')
+  .option('--node <i>', 'this node\'s id: its index in --peers', wholeNumber('--node', 0, 65535))
+  .option('--peers <list>', 'every node\'s address, host:port, in node-id order, this node included')
+  .option('--listen <host:port>', 'where to listen (default: this node\'s --peers entry; a wildcard only if given here)')
+  .option('--remote-memory <size>', 'memory for mirrors of other nodes\' chunks (default: a quarter of --memory)', size('--remote-memory'))
+  .option('--token-file <path>', 'the cluster token every call carries (required; e.g. openssl rand -hex 32)')
+  .option('--tls-cert <path>', 'mutual TLS between nodes: this node\'s certificate (give all three --tls options, or none)')
+  .option('--tls-key <path>', 'mutual TLS: this node\'s key')
+  .option('--tls-ca <path>', 'mutual TLS: the CA every node\'s certificate is signed by')
+  .option('--peer-timeout <s>', 'a peer that does not answer within this is dead', seconds('--peer-timeout'), 10)
+  .option('--peer-wait <s>', 'how long mounting waits for every peer to come up', seconds('--peer-wait'), 120)
+  .option('--no-prefetch', 'ask for one file per request (no opportunistic batches)')
   .addHelpText('after', `
-Cluster (every node mounts the same tree; each node's --memory holds its own chunks):
-  --node <i>             this node's id: its index in --peers
-  --peers <list>         every node's address, host:port, in node-id order, this node included
-  --listen <host:port>   where to listen (default: this node's --peers entry; a wildcard only if given here)
-  --remote-memory <size> memory for mirrors of other nodes' chunks (default: a quarter of --memory)
-  --token-file <path>    the cluster token every call carries (required; e.g. openssl rand -hex 32)
-  --tls-cert, --tls-key, --tls-ca <path>   mutual TLS between nodes (all three, or none)
-  --peer-timeout <s>     a peer that does not answer within this is dead (default 10)
-  --peer-wait <s>        how long mounting waits for every peer to come up (default 120)
-  --no-prefetch          ask for one file per request (no opportunistic batches)
 With shared storage (a directory or a whole pack every node can read), a dead node's
 chunks are taken over by the others; with sharded packs (redirfs pack --nodes N) its
 samples fail with EIO.`)
-  .addOption(new Option('--node <i>').argParser(wholeNumber('--node', 0, 65535)).hideHelp())
-  .addOption(new Option('--peers <list>').hideHelp())
-  .addOption(new Option('--listen <host:port>').hideHelp())
-  .addOption(new Option('--remote-memory <size>').argParser(size('--remote-memory')).hideHelp())
-  .addOption(new Option('--token-file <path>').hideHelp())
-  .addOption(new Option('--tls-cert <path>').hideHelp())
-  .addOption(new Option('--tls-key <path>').hideHelp())
-  .addOption(new Option('--tls-ca <path>').hideHelp())
-  .addOption(new Option('--peer-timeout <s>').argParser(seconds('--peer-timeout')).default(10).hideHelp())
-  .addOption(new Option('--peer-wait <s>').argParser(seconds('--peer-wait')).default(120).hideHelp())
-  .addOption(new Option('--no-prefetch').hideHelp())
   .action(async (source: string, mountpoint: string, options, command: Command) => {
     const config: MountConfig = {
       source: path.resolve(source),

@@ -25,7 +25,7 @@ import * as grpc from '@grpc/grpc-js'
 import { FsError, UsageError } from '../errors'
 import type { ClusterCounters, ClusterStats } from '../stats'
 import type { Engine, Reclaimer, RequestAnswer, ServedFile } from '../engine/engine'
-import { RemoteReader, type Owners } from '../engine/remote-reader'
+import { RemoteReader, type OwnerReply, type Owners } from '../engine/remote-reader'
 import type { FileId, Layout, NodeId, VcId } from '../redirect/layout'
 import type { MirrorTable, RemoteRequest } from '../redirect/mirror'
 import type { ReclaimReport } from '../redirect/protocol'
@@ -54,8 +54,6 @@ export interface ClusterOptions {
 /** How often standby copies and served notices go out. */
 const SYNC_PERIOD_MS = 250
 
-/** Ownership moved to this node while an open was asking elsewhere. */
-class OwnerIsHere extends Error {}
 
 export class ClusterNode implements PeerHandler {
   readonly counters: ClusterCounters = { peersLost: 0, refusedRequests: 0 }
@@ -188,11 +186,9 @@ export class ClusterNode implements PeerHandler {
         this.warnedExact = true
         this.log.warn({ file: this.layout.files[file].path }, 'a loader stats sample paths before opening them; in a cluster only files whose home is this node are served exactly')
       }
-      try {
-        return await this.remote.open(file)
-      } catch (err) {
-        if (!(err instanceof OwnerIsHere)) throw err
-      }
+      const opened = await this.remote.open(file)
+      if (opened.kind === 'served') return opened.served
+      // Otherwise a takeover made this node the owner while the open was asking elsewhere: decide it here.
     }
   }
 
@@ -205,7 +201,7 @@ export class ClusterNode implements PeerHandler {
   }
 
   /** Sends a remote open to the VC's owner, following takeovers. */
-  private async askOwner (request: RemoteRequest): Promise<RequestAnswer> {
+  private async askOwner (request: RemoteRequest): Promise<OwnerReply> {
     for (;;) {
       const owner = this.ownerOf(request.vc)
       const home = this.layout.vcs[request.vc].home
@@ -215,7 +211,7 @@ export class ClusterNode implements PeerHandler {
       if (owner === this.node) {
         await this.adoptOrphans()
         if (!this.engine.protocol.owns(request.vc)) throw new FsError('EIO', `this node could not take over virtual chunk ${request.vc} of dead node ${home}`)
-        throw new OwnerIsHere()
+        return { kind: 'owner-is-here' }
       }
       try {
         const reply = await this.clients[owner]!.read({
@@ -225,7 +221,7 @@ export class ClusterNode implements PeerHandler {
           freeBytes: Math.floor(request.freeBytes),
           lastBatch: request.lastBatch
         }, this.handshakeRequest())
-        return this.decodeReadReply(reply)
+        return { kind: 'answered', answer: this.decodeReadReply(reply) }
       } catch (err) {
         if (err instanceof PeerCallError && err.unreachable) {
           this.markDead(owner, err.details)

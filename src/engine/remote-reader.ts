@@ -12,9 +12,15 @@ import type { MirrorTable, RemoteRequest } from '../redirect/mirror'
 import type { RequestAnswer, ServedFile } from './engine'
 import { ResidentBytes, VcWaiters } from './memory'
 
+/** What asking a VC's owner gives: its answer, or the news that this node has become the owner (a takeover). */
+export type OwnerReply = { readonly kind: 'answered', readonly answer: RequestAnswer } | { readonly kind: 'owner-is-here' }
+
+/** What a remote open gives: the bytes, or the news that the open must be decided here now. */
+export type RemoteOpen = { readonly kind: 'served', readonly served: ServedFile } | { readonly kind: 'owner-is-here' }
+
 export interface Owners {
   /** Sends the request to the VC's current owner (whose engine answers it); rejects with an error that says why no owner answered. */
-  read (request: RemoteRequest): Promise<RequestAnswer>
+  read (request: RemoteRequest): Promise<OwnerReply>
 }
 
 export class RemoteReader {
@@ -23,30 +29,39 @@ export class RemoteReader {
 
   constructor (readonly mirror: MirrorTable, private readonly owners: Owners) {}
 
-  async open (file: FileId): Promise<ServedFile> {
+  async open (file: FileId): Promise<RemoteOpen> {
     for (let retry = false; ; retry = true) {
       const decision = this.mirror.open(file, retry)
-      if (decision.kind === 'serve') return { file: decision.file, bytes: this.take(decision.file) }
+      if (decision.kind === 'serve') return { kind: 'served', served: { file: decision.file, bytes: this.take(decision.file) } }
       if (decision.kind === 'wait') {
         await this.waiters.wait(decision.vc)
         continue
       }
       const { request } = decision
-      let answer: RequestAnswer
+      let reply: OwnerReply
       try {
-        answer = await this.owners.read(request)
+        reply = await this.owners.read(request)
       } catch (err) {
-        this.mirror.abandonRequest(request)
-        this.wake(request.vc)
-        // As it is: the caller may be told to route the open elsewhere (a takeover made this node the owner).
+        this.abandon(request)
         throw err
       }
+      if (reply.kind === 'owner-is-here') {
+        this.abandon(request)
+        return reply
+      }
+      const { answer } = reply
       this.mirror.finishRequest(request, { served: answer.served?.file, batch: answer.batch.map(f => f.file), batchNumber: answer.batchNumber, vcEpoch: answer.vcEpoch })
       for (const prefetched of answer.batch) this.resident.set(prefetched.file, prefetched.bytes)
       this.wake(request.vc)
       if (answer.served === undefined) throw new FsError('EIO', `the owner of its chunk could not read the data for file ${file}`)
-      return answer.served
+      return { kind: 'served', served: answer.served }
     }
+  }
+
+  /** A request that got no answer: its VC's waiters ask again. */
+  private abandon (request: RemoteRequest): void {
+    this.mirror.abandonRequest(request)
+    this.wake(request.vc)
   }
 
   /** A reclaim from the owner of `vc`: what is held, and maybe one file back. */

@@ -3,32 +3,18 @@
 // node dies, a successor holds at most its own budget plus the dead node's
 // (the VCs it takes over), and its peak RSS stays within those plus the
 // overhead the README states for a cluster node.
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import os from 'node:os'
-import path from 'node:path'
+import { rmSync } from 'node:fs'
 import t from 'tap'
 import { readStats } from '../../src/cli/stats-command'
 import { epochWithKill, mountCluster, readClusterEpoch } from '../helpers/cluster'
+import { largeSampleTree, MiB, overheadBytes as nodeOverhead, peakRss } from '../helpers/memory'
 
-const MiB = 2 ** 20
 const BUDGET = 4 * MiB
 const REMOTE = 1 * MiB
-/** The README's overhead for a cluster node: one node's (the runtime, the tree per file) plus about 40 MiB for gRPC. */
-const overheadBytes = (files: number): number => 200 * MiB + 1536 * files
+const overheadBytes = (files: number): number => nodeOverhead(files, true)
 
-const root = mkdtempSync(path.join(os.tmpdir(), 'redirfs-cluster-big-'))
+const { root, samples } = largeSampleTree('redirfs-cluster-big-')
 t.teardown(() => { rmSync(root, { recursive: true, force: true }) })
-const samples: string[] = []
-for (let c = 0; c < 4; c++) {
-  mkdirSync(path.join(root, `class${c}`))
-  for (let i = 0; i < 60; i++) {
-    const relative = `class${c}/img${i}.jpg`
-    writeFileSync(path.join(root, relative), Buffer.alloc(100 * 1024, c * 64 + (i % 64)))
-    samples.push(relative)
-  }
-}
-
-const peakRss = (pid: number): number => Number(readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmHWM:\s+(\d+) kB/)![1]) * 1024
 
 t.test('3 nodes, 10 epochs, then a node killed and 3 epochs on two: every budget held, a successor within its own plus the dead node\'s', async t => {
   const cluster = await mountCluster(t, [root, root, root], ['--memory', String(BUDGET), '--remote-memory', String(REMOTE), '--chunk-size', '8', '--peer-timeout', '3'])

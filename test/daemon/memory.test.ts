@@ -2,32 +2,16 @@
 // its peak RSS (VmHWM) stays within the budget plus the overhead the README
 // states, for a directory and for a pack. Samples are large (100 KiB) so
 // that bytes kept past their release would show within a few epochs.
-import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import os from 'node:os'
+import { rmSync } from 'node:fs'
 import path from 'node:path'
 import t from 'tap'
 import { readStats } from '../../src/cli/stats-command'
 import { emptyDir, mount, redirfs } from '../helpers/mount'
+import { largeSampleTree, MiB, overheadBytes, peakRss } from '../helpers/memory'
 import { readEpoch } from '../helpers/readers'
 
-const MiB = 2 ** 20
-/** The README's bound: the budget, plus the runtime (Node, and the JS heap V8 may fill before it collects), plus the tree per file. */
-const overheadBytes = (files: number): number => 160 * MiB + 1536 * files
-
-const root = mkdtempSync(path.join(os.tmpdir(), 'redirfs-big-'))
+const { root, samples, bytes: datasetBytes } = largeSampleTree('redirfs-big-')
 t.teardown(() => { rmSync(root, { recursive: true, force: true }) })
-const samples: string[] = []
-for (let c = 0; c < 4; c++) {
-  mkdirSync(path.join(root, `class${c}`))
-  for (let i = 0; i < 60; i++) {
-    const relative = `class${c}/img${i}.jpg`
-    writeFileSync(path.join(root, relative), Buffer.alloc(100 * 1024, c * 64 + (i % 64)))
-    samples.push(relative)
-  }
-}
-const datasetBytes = samples.length * 100 * 1024
-
-const peakRss = (pid: number): number => Number(readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmHWM:\s+(\d+) kB/)![1]) * 1024
 
 for (const source of ['directory', 'pack'] as const) {
   t.test(`${source}: 12 epochs with 8 readers keep the daemon's peak RSS within --memory plus the stated overhead`, async t => {

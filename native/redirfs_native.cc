@@ -319,7 +319,7 @@ class ReadFilesWorker : public Napi::AsyncWorker {
     deferred_.Resolve(out);
   }
 
-  void OnError(const Napi::Error& error) override { deferred_.Reject(ErrorWithCode(Env(), error.Message(), errorCode_)); }
+  void OnError(const Napi::Error& error) override { deferred_.Reject(error.Value()); }  // each file's own error is in its result
 
   ~ReadFilesWorker() override {
     for (FileResult& r : results_) if (r.data != nullptr) pool.Give(r.data, r.capacity);
@@ -374,7 +374,6 @@ class ReadFilesWorker : public Napi::AsyncWorker {
   }
 
   Napi::Promise::Deferred deferred_;
-  int errorCode_ = 0;  // the errno behind SetError (none today: each file carries its own)
   std::vector<std::string> paths_;
   std::vector<FileResult> results_;
 };

@@ -21,7 +21,14 @@ interface DaemonStart { config: MountConfig }
 /** The daemon's side: the config its parent sends, then the mount, as in the foreground. */
 export async function runDaemon (): Promise<void> {
   if (process.send === undefined) throw new UsageError('redirfs daemon is started by redirfs mount, not by hand')
-  const start = await new Promise<DaemonStart>(resolve => process.once('message', message => resolve(message as DaemonStart)))
+  // A parent that dies before it sends leaves nothing to wait for: the channel closes.
+  // Both listeners go once either fires: a listener keeps the IPC channel, and so this process, alive.
+  const start = await new Promise<DaemonStart>((resolve, reject) => {
+    const onMessage = (message: unknown): void => { process.off('disconnect', onDisconnect); resolve(message as DaemonStart) }
+    const onDisconnect = (): void => { process.off('message', onMessage); reject(new UsageError('redirfs mount went away before it sent the mount\'s options')) }
+    process.once('message', onMessage)
+    process.once('disconnect', onDisconnect)
+  })
   await runInForeground(start.config)
 }
 

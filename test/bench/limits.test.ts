@@ -3,7 +3,7 @@
 // does not mount (a cgroup filesystem is files, so a directory of the same
 // files shows what the bench writes and how it reads them back).
 import { execFile } from 'node:child_process'
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
@@ -142,5 +142,4 @@ print(json.dumps({"version": l.version, "bytes": after[0] - before[0], "reads": 
   t.ok(seen.peak >= 8 * 2 ** 20, `the group's memory peaked at ${seen.peak} bytes (the file's pages are charged to it)`)
   t.same(seen.groups, seen.groups.map(() => false), 'no group left behind')
   t.notOk(existsSync(`/sys/fs/cgroup/memory/${name}`) || existsSync(`/sys/fs/cgroup/${name}`))
-  t.notOk(readFileSync('/proc/self/cgroup', 'utf8').includes(name))
 })

@@ -27,11 +27,12 @@ import { mountFilesystem, type MountedFilesystem } from '../fs/mount'
 import { mountNative } from '../fs/native-mount'
 import { planMemory, type MemoryPlan } from '../redirect/budget'
 import { describeGrouping, sampleOfGroups } from '../redirect/grouping'
-import { buildLayout, cutPhysicalChunks, groupsPerHome, type PhysicalChunking } from '../redirect/layout'
+import { buildLayout, cutPhysicalChunks, groupsPerHome, type Layout, type PhysicalChunking } from '../redirect/layout'
 import { MirrorTable } from '../redirect/mirror'
 import { Protocol } from '../redirect/protocol'
 import { parseAddress, parsePeers, type PeerAddress } from '../cluster/addresses'
-import { ClusterNode, type Storage } from '../cluster/cluster-node'
+import { ClusterNode, reclaimFromHolders } from '../cluster/cluster-node'
+import { Membership, type Storage } from '../cluster/membership'
 import { loadCredentials, readToken } from '../cluster/security'
 import { shardName } from '../pack/writer'
 import type { MemoryStats, MountStats } from '../stats'
@@ -156,7 +157,9 @@ export async function startMount (config: MountConfig, log: Logger): Promise<Run
 }
 
 /** The cluster's shape from the configuration, checked against a pack shard. */
-function clusterShape (config: MountConfig, dataset: OpenedDataset): { nodes: number, node: number, storage: Storage, peers: PeerAddress[] } {
+interface ClusterShape { nodes: number, node: number, storage: Storage, peers: PeerAddress[] }
+
+function clusterShape (config: MountConfig, dataset: OpenedDataset): ClusterShape {
   const cluster = config.cluster
   if (cluster === undefined) {
     if (dataset.shard !== undefined) throw new UsageError(`${config.source} is the shard of node ${dataset.shard.node} of a ${dataset.shard.nodes}-node pack: mount it with --node ${dataset.shard.node} --peers <every node's address> ...`)
@@ -186,8 +189,20 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
   // A directory reads files one by one, so mix may take each from any chunk; a pack reads blocks, a few per load.
   const mixBlock = config.mixBlock ?? (dataset.packedChunkOf !== undefined ? Math.max(1, Math.ceil(chunkSize / 4)) : 1)
   const protocol = new Protocol(layout, { mode: config.mode, memoryBytes: config.memoryBytes, seed: config.seed, node: shape.node, prefetch: config.cluster?.prefetch, mixBlock })
-  const engine = new Engine(protocol, dataset.source, log)
-  const cluster = config.cluster === undefined ? undefined : await startCluster(config, config.cluster, shape.peers, layout, engine, shape.storage, log)
+  // The object graph, built once: the engine reclaims through the cluster's
+  // membership, the cluster node routes opens to the engine, and the stats
+  // it serves its peers are the whole mount's (a function, called only once
+  // the mount is up).
+  const membership = config.cluster === undefined ? undefined : await clusterMembership(config.cluster, shape, layout, log)
+  const engine = new Engine(protocol, dataset.source, log, membership === undefined ? undefined : reclaimFromHolders(membership, log))
+  const cluster = membership === undefined || config.cluster === undefined
+    ? undefined
+    : new ClusterNode(layout, engine, new MirrorTable(layout, config.cluster.remoteMemoryBytes, config.mode, config.seed + shape.node), membership, {
+      // parsePeers refuses wildcard entries, so only an explicit --listen listens on one.
+      listen: config.cluster.listen !== undefined ? parseAddress(config.cluster.listen, '--listen') : shape.peers[shape.node],
+      statsJson: () => JSON.stringify(stats())
+    }, log)
+  let mounted: MountedFilesystem | undefined
   const startedAt = Date.now()
 
   /** What the daemon process holds, as the kernel and V8 see it: against the budget, what is overhead. */
@@ -218,9 +233,13 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
     log,
     stats
   })
-  if (cluster !== undefined) cluster.statsJson = () => JSON.stringify(stats())
 
-  let mounted: MountedFilesystem
+  try {
+    await cluster?.start()
+  } catch (err) {
+    await cluster?.close()
+    throw err
+  }
   try {
     const options = { allowOther: config.allowOther, overSource: config.mountpoint === config.source }
     mounted = config.fuseBackend === 'native'
@@ -233,7 +252,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
   await writeRecord({ pid: process.pid, mountpoint: config.mountpoint, source: config.source, logFile: config.logFile, startedAt: new Date().toISOString() })
   const reset = (): void => {
     engine.reset()
-    if (cluster !== undefined) log.info({ dropped: cluster.remote.reset() }, 'mirrors dropped')
+    if (cluster !== undefined) log.info({ dropped: cluster.reset() }, 'mirrors dropped')
   }
   process.on('SIGUSR1', reset)
   log.info({ source: config.source, mountpoint: config.mountpoint, mode: config.mode, samples: layout.files.length, groups: layout.groups.length, pcs: layout.pcs.length, vcs: layout.vcs.length, layoutHash: layout.hash }, 'mounted')
@@ -243,7 +262,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
     stop: async () => {
       process.off('SIGUSR1', reset)
       const stillMounted = (await mountAt(config.mountpoint))?.source === 'redirfs'
-      if (stillMounted) await mounted.unmount().catch(err => log.error({ err: (err as Error).message }, 'unmount failed'))
+      if (stillMounted) await mounted?.unmount().catch(err => log.error({ err: (err as Error).message }, 'unmount failed'))
       await engine.drain()
       await cluster?.close()
       await adapter.handles.closeAll()
@@ -273,27 +292,17 @@ function memoryTooSmall (memoryBytes: number, dataset: OpenedDataset, { groups, 
 }
 
 /** Starts the peer service and handshakes with every peer; the mount comes up only after. */
-async function startCluster (config: MountConfig, cluster: NonNullable<MountConfig['cluster']>, peers: PeerAddress[], layout: ReturnType<typeof buildLayout>, engine: Engine, storage: Storage, log: Logger): Promise<ClusterNode> {
-  // parsePeers refuses wildcard entries, so only an explicit --listen listens on one.
-  const listen = cluster.listen !== undefined ? parseAddress(cluster.listen, '--listen') : peers[cluster.node]
+/** Who the cluster's nodes are and how to reach them (the clients; nothing listens or calls yet). */
+async function clusterMembership (cluster: NonNullable<MountConfig['cluster']>, shape: ClusterShape, layout: Layout, log: Logger): Promise<Membership> {
   const token = await readToken(cluster.tokenFile, message => log.warn(message))
   const credentials = await loadCredentials(cluster.tls)
-  const mirror = new MirrorTable(layout, cluster.remoteMemoryBytes, config.mode, config.seed + cluster.node)
-  const node = new ClusterNode(layout, engine, mirror, {
-    node: cluster.node,
-    peers,
-    listen,
+  return new Membership(layout, {
+    node: shape.node,
+    peers: shape.peers,
     token,
     credentials,
-    storage,
+    storage: shape.storage,
     peerTimeoutMs: cluster.peerTimeoutMs,
     startupTimeoutMs: cluster.startupTimeoutMs
   }, log)
-  try {
-    await node.start()
-  } catch (err) {
-    await node.close()
-    throw err
-  }
-  return node
 }

@@ -16,8 +16,8 @@ import type { Logger } from 'pino'
 import type { ChunkSource } from '../chunks/source'
 import { FsError } from '../errors'
 import type { MountStats } from '../stats'
-import type { FileId, VcId } from '../redirect/layout'
-import type { LoadPlan, MirrorReport, Protocol, ReclaimPlan, ReclaimReport } from '../redirect/protocol'
+import type { FileId, NodeId, VcId } from '../redirect/layout'
+import type { LoadPlan, MirrorReport, Protocol, ReclaimPlan, ReclaimReport, StandbyUpdate } from '../redirect/protocol'
 import type { Adoption } from '../redirect/takeover'
 import { ResidentBytes, VcWaiters } from './memory'
 
@@ -38,17 +38,20 @@ export interface RequestAnswer {
   readonly vcEpoch: number
 }
 
+/** A file another node served from its mirror (so the home's ledger counts it consumed). */
+export interface ServedNotice { readonly vc: VcId, readonly file: FileId, readonly batch: number }
+
 export class Engine {
   private readonly resident = new ResidentBytes('home slots')
   private readonly waiters = new VcWaiters()
   private readonly loadsInFlight = new Set<Promise<unknown>>()
-  /** Set by a cluster; a single node never ships files, so never reclaims. */
-  reclaimer?: Reclaimer
 
+  /** `reclaimer`: a cluster's; a single node never ships files, so never reclaims. */
   constructor (
-    readonly protocol: Protocol,
+    private readonly protocol: Protocol,
     private readonly source: ChunkSource,
-    private readonly log: Logger
+    private readonly log: Logger,
+    private readonly reclaimer?: Reclaimer
   ) {}
 
   /** Answers an open of a sample file with the bytes it is bound to; `exact`: the file itself (see `OpenOptions`). */
@@ -149,7 +152,7 @@ export class Engine {
   /** Asks the holders what they hold of a VC; holders that cannot be asked count as dead. */
   private async askHolders (plan: ReclaimPlan): Promise<Awaited<ReturnType<Reclaimer>>> {
     try {
-      if (this.reclaimer === undefined) throw new Error('no cluster to reclaim from')
+      if (this.reclaimer === undefined) throw new Error('a single node has no holders to reclaim from')
       return await this.reclaimer(plan)
     } catch (err) {
       this.log.error({ vc: plan.vc, err: (err as Error).message }, 'reclaim failed; treating the holders as dead')
@@ -163,6 +166,27 @@ export class Engine {
     for (const [file, bytes] of heldHere) this.resident.set(file, bytes)
     this.wake(vc)
   }
+
+  // ---------------------------------------------------------------- the home side's ledger, for the cluster
+
+  /** Whether this node answers for `vc` (its home, or it took the VC over). */
+  owns (vc: VcId): boolean { return this.protocol.owns(vc) }
+
+  /** The VCs whose standby copy changed since the last call, for the next live node of each. */
+  takeStandbyUpdates (): StandbyUpdate[] { return this.protocol.takeStandbyUpdates() }
+
+  /** A standby copy of `vc` that did not reach its peer: send it again next time. */
+  resendStandby (vc: VcId): void { this.protocol.touch(vc) }
+
+  /** Files another node served from its mirror of VCs this node answers for. */
+  noteServedElsewhere (node: NodeId, served: readonly ServedNotice[]): void {
+    this.protocol.noteServedElsewhere(node, served.filter(notice => notice.vc < this.protocol.layout.vcs.length && this.protocol.owns(notice.vc)))
+  }
+
+  /** A dead node's mirrors are gone: what it was shipped and never served is loadable again. Gives the VCs that lost files. */
+  forgetNode (node: NodeId): VcId[] { return this.protocol.forgetNode(node) }
+
+  get takeovers (): number { return this.protocol.counters.takeovers }
 
   private takeResident (file: FileId): Buffer { return this.resident.take(file) }
 

@@ -8,8 +8,8 @@
  */
 import { FsError } from '../errors'
 import type { FileId, VcId } from '../redirect/layout'
-import type { MirrorTable, RemoteRequest } from '../redirect/mirror'
-import type { RequestAnswer, ServedFile } from './engine'
+import type { MirrorCounters, MirrorTable, RemoteRequest } from '../redirect/mirror'
+import type { RequestAnswer, ServedFile, ServedNotice } from './engine'
 import { ResidentBytes, VcWaiters } from './memory'
 
 /** What asking a VC's owner gives: its answer, or the news that this node has become the owner (a takeover). */
@@ -27,7 +27,7 @@ export class RemoteReader {
   private readonly resident = new ResidentBytes('mirror')
   private readonly waiters = new VcWaiters()
 
-  constructor (readonly mirror: MirrorTable, private readonly owners: Owners) {}
+  constructor (private readonly mirror: MirrorTable, private readonly owners: Owners) {}
 
   async open (file: FileId): Promise<RemoteOpen> {
     for (let retry = false; ; retry = true) {
@@ -74,6 +74,16 @@ export class RemoteReader {
   surrender (vc: VcId): Map<FileId, Buffer> {
     return new Map(this.mirror.surrender(vc).map(file => [file, this.take(file)]))
   }
+
+  /** For a takeover elsewhere: what this node received, holds and last got of `vc`. */
+  takeoverReport (vc: VcId): ReturnType<MirrorTable['takeoverReport']> { return this.mirror.takeoverReport(vc) }
+
+  /** Files served from the mirrors since the last call, for their owners' ledgers. */
+  takeServedNotices (): ServedNotice[] { return this.mirror.takeServedNotices() }
+
+  get limitBytes (): number { return this.mirror.limitBytes }
+
+  get counters (): Readonly<MirrorCounters> { return this.mirror.counters }
 
   private take (file: FileId): Buffer { return this.resident.take(file) }
 

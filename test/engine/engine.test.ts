@@ -3,49 +3,18 @@
 // for the directory and the pack; the real-mount tests cover those.
 import pino from 'pino'
 import t from 'tap'
-import type { ChunkRequest, ChunkSource } from '../../src/chunks/source'
+import type { ChunkSource } from '../../src/chunks/source'
 import { Engine, type ServedFile } from '../../src/engine/engine'
 import { FsError } from '../../src/errors'
 import { planMemory } from '../../src/redirect/budget'
 import { buildLayout, type FileId, type Layout } from '../../src/redirect/layout'
 import { Protocol, type RedirectMode } from '../../src/redirect/protocol'
+import { bytesOf, FakeSource } from '../helpers/fake-source'
 import { makeSamples, UNEVEN_CLASSES } from '../helpers/samples'
 
 const files = makeSamples(3, UNEVEN_CLASSES)
 const datasetBytes = files.reduce((sum, f) => sum + f.size, 0)
 const MODES: RedirectMode[] = ['strict', 'pool', 'mix', 'off']
-
-/** Each file's bytes name it, so a served file can be checked against the one it claims to be. */
-const bytesOf = (file: FileId): Buffer => Buffer.from(`file ${file}`)
-
-class FakeSource implements ChunkSource {
-  readonly readsFileByFile: boolean
-  /** Files every fetch leaves out, as a source does for a file it cannot read. */
-  readonly lost = new Set<FileId>()
-  /** PCs whose next fetch rejects (a chunk that fails as a whole), once each. */
-  readonly rejectOnce = new Set<number>()
-  delayMs = 0
-  readonly fetches: ChunkRequest[] = []
-  inFlight = 0
-  peakInFlight = 0
-
-  constructor (options: { readsFileByFile?: boolean } = {}) { this.readsFileByFile = options.readsFileByFile ?? false }
-
-  async fetch (request: ChunkRequest): Promise<Map<FileId, Buffer>> {
-    this.fetches.push(request)
-    this.peakInFlight = Math.max(this.peakInFlight, ++this.inFlight)
-    try {
-      await new Promise(resolve => setTimeout(resolve, this.delayMs))
-      if (this.rejectOnce.delete(request.pc)) throw new Error(`chunk ${request.pc} is damaged`)
-      return new Map(request.files.filter(file => !this.lost.has(file)).map(file => [file, bytesOf(file)]))
-    } finally {
-      this.inFlight--
-    }
-  }
-
-  stats (): Record<string, number> { return { fetches: this.fetches.length } }
-  async close (): Promise<void> {}
-}
 
 function engineFor (mode: RedirectMode, source: ChunkSource, memoryFraction = 0.25): { engine: Engine, layout: Layout, memoryBytes: number } {
   const memoryBytes = Math.round(datasetBytes * memoryFraction)

@@ -1,0 +1,109 @@
+/**
+ * The peer service: what this node answers to the others' calls. It checks
+ * each request (a bad one is refused with INVALID_ARGUMENT, a call this
+ * node must not answer with FAILED_PRECONDITION, counted) and hands the
+ * work to the engine (home side), the remote reader (mirrors), the
+ * takeover and the sync.
+ */
+import * as grpc from '@grpc/grpc-js'
+import type { Logger } from 'pino'
+import type { Engine, ServedFile } from '../engine/engine'
+import type { RemoteReader } from '../engine/remote-reader'
+import type { Layout, NodeId, VcId } from '../redirect/layout'
+import type { Membership } from './membership'
+import { PeerRefusal, type PeerHandler } from './peer-server'
+import type { Sync } from './sync'
+import type { Takeover } from './takeover'
+import { decodeOffsets, PROTOCOL_VERSION, type FileData, type HandshakeReply, type HandshakeRequest, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type SyncReply, type SyncRequest, type TakeoverStateReply, type TakeoverStateRequest } from './wire'
+
+export interface PeerServiceParts {
+  readonly layout: Layout
+  readonly membership: Membership
+  readonly engine: Engine
+  readonly remote: RemoteReader
+  readonly takeover: Takeover
+  readonly sync: Sync
+  /** The node's stats as JSON, for the Stats call. */
+  readonly statsJson: () => string
+  readonly log: Logger
+}
+
+const data = (f: ServedFile): FileData => ({ file: f.file, data: f.bytes })
+
+export class PeerService implements PeerHandler {
+  readonly counters = { refusedRequests: 0 }
+
+  constructor (private readonly parts: PeerServiceParts) {}
+
+  private get node (): NodeId { return this.parts.membership.node }
+
+  handshake (request: HandshakeRequest): HandshakeReply {
+    const problem = this.parts.membership.refusalOf(request)
+    if (problem !== undefined) {
+      this.parts.log.warn({ peer: request.node, problem }, 'refused a peer handshake')
+      throw new PeerRefusal(grpc.status.FAILED_PRECONDITION, `node ${this.node}: ${problem}`)
+    }
+    return { protocolVersion: PROTOCOL_VERSION, node: this.node, layoutHash: this.parts.layout.hash }
+  }
+
+  /** Another node's open of a file of a VC this node answers for (or must now: a takeover). */
+  async read (request: ReadRequest): Promise<ReadReply> {
+    const { layout, engine, takeover } = this.parts
+    this.invalid(this.parts.membership.checkNode(request.node))
+    this.invalid(request.file < layout.files.length ? undefined : `file ${request.file} is not in the layout (it has ${layout.files.length})`)
+    const vc = layout.pcs[layout.filePc[request.file]].vc
+    if (!engine.owns(vc)) {
+      const why = await takeover.claim(vc, request.node)
+      if (why !== undefined) this.refuse(vc, request.node, why)
+    }
+    const answer = await engine.serveRequest(request.file, {
+      node: request.node,
+      emptyOffsets: decodeOffsets(request.emptyOffsets),
+      freeBytes: request.freeBytes,
+      lastBatch: request.lastBatch
+    })
+    return { served: answer.served === undefined ? null : data(answer.served), batch: answer.batch.map(data), batchNumber: answer.batchNumber, vcEpoch: answer.vcEpoch }
+  }
+
+  /** The owner of a VC asks what this node's mirror holds of it, and maybe for one file back. */
+  reclaim (request: ReclaimRequest): ReclaimReply {
+    this.invalid(this.parts.membership.checkNode(request.node))
+    // Once we reported our state for a takeover of that node, it is dead to us:
+    // a late reclaim from it must not take a file that the new owner counts on.
+    if (this.parts.membership.isDead(request.node)) throw new PeerRefusal(grpc.status.FAILED_PRECONDITION, `node ${this.node} takes node ${request.node} for dead`)
+    this.invalid(request.vc < this.parts.layout.vcs.length ? undefined : `virtual chunk ${request.vc} is not in the layout`)
+    const { held, lastBatch, returned } = this.parts.remote.reclaim(request.vc, request.giveBack, request.offsets)
+    return { held, lastBatch, returned: returned === undefined ? null : data(returned) }
+  }
+
+  /** A node taking over a dead node's VCs asks for this node's part. */
+  async takeoverState (request: TakeoverStateRequest): Promise<TakeoverStateReply> {
+    const { layout, membership } = this.parts
+    this.invalid(membership.checkNode(request.node) ?? membership.checkNode(request.dead))
+    this.invalid(request.vcs.every(vc => vc < layout.vcs.length && layout.vcs[vc].home === request.dead) ? undefined : 'the virtual chunks asked for are not all the dead node\'s')
+    const reply = this.parts.takeover.reportFor(request.vcs)
+    // The taking-over node found it dead: stop asking it, and take over our share.
+    membership.markDead(request.dead, `node ${request.node} is taking over its chunks`)
+    return reply
+  }
+
+  sync (request: SyncRequest): SyncReply {
+    this.invalid(this.parts.membership.checkNode(request.node))
+    for (const update of request.standby) {
+      this.invalid(update.vc < this.parts.layout.vcs.length && update.servedFiles.length === update.servedNodes.length ? undefined : `bad standby update for virtual chunk ${update.vc}`)
+    }
+    this.parts.sync.receive(request)
+    return {}
+  }
+
+  stats (): { json: string } { return { json: this.parts.statsJson() } }
+
+  private refuse (vc: VcId, requester: NodeId, why: string): never {
+    this.counters.refusedRequests++
+    throw new PeerRefusal(grpc.status.FAILED_PRECONDITION, `node ${this.node} does not answer for virtual chunk ${vc} (asked by node ${requester}): ${why}`)
+  }
+
+  private invalid (problem: string | undefined): void {
+    if (problem !== undefined) throw new PeerRefusal(grpc.status.INVALID_ARGUMENT, problem)
+  }
+}

@@ -1,0 +1,86 @@
+/**
+ * The periodic sync, four times a second, both ways. To each live peer
+ * this node sends the standby copies of the VCs that peer would take over
+ * from it, and the files it served from its mirrors of that peer's VCs
+ * (keeping the owner's ledger true). What cannot be delivered is sent
+ * again next time, until the peer is found dead. A slow peer has one sync
+ * call out at a time.
+ */
+import type { Logger } from 'pino'
+import type { Engine, ServedNotice } from '../engine/engine'
+import type { RemoteReader } from '../engine/remote-reader'
+import type { Layout, NodeId } from '../redirect/layout'
+import { ownerOrder } from '../redirect/takeover'
+import type { Membership } from './membership'
+import type { Takeover } from './takeover'
+import type { StandbyVc, SyncRequest } from './wire'
+
+/** How often standby copies and served notices go out. */
+const SYNC_PERIOD_MS = 250
+
+export class Sync {
+  /** Served notices not yet delivered, per owner. */
+  private readonly unsentNotices = new Map<NodeId, ServedNotice[]>()
+  /** Peers with a sync call out. */
+  private readonly syncing = new Set<NodeId>()
+  private timer?: NodeJS.Timeout
+
+  constructor (
+    private readonly layout: Layout,
+    private readonly membership: Membership,
+    private readonly engine: Engine,
+    private readonly remote: RemoteReader,
+    private readonly takeover: Takeover,
+    private readonly log: Logger
+  ) {}
+
+  start (): void {
+    this.timer = setInterval(() => { void this.syncPeers() }, SYNC_PERIOD_MS)
+    this.timer.unref()
+  }
+
+  stop (): void { clearInterval(this.timer) }
+
+  /** A peer's sync: its standby copies for this node to keep, and what it served of VCs this node answers for. */
+  receive (request: SyncRequest): void {
+    if (this.membership.isDead(request.node)) return
+    for (const update of request.standby) {
+      this.takeover.keepStandby(update.vc, { epoch: update.epoch, served: update.servedFiles.map((file, i) => ({ file, node: update.servedNodes[i] })) })
+    }
+    this.engine.noteServedElsewhere(request.node, request.served)
+  }
+
+  private async syncPeers (): Promise<void> {
+    const node = this.membership.node
+    const standbyFor = new Map<NodeId, StandbyVc[]>()
+    for (const update of this.engine.takeStandbyUpdates()) {
+      const next = ownerOrder(this.layout, update.vc).find(peer => peer !== node && !this.membership.isDead(peer))
+      const wire = { vc: update.vc, epoch: update.epoch, servedFiles: update.served.map(s => s.file), servedNodes: update.served.map(s => s.node) }
+      if (next !== undefined) standbyFor.set(next, [...(standbyFor.get(next) ?? []), wire])
+    }
+    for (const notice of this.remote.takeServedNotices()) {
+      const owner = this.membership.ownerOf(notice.vc)
+      if (owner !== undefined && owner !== node) this.unsentNotices.set(owner, [...(this.unsentNotices.get(owner) ?? []), notice])
+    }
+    await Promise.all(this.membership.livePeers().map(async peer => {
+      const standby = standbyFor.get(peer) ?? []
+      if (this.syncing.has(peer)) {
+        for (const update of standby) this.engine.resendStandby(update.vc)
+        return
+      }
+      const served = this.unsentNotices.get(peer) ?? []
+      if (standby.length === 0 && served.length === 0) return
+      this.unsentNotices.delete(peer)
+      this.syncing.add(peer)
+      try {
+        await this.membership.client(peer).sync({ node, standby, served })
+      } catch (err) {
+        this.log.debug({ peer, err: (err as Error).message }, 'sync failed; will send again')
+        for (const update of standby) this.engine.resendStandby(update.vc)
+        this.unsentNotices.set(peer, [...served, ...(this.unsentNotices.get(peer) ?? [])])
+      } finally {
+        this.syncing.delete(peer)
+      }
+    }))
+  }
+}

@@ -1,0 +1,125 @@
+/**
+ * Takeovers, the node's side (the decisions are redirect/takeover.ts).
+ *
+ * When a peer dies, what this node shipped to it is made loadable again
+ * (it never reached a trainer). Then:
+ * - shared storage: each VC whose owners are all dead goes to the next
+ *   live node of its owner order, which merges the survivors' reports with
+ *   its standby copy and takes the VC over; training goes on with no error.
+ * - sharded packs: nobody else has those chunks; opens of them fail with
+ *   EIO at once, with one clear log line.
+ *
+ * This node also keeps the standby copies its peers send it (sync.ts): the
+ * state it starts from when it becomes a VC's owner.
+ */
+import type { Logger } from 'pino'
+import type { Engine } from '../engine/engine'
+import type { RemoteReader } from '../engine/remote-reader'
+import type { Layout, NodeId, VcId } from '../redirect/layout'
+import { ownerOrder, planAdoption, type StandbyCopy } from '../redirect/takeover'
+import type { Membership } from './membership'
+import type { TakeoverStateReply, VcState } from './wire'
+
+export class Takeover {
+  /** VCs being taken over, so that each is adopted once. */
+  private readonly adopting = new Map<VcId, Promise<void>>()
+  /** Standby copies of the VCs this node would take over. */
+  private readonly standby = new Map<VcId, StandbyCopy>()
+
+  constructor (
+    private readonly layout: Layout,
+    private readonly membership: Membership,
+    private readonly engine: Engine,
+    private readonly remote: RemoteReader,
+    private readonly log: Logger
+  ) {
+    membership.onDeath((node, why) => this.peerDied(node, why))
+  }
+
+  private get node (): NodeId { return this.membership.node }
+
+  private peerDied (node: NodeId, why: string): void {
+    const lost = this.engine.forgetNode(node)
+    const address = this.membership.addressOf(node)
+    if (this.membership.storage === 'sharded') {
+      this.log.error({ peer: node, address, why }, `peer ${node} (${address}) is unreachable (${why}): its samples are only in its pack shard, so opens of them now fail with EIO`)
+    } else {
+      this.log.error({ peer: node, address, why, vcsWithLostFiles: lost.length }, `peer ${node} (${address}) is unreachable (${why}): the other nodes take over its chunks`)
+      void this.adoptOrphans().catch(err => this.log.error({ dead: node, err: (err as Error).message }, 'takeover failed'))
+    }
+  }
+
+  /** Keeps the newest standby copy of `vc` a peer sent. */
+  keepStandby (vc: VcId, copy: StandbyCopy): void {
+    const known = this.standby.get(vc)
+    if (known === undefined || copy.epoch >= known.epoch) this.standby.set(vc, copy)
+  }
+
+  /**
+   * Takes over every VC this node should now answer for and does not yet:
+   * its owners before this node in the rotation are all dead. Each VC is
+   * adopted once; VCs of one dead home are adopted together.
+   */
+  async adoptOrphans (): Promise<void> {
+    const ours = this.layout.vcs.map((_, vc) => vc).filter(vc => this.membership.ownerOf(vc) === this.node)
+    const byHome = new Map<NodeId, VcId[]>()
+    for (const vc of ours.filter(vc => !this.engine.owns(vc) && !this.adopting.has(vc))) {
+      const home = this.layout.vcs[vc].home
+      byHome.set(home, [...(byHome.get(home) ?? []), vc])
+    }
+    for (const [home, vcs] of byHome) {
+      const work = this.adopt(home, vcs)
+      for (const vc of vcs) this.adopting.set(vc, work)
+    }
+    await Promise.all(ours.map(async vc => await this.adopting.get(vc)))
+  }
+
+  /** Adopts `vcs` of the dead `home` from the survivors' reports and the standby copies. */
+  private async adopt (home: NodeId, vcs: VcId[]): Promise<void> {
+    const states = new Map<VcId, { node: NodeId, state: VcState }[]>(vcs.map(vc => [vc, []]))
+    const collect = (node: NodeId, reply: TakeoverStateReply): void => {
+      for (const state of reply.vcs) states.get(state.vc)?.push({ node, state })
+    }
+    collect(this.node, this.reportFor(vcs))
+    await Promise.all(this.membership.livePeers().map(async node => {
+      try {
+        collect(node, await this.membership.client(node).takeoverState({ node: this.node, dead: home, vcs }))
+      } catch (err) {
+        this.log.warn({ peer: node, err: (err as Error).message }, 'a survivor did not report its state for a takeover; going on without it')
+      }
+    }))
+    for (const vc of vcs) {
+      const reports = states.get(vc)!.map(({ node, state }) => ({ node, ...state }))
+      this.engine.adopt(vc, planAdoption(reports, this.standby.get(vc), this.node, node => this.membership.isDead(node)), this.remote.surrender(vc))
+    }
+    this.remote.wakeAll(vcs)
+    this.log.info({ home, vcs: vcs.length }, `took over ${vcs.length} virtual chunk(s) of node ${home}`)
+  }
+
+  /** This node's part of a takeover: what its mirrors received, hold and last got of each VC. */
+  reportFor (vcs: readonly VcId[]): TakeoverStateReply {
+    return { vcs: vcs.map(vc => ({ vc, ...this.remote.takeoverReport(vc) })) }
+  }
+
+  /**
+   * A peer asked this node for a VC it does not own: it answers only once
+   * every node before it in the VC's owner order is dead, which it checks
+   * for itself. Gives why it does not answer, or undefined once it owns `vc`.
+   */
+  async claim (vc: VcId, requester: NodeId): Promise<string | undefined> {
+    const home = this.layout.vcs[vc].home
+    if (this.membership.storage === 'sharded') return `its home, node ${home}, is the only node with its chunks`
+    const order = ownerOrder(this.layout, vc)
+    for (const earlier of order.slice(0, order.indexOf(this.node))) {
+      if (this.membership.isDead(earlier)) continue
+      const probe = await this.membership.probe(earlier)
+      if (probe.kind === 'answers') return `node ${earlier}, which answers for it before this node, answers`
+      if (probe.kind === 'failed') return `node ${earlier} answered: ${probe.message}`
+      this.membership.markDead(earlier, `node ${requester} found it unreachable, and so did this node`)
+    }
+    const owner = this.membership.ownerOf(vc)
+    if (owner !== this.node) return `node ${owner ?? 'none'} takes it over`
+    await this.adoptOrphans()
+    return this.engine.owns(vc) ? undefined : 'the takeover did not include it'
+  }
+}

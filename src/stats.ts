@@ -56,6 +56,8 @@ export interface ClusterStats extends ClusterCounters, MirrorCounters {
   tls: boolean
   peers: Array<{ node: number, address: string, state: 'self' | 'alive' | 'dead' }>
   takeovers: number
+  /** Standby copies, served notices and sync calls not yet delivered to peers (0 once the sync caught up). */
+  unsynced: number
 }
 
 export interface MountStats {

@@ -165,6 +165,7 @@ export class ClusterNode {
       ...this.membership.counters,
       ...this.service.counters,
       takeovers: this.engine.takeovers,
+      unsynced: this.sync.pending(),
       ...this.remote.counters
     }
   }

@@ -60,8 +60,9 @@ export async function startPeerServer (listen: PeerAddress, credentials: Credent
   server.addService(peerService(), handlers)
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(listen.text, credentials.server, (err, bound) => {
-      if (err !== null) reject(new UsageError(`cannot listen on ${listen.text}: ${err.message}`))
-      else resolve(bound)
+      if (err === null) resolve(bound)
+      else if (err.message.includes('EADDRINUSE')) reject(new UsageError(`cannot listen on ${listen.text}: the port is in use (by another program, or another node's mount on this machine); give this node a free port in --peers, or --listen`))
+      else reject(new UsageError(`cannot listen on ${listen.text}: ${err.message}`))
     })
   })
   return {

@@ -41,6 +41,13 @@ export class Sync {
 
   stop (): void { clearInterval(this.timer) }
 
+  /** What has changed here and has not reached a peer yet: standby copies, served notices, sync calls out. Zero once the sync caught up. */
+  pending (): number {
+    let unsent = 0
+    for (const notices of this.unsentNotices.values()) unsent += notices.length
+    return this.engine.standbyPending + this.remote.servedNoticesPending + unsent + this.syncing.size
+  }
+
   /** A peer's sync: its standby copies for this node to keep, and what it served of VCs this node answers for. */
   receive (request: SyncRequest): void {
     if (this.membership.isDead(request.node)) return

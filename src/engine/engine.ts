@@ -175,6 +175,9 @@ export class Engine {
   /** The VCs whose standby copy changed since the last call, for the next live node of each. */
   takeStandbyUpdates (): StandbyUpdate[] { return this.protocol.takeStandbyUpdates() }
 
+  /** VCs whose changed standby copy the sync has not taken yet. */
+  get standbyPending (): number { return this.protocol.standbyPending }
+
   /** A standby copy of `vc` that did not reach its peer: send it again next time. */
   resendStandby (vc: VcId): void { this.protocol.touch(vc) }
 

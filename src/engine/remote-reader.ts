@@ -81,6 +81,9 @@ export class RemoteReader {
   /** Files served from the mirrors since the last call, for their owners' ledgers. */
   takeServedNotices (): ServedNotice[] { return this.mirror.takeServedNotices() }
 
+  /** Files served from the mirrors whose notices the sync has not taken yet. */
+  get servedNoticesPending (): number { return this.mirror.servedNoticesPending }
+
   get limitBytes (): number { return this.mirror.limitBytes }
 
   get counters (): Readonly<MirrorCounters> { return this.mirror.counters }

@@ -49,6 +49,8 @@ export interface ClusterSimulationResult {
    * standby update before it died: what a successor cannot know was served.
    */
   readonly unsyncedAtDeath: Map<NodeId, number>
+  /** Per killed node, the opens answered on every node since the last sync before it died: all a takeover can miss. */
+  readonly unsyncedClusterWide: Map<NodeId, number>
 }
 
 type Task = () => void
@@ -163,6 +165,7 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
   /** The periodic sync: standby copies to successors, served notices to owners. */
   const answeredSinceSync = new Array<number>(nodes).fill(0)
   const unsyncedAtDeath = new Map<NodeId, number>()
+  const unsyncedClusterWide = new Map<NodeId, number>()
   const sync = (): void => {
     answeredSinceSync.fill(0)
     for (const [home, protocol] of protocols.entries()) {
@@ -205,6 +208,7 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
           if (kill.epoch !== epoch || answered.length !== kill.afterOpens || dead.has(kill.node)) continue
           dead.add(kill.node)
           unsyncedAtDeath.set(kill.node, answeredSinceSync[kill.node])
+          unsyncedClusterWide.set(kill.node, answeredSinceSync.reduce((sum, n) => sum + n, 0))
           queues[kill.node].length = 0
           for (const [survivor, protocol] of protocols.entries()) if (!dead.has(survivor)) protocol.forgetNode(kill.node)
           adoptOrphans()
@@ -222,5 +226,5 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
     if (stuck > 0) throw new Error(`cluster simulation stalled in epoch ${epoch}: ${stuck} opens never answered`)
     epochs.push(answered)
   }
-  return { epochs, protocols, mirrors, unsyncedAtDeath }
+  return { epochs, protocols, mirrors, unsyncedAtDeath, unsyncedClusterWide }
 }

@@ -214,6 +214,9 @@ export class MirrorTable {
     return log
   }
 
+  /** Served files not yet taken by `takeServedNotices`. */
+  get servedNoticesPending (): number { return this.servedLog.length }
+
   /** What this node knows of `vc` for a takeover of it (see takeover.ts). */
   takeoverReport (vc: VcId): { epoch: number, received: FileId[], held: FileId[], lastBatch: number } {
     const mirror = this.mirrors.get(vc)

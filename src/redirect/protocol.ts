@@ -646,6 +646,13 @@ export class Protocol {
   /** Marks `vc` for the next standby update (one that could not be delivered). */
   touch (vc: VcId): void { this.standbyDirty.add(vc) }
 
+  /** VCs this node owns whose standby copy changed since the last `takeStandbyUpdates`. */
+  get standbyPending (): number {
+    let pending = 0
+    for (const vc of this.standbyDirty) if (this.owns(vc)) pending++
+    return pending
+  }
+
   private noteServed (file: FileId, node: NodeId | undefined): void {
     if (this.layout.nodes === 1) return // no standby copy without a cluster: keep the single-node open path as it was
     this.servedTo[file] = (node ?? this.node) + 1

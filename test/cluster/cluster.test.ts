@@ -148,7 +148,7 @@ t.test('cluster flags: bad input gets one line and a non-zero exit', async t => 
 })
 
 /** Reads one epoch and kills node 2's daemon after a third of it. */
-t.test('shared storage: a node killed mid-epoch; the others finish the epoch with no error, no wrong label and no sample twice', async t => {
+t.test('shared storage: a node killed mid-epoch; the others finish the epoch with no error, no wrong label, no sample twice and none the dead node got', async t => {
   const cluster = await mountCluster(t, [dataset.root, dataset.root, dataset.root], NODE_OPTIONS)
   t.same(cluster.results.map(r => r.code), [0, 0, 0])
   const first = await readClusterEpoch(cluster.mountpoints, dataset.samples, 80)
@@ -159,6 +159,9 @@ t.test('shared storage: a node killed mid-epoch; the others finish the epoch wit
   const served = survivors.map(r => dataset.byContent.get(r.content))
   t.equal(served.filter((s, i) => s === undefined || classOf(s) !== classOf(survivors[i].opened)).length, 0, 'no wrong label')
   t.equal(new Set(served).size, served.length, 'no sample twice among the survivors')
+  const gotByVictim = new Set(reads.filter(r => r.node === 2).map(r => dataset.byContent.get(r.content)))
+  t.ok(gotByVictim.size > 0, `the dead node's trainer got ${gotByVictim.size} samples first`)
+  t.same(served.filter(s => gotByVictim.has(s)), [], 'the survivors get none of the samples the dead node\'s trainer got (its sync had caught up)')
   // Node i reads positions i, i+3, ... of the epoch's order: nodes 0 and 1 together read these many.
   const expected = dataset.samples.filter((_, i) => i % 3 !== 2).length
   t.ok(survivors.length >= expected, `the survivors read their whole shares (${survivors.length} opens)`)

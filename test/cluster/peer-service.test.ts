@@ -5,6 +5,7 @@
 // the real nodes.
 import { execFile } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
+import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
@@ -16,6 +17,7 @@ import { PeerCallError, PeerClient } from '../../src/cluster/peer-client'
 import { PeerRefusal, startPeerServer, type PeerHandler } from '../../src/cluster/peer-server'
 import { loadCredentials, type Credentials } from '../../src/cluster/security'
 import { decodeOffsets, encodeOffsets, PROTOCOL_VERSION } from '../../src/cluster/wire'
+import { UsageError } from '../../src/errors'
 import { generateDataset } from '../helpers/dataset'
 import { mountCluster, readClusterEpoch } from '../helpers/cluster'
 import { readStats } from '../../src/cli/stats-command'
@@ -59,6 +61,15 @@ t.test('calls go through with the token; refusals and malformed requests get the
   t.equal(await statusOf(client.read({ node: 0, file: 99, emptyOffsets: Buffer.alloc(1), freeBytes: 0, lastBatch: 0 }, ping)), grpc.status.INVALID_ARGUMENT)
   t.equal(await statusOf(client.handshake({ ...ping, layoutHash: 'other' })), grpc.status.FAILED_PRECONDITION)
   t.equal(await statusOf(client.reclaim({ node: 0, vc: 0, giveBack: false, offsets: [] })), grpc.status.INTERNAL, 'a handler bug is INTERNAL, not a crash')
+})
+
+t.test('a port another program holds: the node refuses to start, saying the port is in use', async t => {
+  const holder = await new Promise<net.Server>(resolve => { const server = net.createServer().listen(0, '127.0.0.1', () => resolve(server)) })
+  t.teardown(() => { holder.close() })
+  const port = (holder.address() as net.AddressInfo).port
+  const error = await startPeerServer(parseAddress(`127.0.0.1:${port}`, '--listen'), await loadCredentials({}), TOKEN, handler, log).then(async server => { await server.close() }, (err: unknown) => err)
+  t.ok(error instanceof UsageError, 'a usage error, not a crash')
+  t.match((error as Error).message, `cannot listen on 127.0.0.1:${port}: the port is in use`)
 })
 
 t.test('a peer that is not listening is unreachable within the timeout', async t => {

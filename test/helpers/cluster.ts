@@ -39,16 +39,27 @@ interface Teardown { teardown: (fn: () => Promise<void> | void) => void }
 /**
  * Mounts `sources[i]` on node i, all at once. `perNode(i)` adds options for
  * one node. Resolves with the CLI results when any mount failed (`failed`).
+ *
+ * The nodes must know each other's ports before any listens, so the ports
+ * are found free first and may be taken by another process before a node
+ * binds. A node that finds its port taken fails its mount saying so; then
+ * the whole cluster is mounted again on fresh ports (twice at most).
  */
 export async function mountCluster (t: Teardown, sources: string[], options: string[], perNode: (node: number, ports: number[]) => string[] = () => []): Promise<Cluster & { results: CliResult[] }> {
-  const ports = await freePorts(sources.length)
-  const peers = ports.map(port => `127.0.0.1:${port}`).join(',')
   const token = tokenFile()
   const mountpoints = sources.map(() => emptyDir('redirfs-node-'))
   t.teardown(async () => { for (const mountpoint of mountpoints) await forceUnmount(mountpoint) })
-  const results = await Promise.all(sources.map(async (source, node) =>
-    await redirfs('mount', source, mountpoints[node], '--node', String(node), '--peers', peers, '--token-file', token, '--peer-wait', '30', ...options, ...perNode(node, ports))))
-  return { mountpoints, peers, token, results, pids: async () => await Promise.all(mountpoints.map(async m => (await readStats(m)).pid as number)) }
+  for (let attempt = 1; ; attempt++) {
+    const ports = await freePorts(sources.length)
+    const peers = ports.map(port => `127.0.0.1:${port}`).join(',')
+    const results = await Promise.all(sources.map(async (source, node) =>
+      await redirfs('mount', source, mountpoints[node], '--node', String(node), '--peers', peers, '--token-file', token, '--peer-wait', '30', ...options, ...perNode(node, ports))))
+    if (attempt < 3 && results.some(r => /cannot listen on .*the port is in use/.test(r.stderr))) {
+      for (const mountpoint of mountpoints) await forceUnmount(mountpoint)
+      continue
+    }
+    return { mountpoints, peers, token, results, pids: async () => await Promise.all(mountpoints.map(async m => (await readStats(m)).pid as number)) }
+  }
 }
 
 export interface NodeRead extends ReadSample { readonly node: number }
@@ -86,15 +97,32 @@ export async function readClusterEpoch (mountpoints: string[], samples: readonly
   return { reads, errors }
 }
 
-/** An epoch in which the last node is killed (SIGKILL) a third of the way through; it stops reading then. */
+/**
+ * An epoch in which the last node is killed (SIGKILL) a third of the way
+ * through. At that point its trainer stops and every reader pauses until
+ * the victim's stats say its sync caught up (nothing it served is unknown
+ * to its peers), so that what its trainer got can be checked against what
+ * the survivors get after the takeover. `victimReads` is what it got.
+ */
 export async function epochWithKill (t: { comment: (message: string) => void }, mountpoints: string[], samples: readonly string[], pids: number[], seed: number): ReturnType<typeof readClusterEpoch> {
   const victim = mountpoints.length - 1
   const stopped = new Set<number>()
-  return await readClusterEpoch(mountpoints, samples, seed, 4, done => {
-    if (done === Math.floor(samples.length / 3)) {
-      process.kill(pids[victim], 'SIGKILL')
-      stopped.add(victim)
-      t.comment(`killed node ${victim} after ${done} opens`)
+  let killed: Promise<void> | undefined
+  const settleThenKill = async (): Promise<void> => {
+    const deadline = Date.now() + 30_000
+    // The victim's in-flight opens end on their own; then its updates go out within a few sync periods.
+    while ((await readStats(mountpoints[victim])).cluster!.unsynced > 0) {
+      if (Date.now() > deadline) throw new Error(`node ${victim} never synced its updates to its peers`)
+      await new Promise(resolve => setTimeout(resolve, 50))
     }
+    process.kill(pids[victim], 'SIGKILL')
+    t.comment(`killed node ${victim} after ${Math.floor(samples.length / 3)} opens, once it had synced`)
+  }
+  return await readClusterEpoch(mountpoints, samples, seed, 4, async done => {
+    if (done === Math.floor(samples.length / 3)) {
+      stopped.add(victim)
+      killed = settleThenKill()
+    }
+    await killed
   }, stopped)
 }

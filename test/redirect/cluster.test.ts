@@ -108,21 +108,26 @@ t.test('a node dies mid-epoch (shared storage): its VCs are taken over and the s
   }
 })
 
-t.test('two nodes die in one epoch, the second holding VCs it took over from the first: the next in line takes them; no error, no wrong label', async t => {
+t.test('two nodes die in one epoch, the second holding VCs it took over from the first: the next in line takes them; no error, no wrong label, duplicates only from unsynced state', async t => {
   // Exactness is guaranteed for one death per epoch (above). With two, the
-  // survivors may get a few samples twice (a known limit, see the README):
-  // counted and reported here, not asserted away.
+  // survivors may get a few samples twice (a known limit, see the README).
+  // What bounds them: a takeover misses only what was decided after the
+  // last sync before a death, so the survivors' duplicates are at most the
+  // opens answered anywhere in the cluster since the last sync before each
+  // of the two deaths. 60 scenarios: 4 or 5 nodes, every mode, sync periods
+  // of 5 to 64 steps, both kill points varied.
   let duplicates = 0
   let opens = 0
-  for (let seed = 0; seed < 12; seed++) {
+  for (let seed = 0; seed < 60; seed++) {
     const nodes = 4 + (seed % 2)
     const { layout, memoryBytes } = clusterLayout(nodes, 0.15, 4)
     const mode = MODES[Math.floor(seed / 3) % MODES.length]
     const first = seed % nodes
     const second = (first + 1 + (seed % (nodes - 1))) % nodes
+    const firstKill = 100 + 5 * seed
     const result = simulateCluster(layout, {
-      mode, memoryBytes, remoteMemoryBytes: memoryBytes / 3, epochs: 2, seed, readers: 3, standbyEvery: 10 + seed,
-      kill: [{ node: first, epoch: 1, afterOpens: 100 + 20 * seed }, { node: second, epoch: 1, afterOpens: 400 + 20 * seed }]
+      mode, memoryBytes, remoteMemoryBytes: memoryBytes / 3, epochs: 2, seed, readers: 3, standbyEvery: 5 + seed,
+      kill: [{ node: first, epoch: 1, afterOpens: firstKill }, { node: second, epoch: 1, afterOpens: firstKill + 30 + 7 * (seed * 13 % 50) }]
     })
     const survivors = result.epochs[1].filter(o => o.node !== first && o.node !== second)
     const served = survivors.map(o => o.served)
@@ -130,8 +135,11 @@ t.test('two nodes die in one epoch, the second holding VCs it took over from the
     t.equal(served.filter(s => s === undefined).length, 0, `${what}: no error`)
     t.equal(survivors.filter(o => files[o.served!].group !== files[o.opened].group).length, 0, `${what}: no wrong label`)
     t.ok(layout.vcs.every((_, v) => result.protocols.some((p, n) => n !== first && n !== second && p.owns(v))), `${what}: every VC has a live owner`)
-    duplicates += served.length - new Set(served).size
+    const twice = served.length - new Set(served).size
+    const unsynced = result.unsyncedClusterWide.get(first)! + result.unsyncedClusterWide.get(second)!
+    t.ok(result.unsyncedClusterWide.size === 2 && twice <= unsynced, `${what}: ${twice} samples twice, at most the ${unsynced} opens answered since the last syncs before the deaths`)
+    duplicates += twice
     opens += served.length
   }
-  t.comment(`survivors' samples served twice after two deaths: ${duplicates} of ${opens}`)
+  t.ok(duplicates < opens / 100, `survivors' samples served twice after two deaths: ${duplicates} of ${opens}`)
 })

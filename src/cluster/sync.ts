@@ -7,9 +7,10 @@
  * call out at a time.
  */
 import type { Logger } from 'pino'
-import type { Engine, ServedNotice } from '../engine/engine'
+import type { Engine } from '../engine/engine'
 import type { RemoteReader } from '../engine/remote-reader'
 import type { Layout, NodeId } from '../redirect/layout'
+import type { ServedNotice } from '../redirect/mirror'
 import { ownerOrder } from '../redirect/takeover'
 import type { Membership } from './membership'
 import type { Takeover } from './takeover'

@@ -17,6 +17,7 @@ import type { ChunkSource } from '../chunks/source'
 import { FsError } from '../errors'
 import type { MountStats } from '../stats'
 import type { FileId, NodeId, VcId } from '../redirect/layout'
+import type { ServedNotice } from '../redirect/mirror'
 import type { LoadPlan, MirrorReport, Protocol, ReclaimPlan, ReclaimReport, StandbyUpdate } from '../redirect/protocol'
 import type { Adoption } from '../redirect/takeover'
 import { ResidentBytes, VcWaiters } from './memory'
@@ -37,9 +38,6 @@ export interface RequestAnswer {
   readonly batchNumber: number
   readonly vcEpoch: number
 }
-
-/** A file another node served from its mirror (so the home's ledger counts it consumed). */
-export interface ServedNotice { readonly vc: VcId, readonly file: FileId, readonly batch: number }
 
 export class Engine {
   private readonly resident = new ResidentBytes('home slots')
@@ -183,7 +181,7 @@ export class Engine {
 
   /** Files another node served from its mirror of VCs this node answers for. */
   noteServedElsewhere (node: NodeId, served: readonly ServedNotice[]): void {
-    this.protocol.noteServedElsewhere(node, served.filter(notice => notice.vc < this.protocol.layout.vcs.length && this.protocol.owns(notice.vc)))
+    this.protocol.noteServedElsewhere(node, served.filter(notice => this.protocol.owns(notice.vc)))
   }
 
   /** A dead node's mirrors are gone: what it was shipped and never served is loadable again. Gives the VCs that lost files. */

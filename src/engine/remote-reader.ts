@@ -8,8 +8,8 @@
  */
 import { FsError } from '../errors'
 import type { FileId, VcId } from '../redirect/layout'
-import type { MirrorCounters, MirrorTable, RemoteRequest } from '../redirect/mirror'
-import type { RequestAnswer, ServedFile, ServedNotice } from './engine'
+import type { MirrorCounters, MirrorTable, RemoteRequest, ServedNotice } from '../redirect/mirror'
+import type { RequestAnswer, ServedFile } from './engine'
 import { ResidentBytes, VcWaiters } from './memory'
 
 /** What asking a VC's owner gives: its answer, or the news that this node has become the owner (a takeover). */

@@ -76,12 +76,15 @@ interface VcMirror {
 
 const EMPTY = -1
 
+/** A holder served `file` of `vc` from its mirror, from the batch numbered `batch`: its owner's ledger counts it consumed. */
+export interface ServedNotice { readonly vc: VcId, readonly file: FileId, readonly batch: number }
+
 export class MirrorTable {
   readonly counters: MirrorCounters = { remoteOpens: 0, prefetchUsed: 0, remoteRequests: 0, remoteSamplesReceived: 0, prefetchReceived: 0, givenBack: 0, mirrorBytes: 0, peakMirrorBytes: 0 }
   private readonly mirrors = new Map<VcId, VcMirror>()
   private readonly requesting = new Set<VcId>()
   /** Files served from mirrors since `takeServedNotices`, for their owners' ledgers. */
-  private servedLog: { vc: VcId, file: FileId, batch: number }[] = []
+  private servedLog: ServedNotice[] = []
   private reservedBytes = 0
   private readonly random: SeededRandom
   /** Most bytes one request advertises: about two chunks' worth. */
@@ -208,7 +211,7 @@ export class MirrorTable {
   }
 
   /** What this node served from its mirrors since the last call, for the owners' ledgers. */
-  takeServedNotices (): { vc: VcId, file: FileId, batch: number }[] {
+  takeServedNotices (): ServedNotice[] {
     const log = this.servedLog
     this.servedLog = []
     return log

@@ -23,6 +23,7 @@
 import { zeroCounters, type ProtocolCounters } from './counters'
 import type { FileId, Layout, NodeId, PcId, VcId } from './layout'
 import { ShippedLedger } from './ledger'
+import type { ServedNotice } from './mirror'
 import type { Adoption } from './takeover'
 import { SeededRandom } from './random'
 import { chooseRefill } from './refill'
@@ -543,7 +544,7 @@ export class Protocol {
   }
 
   /** A holder's notice: it served these files from its mirror. */
-  noteServedElsewhere (node: NodeId, served: readonly { vc: VcId, file: FileId, batch: number }[]): void {
+  noteServedElsewhere (node: NodeId, served: readonly ServedNotice[]): void {
     for (const { vc, file, batch } of served) {
       const holding = this.ledger.get(vc, file)
       if (holding !== undefined && holding.node === node && holding.batch === batch) this.ledger.remove(vc, file)

@@ -11,6 +11,9 @@
 // readFiles: many small whole files in one trip to the thread pool, for the
 //   plain-directory source (fs.readFile costs four trips per file).
 // discard: frees a sample's memory the moment its handle is released.
+// listDirectory: a directory's entries and their attributes (links
+//   followed) in one trip, for the scan at mount: a stat per file through
+//   fs.promises made the scan of a 500,000-file tree take seconds.
 //
 // Work happens in AsyncWorker::Execute; results become JS values in OnOK;
 // buffers are handed to JS without copying and freed by their finalizer.
@@ -24,6 +27,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <malloc.h>
 #include <mutex>
@@ -427,6 +431,94 @@ Napi::Value ReadFiles(const Napi::CallbackInfo& info) {
   return promise;
 }
 
+// The attributes listDirectory gives per entry, as numbers in this order.
+enum ListedField { kMode, kSize, kUid, kGid, kNlink, kAtimeSec, kAtimeNsec, kMtimeSec, kMtimeNsec, kCtimeSec, kCtimeNsec, kErrno, kListedFields };
+
+class ListDirectoryWorker : public Napi::AsyncWorker {
+ public:
+  ListDirectoryWorker(Napi::Env env, std::string path)
+      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), path_(std::move(path)) {}
+
+  Napi::Promise Promise() { return deferred_.Promise(); }
+
+  void Execute() override {
+    DIR* dir = opendir(path_.c_str());
+    if (dir == nullptr) {
+      errorCode_ = errno;
+      SetError(ErrnoMessage(path_, errorCode_));
+      return;
+    }
+    int dirFd = dirfd(dir);
+    while (true) {
+      errno = 0;
+      struct dirent* entry = readdir(dir);
+      if (entry == nullptr) {
+        if (errno != 0) {
+          errorCode_ = errno;
+          SetError(ErrnoMessage(path_, errorCode_));
+        }
+        break;
+      }
+      if (std::strcmp(entry->d_name, ".") == 0 || std::strcmp(entry->d_name, "..") == 0) continue;
+      names_.emplace_back(entry->d_name);
+      double fields[kListedFields] = {};
+      struct stat st;
+      // Links followed, as ImageFolder follows them; a broken one is ENOENT.
+      if (fstatat(dirFd, entry->d_name, &st, 0) != 0) {
+        fields[kErrno] = errno;
+      } else {
+        fields[kMode] = st.st_mode;
+        fields[kSize] = static_cast<double>(st.st_size);
+        fields[kUid] = st.st_uid;
+        fields[kGid] = st.st_gid;
+        fields[kNlink] = static_cast<double>(st.st_nlink);
+        fields[kAtimeSec] = static_cast<double>(st.st_atim.tv_sec);
+        fields[kAtimeNsec] = static_cast<double>(st.st_atim.tv_nsec);
+        fields[kMtimeSec] = static_cast<double>(st.st_mtim.tv_sec);
+        fields[kMtimeNsec] = static_cast<double>(st.st_mtim.tv_nsec);
+        fields[kCtimeSec] = static_cast<double>(st.st_ctim.tv_sec);
+        fields[kCtimeNsec] = static_cast<double>(st.st_ctim.tv_nsec);
+      }
+      fields_.insert(fields_.end(), fields, fields + kListedFields);
+    }
+    closedir(dir);
+  }
+
+  // { names: Buffer[] (the bytes as the directory has them), fields: Float64Array, kListedFields per entry }
+  void OnOK() override {
+    Napi::Env env = Env();
+    Napi::Array names = Napi::Array::New(env, names_.size());
+    for (size_t i = 0; i < names_.size(); i++) names.Set(i, Napi::Buffer<char>::Copy(env, names_[i].data(), names_[i].size()));
+    Napi::Float64Array fields = Napi::Float64Array::New(env, fields_.size());
+    std::memcpy(fields.Data(), fields_.data(), fields_.size() * sizeof(double));
+    Napi::Object out = Napi::Object::New(env);
+    out.Set("names", names);
+    out.Set("fields", fields);
+    deferred_.Resolve(out);
+  }
+
+  void OnError(const Napi::Error& error) override { deferred_.Reject(ErrorWithCode(Env(), error.Message(), errorCode_)); }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  std::string path_;
+  std::vector<std::string> names_;
+  std::vector<double> fields_;
+  int errorCode_ = 0;
+};
+
+Napi::Value ListDirectory(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsString()) {
+    Napi::TypeError::New(env, "listDirectory(path)").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  auto* worker = new ListDirectoryWorker(env, info[0].As<Napi::String>().Utf8Value());
+  Napi::Promise promise = worker->Promise();
+  worker->Queue();
+  return promise;
+}
+
 // discard(buffer): frees a Buffer's memory now rather than at some later
 // garbage collection, when the Buffer is the only view of that memory (a
 // sample's bytes once its handle is released). Every view of the memory
@@ -464,6 +556,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("readChunk", Napi::Function::New(env, ReadChunk));
   exports.Set("readFiles", Napi::Function::New(env, ReadFiles));
   exports.Set("discard", Napi::Function::New(env, Discard));
+  exports.Set("listDirectory", Napi::Function::New(env, ListDirectory));
   return exports;
 }
 

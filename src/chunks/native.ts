@@ -12,9 +12,14 @@ interface NativeBinding {
   readFiles (paths: string[]): Promise<(Buffer | Error)[]>
   /** Frees the memory of a Buffer that is its only view, now; every view of it becomes empty. */
   discard (bytes: Buffer): boolean
+  /** A directory's entries (names as raw bytes) and their attributes, links followed: `LISTED_FIELDS` numbers per entry (see `Listed`). */
+  listDirectory (path: string): Promise<{ names: Buffer[], fields: Float64Array }>
   /** Makes glibc serve sample-sized buffers by mmap, so freed samples leave the process (the daemon calls it once at start). */
   tuneAllocator (): void
 }
+
+/** Where each attribute of an entry sits in `listDirectory`'s fields (native/redirfs_native.cc, ListedField); errno is 0 when the stat worked. */
+export const enum Listed { mode, size, uid, gid, nlink, atimeSec, atimeNsec, mtimeSec, mtimeNsec, ctimeSec, ctimeNsec, errno, fields }
 
 /** A chunk (or a run of it) as read: its length and CRC-32, and the pieces asked for with theirs (none when the read is short). */
 export interface ChunkRead { length: number, crc: number, files: Buffer[], fileCrcs: number[] }

@@ -15,11 +15,13 @@
  * fails the scan with a list of them, unless the caller asked to skip
  * them, and then the result says how many were left out.
  */
-import { promises as fs, type BigIntStats } from 'node:fs'
+import { constants, promises as fs, type BigIntStats } from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
 import { UsageError } from '../errors'
 import { groupOf, type GroupDepth } from '../redirect/grouping'
 import type { SampleFile } from '../redirect/layout'
+import { Listed, native } from './native'
 import type { DatasetTree, EntryAttributes, FileReader, OpenFile, SkippedEntry, TreeEntry } from './tree'
 
 /** ImageFolder's image extensions, plus common audio ones. */
@@ -43,19 +45,33 @@ const NAMED_IN_MESSAGE = 3
 const BILLION = 1_000_000_000n
 const nsecOf = (ns: bigint): number => Number(((ns % BILLION) + BILLION) % BILLION)
 
-const attributesOf = (stat: BigIntStats): EntryAttributes => ({
+/** The root's attributes (the one entry not listed by its parent). */
+const attributesOfStat = (stat: BigIntStats): EntryAttributes => ({
   mode: Number(stat.mode), size: Number(stat.size), uid: Number(stat.uid), gid: Number(stat.gid), nlink: Number(stat.nlink),
   atimeMs: Number(stat.atimeNs) / 1e6, mtimeMs: Number(stat.mtimeNs) / 1e6, ctimeMs: Number(stat.ctimeNs) / 1e6,
   atimeNsec: nsecOf(stat.atimeNs), mtimeNsec: nsecOf(stat.mtimeNs), ctimeNsec: nsecOf(stat.ctimeNs)
 })
 
-/**
- * Runs `each` over `items`, a batch at a time. All at once, a 500,000-file
- * tree had every stat, its result and its closure in memory together
- * (1.8 GiB of JS heap, which V8 then kept); a batch per directory level
- * keeps the scan as fast (the thread pool has 4 threads) and small.
- */
-async function inBatches<T> (items: readonly T[], each: (item: T) => Promise<void>, size = 32): Promise<void> {
+/** Entry `i` of a native listing (src/chunks/native.ts). */
+function attributesListed (fields: Float64Array, i: number): EntryAttributes {
+  const at = i * Listed.fields
+  const ms = (sec: number, nsec: number): number => fields[at + sec] * 1000 + fields[at + nsec] / 1e6
+  return {
+    mode: fields[at + Listed.mode], size: fields[at + Listed.size], uid: fields[at + Listed.uid], gid: fields[at + Listed.gid], nlink: fields[at + Listed.nlink],
+    atimeMs: ms(Listed.atimeSec, Listed.atimeNsec), mtimeMs: ms(Listed.mtimeSec, Listed.mtimeNsec), ctimeMs: ms(Listed.ctimeSec, Listed.ctimeNsec),
+    atimeNsec: fields[at + Listed.atimeNsec], mtimeNsec: fields[at + Listed.mtimeNsec], ctimeNsec: fields[at + Listed.ctimeNsec]
+  }
+}
+
+const errnoName = (errno: number): string => Object.entries(os.constants.errno).find(([, value]) => value === errno)?.[0] ?? `errno ${errno}`
+
+const isDirectory = (a: EntryAttributes): boolean => (a.mode & constants.S_IFMT) === constants.S_IFDIR
+const isFile = (a: EntryAttributes): boolean => (a.mode & constants.S_IFMT) === constants.S_IFREG
+
+/** Directories listed at once: each listing is one trip to the thread pool (4 threads), and a few keep them all busy. */
+const DIRECTORIES_AT_ONCE = 8
+
+async function inBatches<T> (items: readonly T[], each: (item: T) => Promise<void>, size: number): Promise<void> {
   for (let i = 0; i < items.length; i += size) await Promise.all(items.slice(i, i + size).map(each))
 }
 
@@ -67,46 +83,50 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
   const samplePaths: string[] = []
   const skipped: SkippedEntry[] = []
   const join = (relative: string, name: string): string => relative === '' ? name : `${relative}/${name}`
+  const isSample = (relative: string, attributes: EntryAttributes): boolean =>
+    isFile(attributes) && attributes.size > 0 && relative.includes('/') && extensions.has(path.extname(relative).toLowerCase())
 
-  const visit = async (relative: string, stat: BigIntStats): Promise<boolean> => {
-    if (!stat.isDirectory()) {
-      entries.set(relative, { attributes: attributesOf(stat) })
-      if (isSample(relative, stat)) samplePaths.push(relative)
-      return true
-    }
-    const names = await fs.readdir(path.join(root, relative), { encoding: 'buffer' }).catch((err: NodeJS.ErrnoException) => {
+  /** Lists a directory and everything under it into `entries`; false when it cannot be listed (it is then left out). */
+  const visitDirectory = async (relative: string, attributes: EntryAttributes): Promise<boolean> => {
+    const listing = await native().listDirectory(path.join(root, relative)).catch((err: NodeJS.ErrnoException) => {
       skipped.push({ path: relative === '' ? '.' : relative, why: `cannot list directory (${err.code ?? err.message})` })
       return undefined
     })
-    if (names === undefined) return false
+    if (listing === undefined) return false
     const shown: string[] = []
-    await inBatches(names, async raw => {
+    const subdirectories: { name: string, child: string, attributes: EntryAttributes }[] = []
+    listing.names.forEach((raw, i) => {
       const name = utf8Name(raw)
       if (name === undefined) {
         skipped.push({ path: join(relative, printableName(raw)), why: 'name is not valid UTF-8' })
         return
       }
       const child = join(relative, name)
-      const childStat = await fs.stat(path.join(root, child), { bigint: true }).catch((err: NodeJS.ErrnoException) => {
-        skipped.push({ path: child, why: err.code === 'ENOENT' ? 'broken symbolic link' : `cannot stat (${err.code ?? err.message})` })
-        return undefined
-      })
-      if (childStat === undefined) return
-      if (!(childStat.isDirectory() || childStat.isFile())) {
-        skipped.push({ path: child, why: 'not a regular file or directory' })
+      const errno = listing.fields[i * Listed.fields + Listed.errno]
+      if (errno !== 0) {
+        skipped.push({ path: child, why: errno === os.constants.errno.ENOENT ? 'broken symbolic link' : `cannot stat (${errnoName(errno)})` })
         return
       }
-      if (options.include !== undefined && childStat.isFile() && isSample(child, childStat) && !options.include.has(child)) return
-      if (await visit(child, childStat)) shown.push(name)
+      const childAttributes = attributesListed(listing.fields, i)
+      if (isDirectory(childAttributes)) {
+        subdirectories.push({ name, child, attributes: childAttributes })
+      } else if (!isFile(childAttributes)) {
+        skipped.push({ path: child, why: 'not a regular file or directory' })
+      } else if (options.include === undefined || !isSample(child, childAttributes) || options.include.has(child)) {
+        entries.set(child, { attributes: childAttributes })
+        if (isSample(child, childAttributes)) samplePaths.push(child)
+        shown.push(name)
+      }
     })
-    entries.set(relative, { attributes: attributesOf(stat), children: shown.sort() })
+    await inBatches(subdirectories, async ({ name, child, attributes }) => {
+      if (await visitDirectory(child, attributes)) shown.push(name)
+    }, DIRECTORIES_AT_ONCE)
+    entries.set(relative, { attributes, children: shown.sort() })
     return true
   }
 
-  const isSample = (relative: string, stat: BigIntStats): boolean =>
-    stat.isFile() && stat.size > 0n && relative.includes('/') && extensions.has(path.extname(relative).toLowerCase())
-
-  await visit('', await fs.stat(root, { bigint: true }))
+  const rootStat = await fs.stat(root, { bigint: true })
+  if (rootStat.isDirectory()) await visitDirectory('', attributesOfStat(rootStat))
   if (skipped.length > 0 && options.skipUnservable !== true) {
     skipped.sort((a, b) => (a.path < b.path ? -1 : 1))
     const named = skipped.slice(0, NAMED_IN_MESSAGE).map(entry => `${entry.path} (${entry.why})`).join(', ')

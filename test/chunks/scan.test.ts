@@ -1,0 +1,82 @@
+// The scan at mount, on real directories: what the tree shows of each
+// entry is what stat(2) says of it (links followed), and every entry it
+// cannot serve is named with the reason.
+import { execFileSync } from 'node:child_process'
+import { mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import t from 'tap'
+import { scanTree } from '../../src/chunks/scan'
+import { UsageError } from '../../src/errors'
+
+function makeTree (): string {
+  const root = mkdtempSync(path.join(os.tmpdir(), 'redirfs-scan-'))
+  for (const c of ['cat', 'dog']) {
+    mkdirSync(path.join(root, c))
+    for (let i = 0; i < 3; i++) writeFileSync(path.join(root, c, `${i}.jpg`), Buffer.alloc(100 + i, i))
+  }
+  writeFileSync(path.join(root, 'README.txt'), 'not a sample')
+  writeFileSync(path.join(root, 'cat', 'empty.jpg'), '')
+  symlinkSync(path.join(root, 'dog', '0.jpg'), path.join(root, 'cat', 'linked.jpg'))
+  execFileSync('touch', ['-d', '2020-01-02 03:04:05.123456789', path.join(root, 'dog', '1.jpg')])
+  return root
+}
+
+t.test('each entry has the attributes stat gives, nanoseconds and followed links included', async t => {
+  const root = makeTree()
+  t.teardown(() => rmSync(root, { recursive: true, force: true }))
+  const tree = await scanTree(root)
+  const relatives = [...tree.entries.keys()].sort()
+  t.same(relatives, ['', 'README.txt', 'cat', 'cat/0.jpg', 'cat/1.jpg', 'cat/2.jpg', 'cat/empty.jpg', 'cat/linked.jpg', 'dog', 'dog/0.jpg', 'dog/1.jpg', 'dog/2.jpg'])
+  for (const relative of relatives) {
+    const stat = statSync(path.join(root, relative), { bigint: true })
+    const a = tree.entries.get(relative)!.attributes
+    t.same([a.mode, a.size, a.uid, a.gid, a.nlink], [stat.mode, stat.size, stat.uid, stat.gid, stat.nlink].map(Number), `${relative}: mode, size, owner, links`)
+    // A directory's atime moves when the scan lists it.
+    const times = stat.isDirectory() ? [a.mtimeNsec, a.ctimeNsec] : [a.atimeNsec, a.mtimeNsec, a.ctimeNsec]
+    t.same(times, (stat.isDirectory() ? [stat.mtimeNs, stat.ctimeNs] : [stat.atimeNs, stat.mtimeNs, stat.ctimeNs]).map(ns => Number(ns % 1_000_000_000n)), `${relative}: nanoseconds`)
+    t.equal(Math.floor(a.mtimeMs / 1000), Number(stat.mtimeNs / 1_000_000_000n), `${relative}: seconds`)
+  }
+  t.equal(tree.entries.get('dog/1.jpg')!.attributes.mtimeNsec, 123456789)
+  t.same(tree.entries.get('cat')!.children, ['0.jpg', '1.jpg', '2.jpg', 'empty.jpg', 'linked.jpg'])
+})
+
+t.test('samples are the non-empty files with a sample extension inside a directory', async t => {
+  const root = makeTree()
+  t.teardown(() => rmSync(root, { recursive: true, force: true }))
+  const tree = await scanTree(root)
+  t.same(tree.samples.map(s => [s.path, s.size, s.group]), [
+    ['cat/0.jpg', 100, 'cat'], ['cat/1.jpg', 101, 'cat'], ['cat/2.jpg', 102, 'cat'], ['cat/linked.jpg', 100, 'cat'],
+    ['dog/0.jpg', 100, 'dog'], ['dog/1.jpg', 101, 'dog'], ['dog/2.jpg', 102, 'dog']])
+})
+
+t.test('a broken link, a special file and a name that is not UTF-8 fail the scan, named, or are left out on request', async t => {
+  const root = makeTree()
+  t.teardown(() => rmSync(root, { recursive: true, force: true }))
+  symlinkSync(path.join(root, 'nowhere.jpg'), path.join(root, 'cat', 'broken.jpg'))
+  execFileSync('mkfifo', [path.join(root, 'dog', 'pipe.jpg')])
+  writeFileSync(Buffer.concat([Buffer.from(path.join(root, 'dog') + '/'), Buffer.from([0x66, 0xff, 0x2e, 0x6a, 0x70, 0x67])]), 'x')
+  await t.rejects(scanTree(root), new UsageError('3 entries of the source cannot be served: cat/broken.jpg (broken symbolic link), dog/f\\xff.jpg (name is not valid UTF-8), dog/pipe.jpg (not a regular file or directory); fix or remove them, or pass --skip-unservable to leave them out'))
+  const warnings: string[] = []
+  const tree = await scanTree(root, { skipUnservable: true, onWarning: message => warnings.push(message) })
+  t.same(tree.skipped.map(s => s.path).sort(), ['cat/broken.jpg', 'dog/f\\xff.jpg', 'dog/pipe.jpg'])
+  t.equal(warnings.length, 3)
+  t.equal(tree.samples.length, 7)
+  t.notOk(tree.entries.has('cat/broken.jpg'))
+})
+
+t.test('with an include list, samples not on it are hidden and non-samples stay', async t => {
+  const root = makeTree()
+  t.teardown(() => rmSync(root, { recursive: true, force: true }))
+  const tree = await scanTree(root, { include: new Set(['cat/1.jpg', 'dog/2.jpg']) })
+  t.same(tree.samples.map(s => s.path), ['cat/1.jpg', 'dog/2.jpg'])
+  t.same(tree.entries.get('cat')!.children, ['1.jpg', 'empty.jpg'])
+  t.ok(tree.entries.has('README.txt'))
+})
+
+t.test('a source with no samples is refused, saying what was looked for', async t => {
+  const root = mkdtempSync(path.join(os.tmpdir(), 'redirfs-scan-'))
+  t.teardown(() => rmSync(root, { recursive: true, force: true }))
+  writeFileSync(path.join(root, 'a.jpg'), 'at the root: in no class')
+  await t.rejects(scanTree(root), { message: /^no sample files found \(looked for \.jpg / })
+})

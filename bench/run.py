@@ -9,7 +9,8 @@ What one run does (docs/design.md, "How we measure"):
   on the data disk, in cgroup v1 or v2, whichever the machine has (bench/limits.py) (--profile nas: 500 IOPS, 200 MB/s; ssd: none; or --iops/--bps);
 - drops the page cache before each loader, runs it for --epochs, and reads what the device served;
 - compares PyTorch ImageFolder on the raw directory, a CoorDL-style static cache of the same memory,
-  redirfs (strict/pool/off over the directory and over a pack) and No-I/O, for the read-only and the
+  redirfs (strict/pool/mix/off over the directory and over a pack), FFCV over its own converted copy
+  (full pipeline only) and No-I/O, for the read-only and the
   full (decode + RandomResizedCrop + ToTensor) pipeline;
 - optionally sweeps the chunk size (--sweep) and measures the FUSE hot path (--hot-path);
 - writes bench/results/latest.{json,md,svg}; restores every cgroup setting at the end.
@@ -38,7 +39,8 @@ TRAINER = os.path.join(HERE, "trainer.py")
 CGROUP = "redirfs-bench"
 DAEMON_ALLOWANCE = 128 * 2**20  # the redirfs daemon's own memory beyond its --memory budget
 PROFILES = {"nas": (500, 200 * 10**6), "ssd": (0, 0)}
-ALL_LOADERS = ["pytorch", "static", "strict", "pool", "mix", "off", "pack-strict", "pack-pool", "pack-mix", "noio"]
+ALL_LOADERS = ["pytorch", "static", "strict", "pool", "mix", "off", "pack-strict", "pack-pool", "pack-mix", "ffcv", "noio"]
+FULL_ONLY = {"ffcv"}  # loaders that only make sense with decoding (FFCV decodes in its own pipeline)
 
 
 def size_arg(text):
@@ -151,6 +153,37 @@ def ensure_pack(data_dir, root, chunk_size, info):
     return pack
 
 
+def ensure_beton(data_dir, root, info):
+    """FFCV's copy of the dataset (bench/ffcv_loader.py), written once; one written by another
+    conversion or from another dataset is written again."""
+    import ffcv_loader
+    beton = os.path.join(data_dir, os.path.basename(root) + ".beton")
+    marker = beton + ".json"
+    wanted = {"format": ffcv_loader.BETON_FORMAT, "samples": info["files"], "sampleBytes": info["bytes"]}
+    if os.path.exists(marker) and os.path.exists(beton):
+        with open(marker) as f:
+            made = json.load(f)
+        if {key: made.get(key) for key in wanted} == wanted:
+            return beton
+        log(f"{beton} was written from {made}, this bench needs {wanted}: converting again")
+    for stale in (marker, beton):
+        if os.path.exists(stale):
+            os.remove(stale)
+    log(f"converting {root} to FFCV's format: {beton} (once; kept for later runs)")
+    started = time.time()
+    done = subprocess.run([PYTHON, os.path.join(HERE, "ffcv_loader.py"), "write", root, beton], capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"bench: converting {root} to FFCV's format failed (is Debian's python3-ffcv installed?):\n{done.stderr[-3000:]}")
+    with open(marker, "w") as f:
+        json.dump({**wanted, "bytes": os.path.getsize(beton), "pageBytes": ffcv_loader.PAGE_SIZE, "seconds": time.time() - started}, f)
+    return beton
+
+
+def beton_info(beton):
+    with open(beton + ".json") as f:
+        return json.load(f)
+
+
 # ---------------------------------------------------------------- limits
 
 def device_of(path):
@@ -158,13 +191,13 @@ def device_of(path):
     return f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
 
 
-def drop_caches():
+def drop_caches(ffcv=False):
     """Cold data, warm code: drop the page cache, then read the trainer's and the daemon's code
     back from outside the cgroups, so device counters and memory limits see only the data."""
     subprocess.run(["sync"], check=True)
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write("1")
-    subprocess.run([PYTHON, "-c", "import torch, torchvision, PIL.Image, numpy, multiprocessing.shared_memory"], check=True)
+    subprocess.run([PYTHON, "-c", "import torch, torchvision, PIL.Image, numpy, multiprocessing.shared_memory" + (", ffcv.loader" if ffcv else "")], check=True)
     subprocess.run(["node", "-e", f"require({json.dumps(os.path.join(ROOT, 'dist', 'cli', 'main.js'))}); require({json.dumps(os.path.join(ROOT, 'dist', 'daemon', 'daemon.js'))})"], check=True)
 
 
@@ -219,18 +252,23 @@ def run_trainer(limits, root, loader, pipeline, args, info, cache_bytes=0):
     command = [PYTHON, TRAINER, root, "--loader", loader, "--pipeline", pipeline, "--epochs", str(args.epochs),
                "--workers", str(args.workers), "--batch-size", str(args.batch_size), "--cache-bytes", str(cache_bytes),
                "--samples", str(info["files"])]
-    done = subprocess.run(limits.wrap(command), check=True, capture_output=True, text=True)
+    done = subprocess.run(limits.wrap(command), capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"the trainer failed ({loader}, {pipeline}; exit {done.returncode}):\n{done.stderr[-3000:]}")
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     return [line for line in lines if "epoch" in line], next((line for line in lines if "staticHits" in line), {})
 
 
 def measure(name, pipeline, args, info, sources, limits, memory):
-    drop_caches()
+    drop_caches(ffcv=name == "ffcv")
     before = limits.device_reads()
     mount = None
     extra = {}
     try:
-        if name in ("pytorch", "static", "noio"):
+        if name == "ffcv":
+            epochs, _ = run_trainer(limits, sources["beton"], "ffcv", pipeline, args, info)
+            extra.update({key: beton_info(sources["beton"])[key] for key in ("bytes", "pageBytes", "seconds")})
+        elif name in ("pytorch", "static", "noio"):
             loader = {"pytorch": "imagefolder", "static": "static", "noio": "noio"}[name]
             epochs, static = run_trainer(limits, sources["dir"], loader, pipeline, args, info, cache_bytes=memory)
             extra.update(static)
@@ -452,16 +490,24 @@ def write_report(result, out):
             continue
         base = next((r["samplesPerSecond"] for r in rows if r["loader"] == "pytorch"), 0)
         static = next((r["samplesPerSecond"] for r in rows if r["loader"] == "static"), 0)
+        ffcv = next((r for r in rows if r["loader"] == "ffcv"), None)
         lines += [f"**{pipeline} pipeline** (samples/s: median of epochs 2..{result['epochs']})", "",
-                  "| loader | samples/s | vs PyTorch | vs static cache | device MiB/epoch | device ops/epoch | read amplification | opens waited | daemon peak RSS | daemon CPU s/epoch | daemon CPU µs/sample |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| loader | samples/s | vs PyTorch | vs static cache |" + (" vs FFCV |" if ffcv else "") +
+                  " device MiB/epoch | device ops/epoch | read amplification | opens waited | daemon peak RSS | daemon CPU s/epoch | daemon CPU µs/sample |",
+                  "|---|---|---|---|" + ("---|" if ffcv else "") + "---|---|---|---|---|---|---|"]
         for r in rows:
             waited = f"{r['openWaitFraction']:.1%}" if "openWaitFraction" in r else "-"
             rss = f"{r['daemonPeakRssBytes'] / 2**20:.0f} MiB" if "daemonPeakRssBytes" in r else "-"
             cpu = f"{r['daemonCpuSecondsPerEpoch']:.1f}" if "daemonCpuSecondsPerEpoch" in r else "-"
             per_sample = f"{r['daemonCpuSecondsPerEpoch'] / result['dataset']['files'] * 1e6:.0f}" if "daemonCpuSecondsPerEpoch" in r else "-"
-            lines.append(f"| {r['loader']} | {r['samplesPerSecond']:.0f} | {times(r['samplesPerSecond'], base)} | {times(r['samplesPerSecond'], static)} | "
+            versus_ffcv = f"{times(r['samplesPerSecond'], ffcv['samplesPerSecond'])} | " if ffcv else ""
+            lines.append(f"| {r['loader']} | {r['samplesPerSecond']:.0f} | {times(r['samplesPerSecond'], base)} | {times(r['samplesPerSecond'], static)} | {versus_ffcv}"
                          f"{r['deviceBytes'] / result['epochs'] / 2**20:.0f} | {r['deviceOps'] / result['epochs']:.0f} | {r['readAmplification']:.2f} | {waited} | {rss} | {cpu} | {per_sample} |")
+        if ffcv:
+            lines += ["", f"FFCV reads its own copy of the dataset: a .beton of {ffcv['bytes'] / 2**30:.2f} GiB in {ffcv['pageBytes'] // 2**20} MiB pages, converted once "
+                          f"before the run in {ffcv['seconds']:.0f} s (the dataset's JPEGs are {result['dataset']['bytes'] / 2**30:.2f} GiB), with its own Loader "
+                          "(QUASI_RANDOM order, os_cache=False; bench/ffcv_loader.py) and training code written for it; "
+                          "the other loaders read the ImageFolder with unchanged PyTorch code."]
         if result["bps"] and pipeline == "read":
             # No reader of this dataset can beat the profile's byte rate: bytes/s over the mean sample's bytes.
             bound = result["bps"] / (result["dataset"]["bytes"] / result["dataset"]["files"])
@@ -564,12 +610,14 @@ def main():
     os.makedirs(args.data, exist_ok=True)
     root, info = ensure_dataset(args.data, args.size, args.classes, args.seed)
     loaders = [name for name in args.loaders.split(",") if name]
-    unknown = set(loaders) - set(ALL_LOADERS)
+    unknown = (set(loaders) | {n for n in args.full_loaders.split(",") if n}) - set(ALL_LOADERS)
     if unknown:
         sys.exit(f"bench: unknown loaders {', '.join(sorted(unknown))}; known: {', '.join(ALL_LOADERS)}")
     sources = {"dir": root}
     if any(name.startswith("pack-") for name in loaders) or args.cluster > 1:
         sources["pack"] = ensure_pack(args.data, root, args.chunk_size, info)
+    if "ffcv" in loaders + args.full_loaders.split(",") and "full" in args.pipelines.split(","):
+        sources["beton"] = ensure_beton(args.data, root, info)
     sweep = [int(k) for k in args.sweep.split(",") if k]
     packs = {k: ensure_pack(args.data, root, k, info) for k in sweep}
     iops, bps = PROFILES.get(args.profile, (args.iops, args.bps))
@@ -604,6 +652,7 @@ def main():
             limits.set_memory_limit(allowance + memory)
             log(f"{pipeline}: cgroup memory limit {(allowance + memory) / 2**20:.0f} MiB ({allowance / 2**20:.0f} MiB for processes)")
             names = [n for n in args.full_loaders.split(",") if n] if pipeline == "full" and args.full_loaders else loaders
+            names = [n for n in names if pipeline == "full" or n not in FULL_ONLY]
             for name in names:
                 result["rows"].append(noio if name == "noio" else measure(name, pipeline, args, info, sources, limits, memory))
                 write_report(result, args.out)

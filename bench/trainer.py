@@ -4,6 +4,8 @@ Runs inside the benchmark's cgroups (bench/run.py puts it there). Loaders:
   imagefolder  torchvision ImageFolder on the given root (a raw directory or a redirfs mount)
   static       a CoorDL-style static cache: the first --cache-bytes of samples read are kept
                in shared memory and never evicted; the rest is read from the root every epoch
+  ffcv         FFCV's Loader over a .beton of the dataset (the root given is the .beton; full
+               pipeline only; bench/ffcv_loader.py)
   noio         no I/O at all, the upper bound: in the read pipeline a size, in the full one the
                decode of real samples' bytes held in memory (a few dozen of the dataset's files,
                read once before the clock starts), so decoding costs what it costs elsewhere
@@ -108,23 +110,11 @@ class NoIO(torch.utils.data.Dataset):
         return (110_000 if self.pipeline == "read" else decode(self.held[index % len(self.held)])), index % 100
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("root")
-    parser.add_argument("--loader", choices=["imagefolder", "static", "noio"], default="imagefolder")
-    parser.add_argument("--pipeline", choices=["read", "full"], default="read")
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--cache-bytes", type=int, default=0)
-    parser.add_argument("--samples", type=int, default=0, help="noio: how many samples an epoch has")
-    parser.add_argument("--world", type=int, default=1, help="DistributedSampler ranks (a cluster run)")
-    parser.add_argument("--rank", type=int, default=0)
-    parser.add_argument("--port", type=int, default=0, help="gloo rendezvous port on 127.0.0.1")
-    args = parser.parse_args()
-    torch.manual_seed(0)
-    torch.set_num_threads(1)
-
+def make_loader(args):
+    """(dataset, sampler, loader): a DataLoader over one of the datasets above, or FFCV's own Loader."""
+    if args.loader == "ffcv":
+        import ffcv_loader
+        return None, None, ffcv_loader.loader(args.root, args.batch_size, args.workers)
     if args.loader == "noio":
         dataset = NoIO(args.root, args.samples, args.pipeline)
     elif args.loader == "static":
@@ -138,17 +128,40 @@ def main():
         sampler = torch.utils.data.distributed.DistributedSampler(dataset, num_replicas=args.world, rank=args.rank, shuffle=True)
     loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, shuffle=sampler is None, sampler=sampler,
                                          num_workers=args.workers, persistent_workers=args.workers > 0)
+    return dataset, sampler, loader
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("root")
+    parser.add_argument("--loader", choices=["imagefolder", "static", "ffcv", "noio"], default="imagefolder")
+    parser.add_argument("--pipeline", choices=["read", "full"], default="read")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--cache-bytes", type=int, default=0)
+    parser.add_argument("--samples", type=int, default=0, help="noio: how many samples an epoch has")
+    parser.add_argument("--world", type=int, default=1, help="DistributedSampler ranks (a cluster run)")
+    parser.add_argument("--rank", type=int, default=0)
+    parser.add_argument("--port", type=int, default=0, help="gloo rendezvous port on 127.0.0.1")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+
+    if args.loader == "ffcv" and (args.pipeline != "full" or args.world > 1):
+        parser.error("--loader ffcv runs the full pipeline on one rank only")
+    dataset, sampler, loader = make_loader(args)
     try:
         for epoch in range(args.epochs):
             if sampler is not None:
                 sampler.set_epoch(epoch)
-                dist.barrier()  # ranks start an epoch together, as DDP keeps them in step
+                torch.distributed.barrier()  # ranks start an epoch together, as DDP keeps them in step
             started = time.time()
             samples = 0
             for batch, _ in loader:
                 samples += len(batch)
             if sampler is not None:
-                dist.barrier()
+                torch.distributed.barrier()
             print(json.dumps({"epoch": epoch, "samples": samples, "seconds": time.time() - started}), flush=True)
         if args.loader == "static":
             print(json.dumps({"staticHits": dataset.hits.value, "staticBytes": dataset.used.value}), flush=True)

@@ -46,7 +46,13 @@ export function loadNativeServer (): ServerClass {
 /** The tree as the native server takes it: parents, names and attributes by entry, the root first. */
 function flatTree (tree: DatasetTree): { arrays: Record<string, unknown>, paths: string[] } {
   const paths = [...tree.entries.keys()].sort()
-  const index = new Map(paths.map((p, i) => [p, i]))
+  // Only directories are parents: a map of those alone, not of every path (500,000 entries' worth of garbage at mount).
+  const directoryIndex = new Map<string, number>()
+  paths.forEach((p, i) => { if (tree.entries.get(p)!.children !== undefined) directoryIndex.set(p, i) })
+  const nameStart = (relative: string): number => relative.lastIndexOf('/') + 1
+  let nameBytes = 0
+  for (const relative of paths) nameBytes += Buffer.byteLength(relative) - Buffer.byteLength(relative.slice(0, nameStart(relative)))
+  const names = Buffer.allocUnsafe(nameBytes)
   const n = paths.length
   const parent = new Uint32Array(n); const nameEnd = new Uint32Array(n)
   const mode = new Uint32Array(n); const uid = new Uint32Array(n); const gid = new Uint32Array(n); const nlink = new Uint32Array(n)
@@ -55,16 +61,13 @@ function flatTree (tree: DatasetTree): { arrays: Record<string, unknown>, paths:
   // Times as whole seconds and nanoseconds, exact.
   const atimeSec = new Float64Array(n); const mtimeSec = new Float64Array(n); const ctimeSec = new Float64Array(n)
   const atimeNsec = new Uint32Array(n); const mtimeNsec = new Uint32Array(n); const ctimeNsec = new Uint32Array(n)
-  const names: Buffer[] = []
   let end = 0
   paths.forEach((relative, i) => {
     const entry = tree.entries.get(relative)!
     const a = entry.attributes
-    const slash = relative.lastIndexOf('/')
-    parent[i] = relative === '' ? 0 : index.get(slash < 0 ? '' : relative.slice(0, slash))!
-    const name = Buffer.from(relative.slice(slash + 1))
-    names.push(name)
-    end += name.length
+    const start = nameStart(relative)
+    parent[i] = relative === '' ? 0 : directoryIndex.get(start === 0 ? '' : relative.slice(0, start - 1))!
+    end += names.write(relative.slice(start), end)
     nameEnd[i] = end
     mode[i] = a.mode; uid[i] = a.uid; gid[i] = a.gid; nlink[i] = a.nlink
     kind[i] = entry.children !== undefined ? 0 : entry.sample !== undefined ? 1 : 2
@@ -72,7 +75,7 @@ function flatTree (tree: DatasetTree): { arrays: Record<string, unknown>, paths:
     atimeSec[i] = secondsOf(a.atimeMs, a.atimeNsec); mtimeSec[i] = secondsOf(a.mtimeMs, a.mtimeNsec); ctimeSec[i] = secondsOf(a.ctimeMs, a.ctimeNsec)
     atimeNsec[i] = a.atimeNsec; mtimeNsec[i] = a.mtimeNsec; ctimeNsec[i] = a.ctimeNsec
   })
-  const arrays = { parent, nameEnd, names: Buffer.concat(names), mode, uid, gid, nlink, kind, size, atimeSec, mtimeSec, ctimeSec, atimeNsec, mtimeNsec, ctimeNsec, controlName: CONTROL_DIR.slice(1) }
+  const arrays = { parent, nameEnd, names, mode, uid, gid, nlink, kind, size, atimeSec, mtimeSec, ctimeSec, atimeNsec, mtimeNsec, ctimeNsec, controlName: CONTROL_DIR.slice(1) }
   return { arrays, paths }
 }
 

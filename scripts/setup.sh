@@ -2,8 +2,7 @@
 # Installs everything redirfs, its tests and its demo need on Debian 12 with
 # Node 20, as root: the system packages listed below, npm dependencies, the
 # native addon, and the TypeScript build (dist/ is built anew, so no stale output).
-# Quick when everything is already there. With --bench, also what only the
-# benchmarks need.
+# Quick when everything is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,10 +15,10 @@ cd "$(dirname "$0")/.."
 #   util-linux-extra, openssl             the tests' helpers (TLS certificates)
 #   python3-imageio, python3-skimage      more loaders the tests read with (without their
 #                                         recommended packages, which are many and unused)
-#   python3-ffcv (--bench only)           FFCV, the loader the benchmark compares with
-packages=(build-essential python3 pkg-config libfuse3-dev libfuse2 fuse3 kmod python3-torch python3-torchvision python3-pil python3-numpy python3-opencv python3-sklearn util-linux-extra openssl)
+#   python3-ffcv, python3-numba           FFCV, the loader the benchmark compares with (its
+#                                         tests too); Debian's python3-ffcv omits numba
+packages=(build-essential python3 pkg-config libfuse3-dev libfuse2 fuse3 kmod python3-torch python3-torchvision python3-pil python3-numpy python3-opencv python3-sklearn python3-ffcv python3-numba util-linux-extra openssl)
 lean_packages=(python3-imageio python3-skimage)
-[ "${1:-}" != "--bench" ] || packages+=(python3-ffcv)
 missing() {
   for package in "$@"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || echo "$package"

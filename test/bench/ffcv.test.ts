@@ -1,0 +1,58 @@
+// FFCV in the bench (bench/ffcv_loader.py, bench/run.py): the .beton is
+// written once and written again when it is not what this run would write,
+// and FFCV's loader, as the bench runs it on this CPU-only machine, gives
+// every sample once per epoch with its label.
+import { execFile } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { promisify } from 'node:util'
+import t from 'tap'
+
+const run = promisify(execFile)
+const BENCH = path.join(__dirname, '..', '..', 'bench')
+
+/** Runs `body` in Python with bench/run.py imported as `bench` and a small generated dataset (`root`, `info`) in a fresh data directory; prints JSON. */
+async function python (t: Tap.Test, body: string): Promise<{ result: any, log: string }> {
+  const data = mkdtempSync(path.join(os.tmpdir(), 'redirfs-bench-ffcv-'))
+  t.teardown(() => { rmSync(data, { recursive: true, force: true }) })
+  const script = ['import json, os, sys', `sys.path.insert(0, ${JSON.stringify(BENCH)})`, 'import run as bench', 'data = sys.argv[1]',
+    'root, info = bench.ensure_dataset(data, 600 * 1024, 2, 0)', body].join('\n')
+  const { stdout, stderr } = await run('/usr/bin/python3', ['-c', script, data], { maxBuffer: 2 ** 24 })
+  return { result: JSON.parse(stdout.trim().split('\n').at(-1)!), log: stderr }
+}
+
+t.test('a .beton written by this conversion from this dataset is used again; another is written again', async t => {
+  const { result, log } = await python(t, `
+beton = bench.ensure_beton(data, root, info)
+written = os.stat(beton).st_mtime_ns
+kept = os.stat(bench.ensure_beton(data, root, info)).st_mtime_ns == written
+marker = json.load(open(beton + ".json")); marker["format"] -= 1; json.dump(marker, open(beton + ".json", "w"))
+bench.ensure_beton(data, root, info)
+import ffcv_loader
+print(json.dumps({"kept": kept, "format": json.load(open(beton + ".json"))["format"] == ffcv_loader.BETON_FORMAT, "samples": json.load(open(beton + ".json"))["samples"] == info["files"]}))`)
+  t.same(result, { kept: true, format: true, samples: true })
+  t.equal(log.match(/converting .* to FFCV's format/g)?.length, 2, 'converted twice: at first, and after the format changed')
+  t.match(log, /was written from .*'format': 1.* converting again/)
+})
+
+t.test("FFCV's loader gives every sample once per epoch with its label, on a machine without CUDA", async t => {
+  const { result } = await python(t, `
+import collections, torch
+from torchvision import datasets
+import ffcv_loader
+beton = bench.ensure_beton(data, root, info)
+labels = collections.Counter(label for _, label in datasets.ImageFolder(root, loader=lambda p: p).samples)
+loader = ffcv_loader.loader(beton, 2, 4)
+epochs = []
+for epoch in range(2):
+    seen = collections.Counter()
+    shapes = set()
+    for images, batch_labels in loader:
+        seen.update(int(label) for label in batch_labels.flatten())
+        shapes.add(tuple(images.shape[1:]))
+    epochs.append({"labels": seen == labels, "shapes": sorted(shapes)})
+print(json.dumps({"files": sum(labels.values()), "epochs": epochs}))`)
+  t.ok(result.files >= 5, `${result.files} files`)
+  t.same(result.epochs, [{ labels: true, shapes: [[3, 224, 224]] }, { labels: true, shapes: [[3, 224, 224]] }])
+})

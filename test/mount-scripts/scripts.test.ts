@@ -27,6 +27,19 @@ chmodSync(path.join(tools, 'scontrol'), 0o755)
 const ENV = { ...CLI_ENV, REDIRFS: CLI, REDIRFS_SSH: fakeSsh, PATH: `${tools}:${process.env.PATH}` }
 const OPTIONS = ['--memory', '120K', '--chunk-size', '4', '--group-depth', '1', '--peer-wait', '20']
 
+/**
+ * Runs `attempt` on ports found free, again on fresh ones (three tries at
+ * most) when a node found its port taken in between: the nodes must know
+ * each other's ports before any of them binds (see mountCluster).
+ */
+async function onFreePorts<R extends { output: string }> (count: number, attempt: (ports: number[]) => Promise<R>, undo: () => Promise<void>): Promise<R> {
+  for (let tries = 1; ; tries++) {
+    const result = await attempt(await freePorts(count))
+    if (tries === 3 || !/cannot listen on .*the port is in use/.test(result.output)) return result
+    await undo()
+  }
+}
+
 function checkUnion (t: Tap.Test, reads: { opened: string, content: string }[]): void {
   const served = reads.map(r => dataset.byContent.get(r.content)!)
   t.equal(reads.filter((r, i) => served[i] === undefined || classOf(served[i]) !== classOf(r.opened)).length, 0, 'no wrong label')
@@ -34,18 +47,23 @@ function checkUnion (t: Tap.Test, reads: { opened: string, content: string }[]):
 }
 
 t.test('redirfs-cluster up / stats / down from a hostfile', async t => {
-  const ports = await freePorts(3)
   const hostfile = path.join(tools, 'hosts')
-  writeFileSync(hostfile, `# node per line: ssh host, peer address\nnode-a 127.0.0.1:${ports[0]}\nnode-b 127.0.0.1:${ports[1]}   # a comment\n\nnode-c 127.0.0.1:${ports[2]}\n`)
   // One host plays three: `{node}` gives each node its own mountpoint.
   const parent = emptyDir('redirfs-scripts-')
   const mountpoint = path.join(parent, 'n{node}')
   const mountpoints = [0, 1, 2].map(i => path.join(parent, `n${i}`))
   for (const m of mountpoints) mkdirSync(m)
-  t.teardown(async () => { for (const m of mountpoints) await forceUnmount(m) })
+  const unmountAll = async (): Promise<void> => { for (const m of mountpoints) await forceUnmount(m) }
+  t.teardown(unmountAll)
   const token = tokenFile()
 
-  const up = await run(path.join(SCRIPTS, 'redirfs-cluster'), ['up', hostfile, dataset.root, mountpoint, '--token-file', token, ...OPTIONS], { env: ENV })
+  const up = await onFreePorts(3, async ports => {
+    writeFileSync(hostfile, `# node per line: ssh host, peer address\nnode-a 127.0.0.1:${ports[0]}\nnode-b 127.0.0.1:${ports[1]}   # a comment\n\nnode-c 127.0.0.1:${ports[2]}\n`)
+    const done = await run(path.join(SCRIPTS, 'redirfs-cluster'), ['up', hostfile, dataset.root, mountpoint, '--token-file', token, ...OPTIONS], { env: ENV })
+      .catch((err: { code: number, stdout: string, stderr: string }) => err)
+    return { ...done, output: done.stdout + done.stderr }
+  }, unmountAll)
+  t.equal((up as { code?: number }).code, undefined, `up succeeded: ${up.output}`)
   t.match(up.stdout, /node 0 \(node-a\): redirfs: mounted/)
   t.ok(mountpoints.every(isMounted), 'every node mounted')
   const { reads, errors } = await readClusterEpoch(mountpoints, dataset.samples, 5)
@@ -73,21 +91,27 @@ t.test('redirfs-cluster up fails as a whole when one node fails, and leaves noth
 })
 
 t.test('redirfs-slurm: node id and peers from the job; three tasks mount a working cluster', async t => {
-  const [port] = await freePorts(1)
   const token = tokenFile()
-  const base = { ...ENV, SLURM_JOB_NODELIST: 'gpu[01-03]', REDIRFS_PORT: String(port) }
-  const dry = await run(path.join(SCRIPTS, 'redirfs-slurm'), ['up', dataset.root, '/mnt/train', '--token-file', token], { env: { ...base, SLURM_NODEID: '1', REDIRFS_DRY_RUN: '1' } })
-  t.match(dry.stdout, new RegExp(`--node 1 --peers 127\\.0\\.0\\.1:${port},127\\.0\\.0\\.2:${port},127\\.0\\.0\\.3:${port} --token-file`))
+  const job = { ...ENV, SLURM_JOB_NODELIST: 'gpu[01-03]', REDIRFS_PORT: '7373' }
+  const dry = await run(path.join(SCRIPTS, 'redirfs-slurm'), ['up', dataset.root, '/mnt/train', '--token-file', token], { env: { ...job, SLURM_NODEID: '1', REDIRFS_DRY_RUN: '1' } })
+  t.match(dry.stdout, /--node 1 --peers 127\.0\.0\.1:7373,127\.0\.0\.2:7373,127\.0\.0\.3:7373 --token-file/)
   const outside = await run(path.join(SCRIPTS, 'redirfs-slurm'), ['up', dataset.root, '/mnt/train'], { env: ENV }).catch((err: { stderr: string }) => err)
   t.match((outside as { stderr: string }).stderr, /SLURM_NODEID is not set: run this with srun inside a job/)
 
   const mountpoints = [0, 1, 2].map(() => emptyDir('redirfs-slurm-'))
-  t.teardown(async () => { for (const m of mountpoints) await forceUnmount(m) })
-  const tasks = await Promise.all(mountpoints.map(async (mountpoint, node) => await new Promise<number | null>(resolve => {
-    const child = spawn(path.join(SCRIPTS, 'redirfs-slurm'), ['up', dataset.root, mountpoint, '--token-file', token, ...OPTIONS], { env: { ...base, SLURM_NODEID: String(node) }, stdio: 'ignore' })
-    child.on('exit', resolve)
-  })))
-  t.same(tasks, [0, 0, 0], 'every task mounted')
+  const unmountAll = async (): Promise<void> => { for (const m of mountpoints) await forceUnmount(m) }
+  t.teardown(unmountAll)
+  const { tasks, output } = await onFreePorts(1, async ([port]) => {
+    const ran = await Promise.all(mountpoints.map(async (mountpoint, node) => await new Promise<{ code: number | null, stderr: string }>(resolve => {
+      const child = spawn(path.join(SCRIPTS, 'redirfs-slurm'), ['up', dataset.root, mountpoint, '--token-file', token, ...OPTIONS],
+        { env: { ...job, REDIRFS_PORT: String(port), SLURM_NODEID: String(node) }, stdio: ['ignore', 'ignore', 'pipe'] })
+      let stderr = ''
+      child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
+      child.on('close', code => resolve({ code, stderr }))
+    })))
+    return { tasks: ran.map(r => r.code), output: ran.map(r => r.stderr).join('') }
+  }, unmountAll)
+  t.same(tasks, [0, 0, 0], `every task mounted ${output}`)
   const { reads, errors } = await readClusterEpoch(mountpoints, dataset.samples, 6)
   t.same(errors, [])
   checkUnion(t, reads)

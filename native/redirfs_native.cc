@@ -432,7 +432,7 @@ Napi::Value ReadFiles(const Napi::CallbackInfo& info) {
 }
 
 // The attributes listDirectory gives per entry, as numbers in this order.
-enum ListedField { kMode, kSize, kUid, kGid, kNlink, kAtimeSec, kAtimeNsec, kMtimeSec, kMtimeNsec, kCtimeSec, kCtimeNsec, kErrno, kListedFields };
+enum ListedField { kMode, kSize, kUid, kGid, kNlink, kAtimeSec, kAtimeNsec, kMtimeSec, kMtimeNsec, kCtimeSec, kCtimeNsec, kErrno, kDev, kIno, kListedFields };
 
 class ListDirectoryWorker : public Napi::AsyncWorker {
  public:
@@ -478,6 +478,8 @@ class ListDirectoryWorker : public Napi::AsyncWorker {
         fields[kMtimeNsec] = static_cast<double>(st.st_mtim.tv_nsec);
         fields[kCtimeSec] = static_cast<double>(st.st_ctim.tv_sec);
         fields[kCtimeNsec] = static_cast<double>(st.st_ctim.tv_nsec);
+        fields[kDev] = static_cast<double>(st.st_dev);
+        fields[kIno] = static_cast<double>(st.st_ino);
       }
       fields_.insert(fields_.end(), fields, fields + kListedFields);
     }

@@ -18,8 +18,8 @@ interface NativeBinding {
   tuneAllocator (): void
 }
 
-/** Where each attribute of an entry sits in `listDirectory`'s fields (native/redirfs_native.cc, ListedField); errno is 0 when the stat worked. */
-export const enum Listed { mode, size, uid, gid, nlink, atimeSec, atimeNsec, mtimeSec, mtimeNsec, ctimeSec, ctimeNsec, errno, fields }
+/** Where each attribute of an entry sits in `listDirectory`'s fields (native/redirfs_native.cc, ListedField); errno is 0 when the stat worked; dev and ino identify a directory reached twice. */
+export const enum Listed { mode, size, uid, gid, nlink, atimeSec, atimeNsec, mtimeSec, mtimeNsec, ctimeSec, ctimeNsec, errno, dev, ino, fields }
 
 /** A chunk (or a run of it) as read: its length and CRC-32, and the pieces asked for with theirs (none when the read is short). */
 export interface ChunkRead { length: number, crc: number, files: Buffer[], fileCrcs: number[] }

@@ -91,15 +91,20 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
   const isSample = (relative: string, attributes: EntryAttributes): boolean =>
     isFile(attributes) && attributes.size > 0 && relative.includes('/') && extensions.has(path.extname(relative).toLowerCase())
 
-  /** Lists a directory and everything under it into `entries`; false when it cannot be listed (it is then left out). */
-  const visitDirectory = async (relative: string, attributes: EntryAttributes): Promise<boolean> => {
+  /**
+   * Lists a directory and everything under it into `entries`; false when it
+   * cannot be listed (it is then left out). `above` identifies the
+   * directories it is in (device and inode), so a link back to one of them
+   * is named as a loop instead of being followed until the path is too long.
+   */
+  const visitDirectory = async (relative: string, attributes: EntryAttributes, above: ReadonlySet<string>): Promise<boolean> => {
     const listing = await native().listDirectory(path.join(root, relative)).catch((err: NodeJS.ErrnoException) => {
       skipped.push({ path: relative === '' ? '.' : relative, why: `cannot list directory (${err.code ?? err.message})` })
       return undefined
     })
     if (listing === undefined) return false
     const shown: string[] = []
-    const subdirectories: { name: string, child: string, attributes: EntryAttributes }[] = []
+    const subdirectories: { name: string, child: string, attributes: EntryAttributes, identity: string }[] = []
     listing.names.forEach((raw, i) => {
       const name = utf8Name(raw)
       if (name === undefined) {
@@ -114,7 +119,9 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
       }
       const childAttributes = attributesListed(listing.fields, i)
       if (isDirectory(childAttributes)) {
-        subdirectories.push({ name, child, attributes: childAttributes })
+        const identity = `${listing.fields[i * Listed.fields + Listed.dev]}:${listing.fields[i * Listed.fields + Listed.ino]}`
+        if (above.has(identity)) skipped.push({ path: child, why: 'a symbolic link back to a directory it is in, a loop' })
+        else subdirectories.push({ name, child, attributes: childAttributes, identity })
       } else if (!isFile(childAttributes)) {
         skipped.push({ path: child, why: 'not a regular file or directory' })
       } else if (options.include === undefined || !isSample(child, childAttributes) || options.include.has(child)) {
@@ -123,15 +130,15 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
         shown.push(name)
       }
     })
-    await inBatches(subdirectories, async ({ name, child, attributes }) => {
-      if (await visitDirectory(child, attributes)) shown.push(name)
+    await inBatches(subdirectories, async ({ name, child, attributes, identity }) => {
+      if (await visitDirectory(child, attributes, new Set([...above, identity]))) shown.push(name)
     }, DIRECTORIES_AT_ONCE)
     entries.set(relative, { attributes, children: shown.sort() })
     return true
   }
 
   const rootStat = await fs.stat(root, { bigint: true })
-  if (rootStat.isDirectory()) await visitDirectory('', attributesOfStat(rootStat))
+  if (rootStat.isDirectory()) await visitDirectory('', attributesOfStat(rootStat), new Set([`${Number(rootStat.dev)}:${Number(rootStat.ino)}`]))
   if (skipped.length > 0 && options.skipUnservable !== true) {
     skipped.sort((a, b) => (a.path < b.path ? -1 : 1))
     const named = skipped.slice(0, NAMED_IN_MESSAGE).map(entry => `${entry.path} (${entry.why})`).join(', ')

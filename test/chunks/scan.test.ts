@@ -80,3 +80,14 @@ t.test('a source with no samples is refused, saying what was looked for', async 
   writeFileSync(path.join(root, 'a.jpg'), 'at the root: in no class')
   await t.rejects(scanTree(root), { message: /^no sample files found \(looked for \.jpg / })
 })
+
+t.test('a link back to a directory it is in is named as a loop, not followed; a link to another directory is followed', async t => {
+  const root = makeTree()
+  t.teardown(() => rmSync(root, { recursive: true, force: true }))
+  symlinkSync('..', path.join(root, 'cat', 'up'))
+  symlinkSync(path.join(root, 'dog'), path.join(root, 'cat', 'dogs'))
+  await t.rejects(scanTree(root), new UsageError('1 entry of the source cannot be served: cat/up (a symbolic link back to a directory it is in, a loop); fix or remove it, or pass --skip-unservable to leave it out'))
+  const tree = await scanTree(root, { skipUnservable: true })
+  t.same(tree.entries.get('cat/dogs')!.children, ['0.jpg', '1.jpg', '2.jpg'])
+  t.notOk(tree.entries.has('cat/up'))
+})

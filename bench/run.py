@@ -485,8 +485,9 @@ def write_report(result, out):
              f"profile {result['profile']} ({result['iops'] or 'no'} IOPS, {result['bps'] / 10**6 if result['bps'] else 'no'} MB/s limit); "
              f"{result['epochs']} epochs, {result['workers']} workers, batch {result['batchSize']}, K={result['chunkSize']}.", ""]
     for pipeline in result["pipelines"]:
-        rows = [r for r in result["rows"] if r["pipeline"] == pipeline]
-        if not rows:
+        rows = [r for r in result["rows"] if r["pipeline"] == pipeline and "infeasible" not in r]
+        refused = [r for r in result["rows"] if r["pipeline"] == pipeline and "infeasible" in r]
+        if not rows and not refused:
             continue
         base = next((r["samplesPerSecond"] for r in rows if r["loader"] == "pytorch"), 0)
         static = next((r["samplesPerSecond"] for r in rows if r["loader"] == "static"), 0)
@@ -503,6 +504,7 @@ def write_report(result, out):
             versus_ffcv = f"{times(r['samplesPerSecond'], ffcv['samplesPerSecond'])} | " if ffcv else ""
             lines.append(f"| {r['loader']} | {r['samplesPerSecond']:.0f} | {times(r['samplesPerSecond'], base)} | {times(r['samplesPerSecond'], static)} | {versus_ffcv}"
                          f"{r['deviceBytes'] / result['epochs'] / 2**20:.0f} | {r['deviceOps'] / result['epochs']:.0f} | {r['readAmplification']:.2f} | {waited} | {rss} | {cpu} | {per_sample} |")
+        lines += [f"| {r['loader']} | - (refused: {r['infeasible']}) |" for r in refused]
         if ffcv:
             lines += ["", f"FFCV reads its own copy of the dataset: a .beton of {ffcv['bytes'] / 2**30:.2f} GiB in {ffcv['pageBytes'] // 2**20} MiB pages, converted once "
                           f"before the run in {ffcv['seconds']:.0f} s (the dataset's JPEGs are {result['dataset']['bytes'] / 2**30:.2f} GiB), with its own Loader "
@@ -521,11 +523,11 @@ def write_report(result, out):
                   if "infeasible" not in r else f"| {r['chunkSize']} | {r['loader']} | - | - | - (refused: {r['infeasible']}) |" for r in result["sweep"]]
         lines.append("")
     if result.get("cluster"):
-        one = next((r["samplesPerSecond"] for r in result["rows"] if r["loader"] == "pack-pool" and r["pipeline"] == "read"), 0)
+        one = next((r["samplesPerSecond"] for r in result["rows"] if r["loader"] == "pack-pool" and r["pipeline"] == "read" and "infeasible" not in r), 0)
         lines += [f"**Cluster** (read pipeline, one pack on the shared throttled disk, pool; every node has the memory one node has above; "
                   "all nodes, trainers and daemons on this one machine and in one cgroup)", "",
                   "| setup | samples/s (all ranks) | vs 1 node | device MiB/epoch | read amplification | remote samples | requests per remote sample | daemon peak RSS | daemons' CPU s/epoch |", "|---|---|---|---|---|---|---|---|---|"]
-        single = next((r for r in result["rows"] if r["loader"] == "pack-pool" and r["pipeline"] == "read"), None)
+        single = next((r for r in result["rows"] if r["loader"] == "pack-pool" and r["pipeline"] == "read" and "infeasible" not in r), None)
         if single:
             lines.append(f"| 1 node (pack-pool above) | {one:.0f} | 1.00x | {single['deviceBytes'] / result['epochs'] / 2**20:.0f} | {single['readAmplification']:.2f} | 0% | - | "
                          f"{single['daemonPeakRssBytes'] / 2**20:.0f} MiB | {single['daemonCpuSecondsPerEpoch']:.1f} |")
@@ -554,7 +556,7 @@ def write_report(result, out):
 
 def svg_chart(result):
     """Horizontal bars of samples/s per loader, one panel per pipeline."""
-    panels = [(p, [r for r in result["rows"] if r["pipeline"] == p]) for p in result["pipelines"]]
+    panels = [(p, [r for r in result["rows"] if r["pipeline"] == p and "infeasible" not in r]) for p in result["pipelines"]]
     bar, gap, left, width = 18, 6, 110, 420
     height = sum(40 + len(rows) * (bar + gap) for _, rows in panels) + 10
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 90}" height="{height}" font-family="sans-serif" font-size="12">',
@@ -610,13 +612,18 @@ def main():
     os.makedirs(args.data, exist_ok=True)
     root, info = ensure_dataset(args.data, args.size, args.classes, args.seed)
     loaders = [name for name in args.loaders.split(",") if name]
-    unknown = (set(loaders) | {n for n in args.full_loaders.split(",") if n}) - set(ALL_LOADERS)
+    full_loaders = [name for name in args.full_loaders.split(",") if name] or loaders
+    # What each pipeline runs: FFCV only where there is decoding.
+    runs = {pipeline: [n for n in (full_loaders if pipeline == "full" else loaders) if pipeline == "full" or n not in FULL_ONLY]
+            for pipeline in args.pipelines.split(",")}
+    unknown = (set(loaders) | set(full_loaders)) - set(ALL_LOADERS)
     if unknown:
         sys.exit(f"bench: unknown loaders {', '.join(sorted(unknown))}; known: {', '.join(ALL_LOADERS)}")
+    running = {name for names in runs.values() for name in names}
     sources = {"dir": root}
-    if any(name.startswith("pack-") for name in loaders) or args.cluster > 1:
+    if any(name.startswith("pack-") for name in running) or args.cluster > 1:
         sources["pack"] = ensure_pack(args.data, root, args.chunk_size, info)
-    if "ffcv" in loaders + args.full_loaders.split(",") and "full" in args.pipelines.split(","):
+    if "ffcv" in running:
         sources["beton"] = ensure_beton(args.data, root, info)
     sweep = [int(k) for k in args.sweep.split(",") if k]
     packs = {k: ensure_pack(args.data, root, k, info) for k in sweep}
@@ -651,10 +658,13 @@ def main():
             result["allowanceBytes"][pipeline] = allowance
             limits.set_memory_limit(allowance + memory)
             log(f"{pipeline}: cgroup memory limit {(allowance + memory) / 2**20:.0f} MiB ({allowance / 2**20:.0f} MiB for processes)")
-            names = [n for n in args.full_loaders.split(",") if n] if pipeline == "full" and args.full_loaders else loaders
-            names = [n for n in names if pipeline == "full" or n not in FULL_ONLY]
-            for name in names:
-                result["rows"].append(noio if name == "noio" else measure(name, pipeline, args, info, sources, limits, memory))
+            for name in runs[pipeline]:
+                try:
+                    row = noio if name == "noio" else measure(name, pipeline, args, info, sources, limits, memory)
+                except Infeasible as why:
+                    log(f"{pipeline} {name}: refused: {why}")
+                    row = {"loader": name, "pipeline": pipeline, "infeasible": str(why)}
+                result["rows"].append(row)
                 write_report(result, args.out)
         if args.cluster > 1:
             result["cluster"].append(measure_cluster(args.cluster, args, info, sources["pack"], limits, memory, result["allowanceBytes"].get("read", DAEMON_ALLOWANCE)))

@@ -267,7 +267,8 @@ def measure(name, pipeline, args, info, sources, limits, memory):
     try:
         if name == "ffcv":
             epochs, _ = run_trainer(limits, sources["beton"], "ffcv", pipeline, args, info)
-            extra.update({key: beton_info(sources["beton"])[key] for key in ("bytes", "pageBytes", "seconds")})
+            made = beton_info(sources["beton"])
+            extra.update({key: made[key] for key in ("bytes", "pageBytes", "seconds")})
         elif name in ("pytorch", "static", "noio"):
             loader = {"pytorch": "imagefolder", "static": "static", "noio": "noio"}[name]
             epochs, static = run_trainer(limits, sources["dir"], loader, pipeline, args, info, cache_bytes=memory)

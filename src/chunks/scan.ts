@@ -124,9 +124,11 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
         else subdirectories.push({ name, child, attributes: childAttributes, identity })
       } else if (!isFile(childAttributes)) {
         skipped.push({ path: child, why: 'not a regular file or directory' })
-      } else if (options.include === undefined || !isSample(child, childAttributes) || options.include.has(child)) {
+      } else {
+        const sample = isSample(child, childAttributes)
+        if (sample && options.include !== undefined && !options.include.has(child)) return
         entries.set(child, { attributes: childAttributes })
-        if (isSample(child, childAttributes)) samplePaths.push(child)
+        if (sample) samplePaths.push(child)
         shown.push(name)
       }
     })

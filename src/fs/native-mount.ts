@@ -51,7 +51,7 @@ function flatTree (tree: DatasetTree): { arrays: Record<string, unknown>, paths:
   paths.forEach((p, i) => { if (tree.entries.get(p)!.children !== undefined) directoryIndex.set(p, i) })
   const nameStart = (relative: string): number => relative.lastIndexOf('/') + 1
   let nameBytes = 0
-  for (const relative of paths) nameBytes += Buffer.byteLength(relative) - Buffer.byteLength(relative.slice(0, nameStart(relative)))
+  for (const relative of paths) nameBytes += Buffer.byteLength(relative.slice(nameStart(relative)))
   const names = Buffer.allocUnsafe(nameBytes)
   const n = paths.length
   const parent = new Uint32Array(n); const nameEnd = new Uint32Array(n)

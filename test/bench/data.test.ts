@@ -1,24 +1,8 @@
 // The bench's cached datasets and packs (bench/run.py) are used again only
 // when they are what this run would make: another generator, other
 // parameters, another K or a pack of an earlier dataset are made again.
-import { execFile } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
-import os from 'node:os'
-import path from 'node:path'
-import { promisify } from 'node:util'
 import t from 'tap'
-
-const run = promisify(execFile)
-const BENCH = path.join(__dirname, '..', '..', 'bench')
-
-/** Runs `body` in Python with bench/run.py imported as `bench`, in a fresh data directory; prints JSON. */
-async function python (t: Tap.Test, body: string): Promise<{ result: any, log: string }> {
-  const data = mkdtempSync(path.join(os.tmpdir(), 'redirfs-bench-data-'))
-  t.teardown(() => { rmSync(data, { recursive: true, force: true }) })
-  const script = ['import json, os, sys', `sys.path.insert(0, ${JSON.stringify(BENCH)})`, 'import run as bench', 'data = sys.argv[1]', body].join('\n')
-  const { stdout, stderr } = await run('/usr/bin/python3', ['-c', script, data])
-  return { result: JSON.parse(stdout), log: stderr }
-}
+import { benchPython as python } from '../helpers/bench'
 
 const SMALL = 'size, classes = 400 * 1024, 2'
 

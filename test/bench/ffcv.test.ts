@@ -2,24 +2,12 @@
 // written once and written again when it is not what this run would write,
 // and FFCV's loader, as the bench runs it on this CPU-only machine, gives
 // every sample once per epoch with its label.
-import { execFile } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
-import os from 'node:os'
-import path from 'node:path'
-import { promisify } from 'node:util'
 import t from 'tap'
+import { benchPython } from '../helpers/bench'
 
-const run = promisify(execFile)
-const BENCH = path.join(__dirname, '..', '..', 'bench')
-
-/** Runs `body` in Python with bench/run.py imported as `bench` and a small generated dataset (`root`, `info`) in a fresh data directory; prints JSON. */
+/** `benchPython` with a small generated dataset (`root`, `info`) made first. */
 async function python (t: Tap.Test, body: string): Promise<{ result: any, log: string }> {
-  const data = mkdtempSync(path.join(os.tmpdir(), 'redirfs-bench-ffcv-'))
-  t.teardown(() => { rmSync(data, { recursive: true, force: true }) })
-  const script = ['import json, os, sys', `sys.path.insert(0, ${JSON.stringify(BENCH)})`, 'import run as bench', 'data = sys.argv[1]',
-    'root, info = bench.ensure_dataset(data, 600 * 1024, 2, 0)', body].join('\n')
-  const { stdout, stderr } = await run('/usr/bin/python3', ['-c', script, data], { maxBuffer: 2 ** 24 })
-  return { result: JSON.parse(stdout.trim().split('\n').at(-1)!), log: stderr }
+  return await benchPython(t, `root, info = bench.ensure_dataset(data, 600 * 1024, 2, 0)\n${body}`)
 }
 
 t.test('a .beton written by this conversion from this dataset is used again; another is written again', async t => {

@@ -11,6 +11,7 @@
 // readFiles: many small whole files in one trip to the thread pool, for the
 //   plain-directory source (fs.readFile costs four trips per file).
 // discard: frees a sample's memory the moment its handle is released.
+// crc32: the chunk reader's CRC-32 (native/crc32.h), for tests.
 // listDirectory: a directory's entries and their attributes (links
 //   followed) in one trip, for the scan at mount: a stat per file through
 //   fs.promises made the scan of a 500,000-file tree take seconds.
@@ -22,8 +23,9 @@
 // a TLB shootdown on unmap) cost more CPU than serving it.
 #include <napi.h>
 
-#include <zlib.h>
+#include "crc32.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -45,8 +47,12 @@ constexpr size_t kAlignment = 4096;
 // Only buffers served by mmap (kPooledFrom and up) are pooled: smaller ones
 // come from malloc's heap, which is cheap, and get their exact size.
 // Pooled capacities are rounded up to eighths of a power of two (at most
-// 12.5% slack), so files of similar sizes share buffers; at most
-// kMaxIdleBytes wait here, the rest go back to the system.
+// 12.5% slack), so files of similar sizes share buffers.
+// The pool counts the pooled-size buffers in use too: those in use plus
+// those idle stay within the limit (the daemon sets it to its --memory), so
+// keeping freed buffers never lifts RSS above what the budget allows, and a
+// budget's worth of loads ahead of the readers recycles instead of faulting
+// fresh pages in (a fresh mapping per sample cost more CPU than serving it).
 class BufferPool {
  public:
   static constexpr size_t kPooledFrom = 64 * 1024;  // the mmap threshold set in Init
@@ -59,9 +65,18 @@ class BufferPool {
     return (size + step - 1) / step * step;
   }
 
+  void SetLimit(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    limit_ = bytes;
+    for (char* buffer : TrimLocked(0)) std::free(buffer);
+  }
+
   char* Take(size_t capacity) {
-    if (capacity >= kPooledFrom) {
+    if (capacity < kPooledFrom) return static_cast<char*>(std::malloc(capacity));
+    std::vector<char*> freed;
+    {
       std::lock_guard<std::mutex> lock(mutex_);
+      inUse_ += capacity;
       auto found = idle_.find(capacity);
       if (found != idle_.end() && !found->second.empty()) {
         char* buffer = found->second.back();
@@ -69,15 +84,82 @@ class BufferPool {
         idleBytes_ -= capacity;
         return buffer;
       }
+      freed = TrimLocked(capacity);
     }
+    for (char* buffer : freed) std::free(buffer);  // unmapping outside the lock
     return static_cast<char*>(std::malloc(capacity));
   }
 
   void Give(char* buffer, size_t capacity) {
-    if (capacity >= kPooledFrom && capacity == CapacityFor(capacity)) {
+    if (capacity >= kPooledFrom) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      inUse_ -= std::min(inUse_, capacity);
+      if (capacity == CapacityFor(capacity) && inUse_ + idleBytes_ + capacity <= limit_) {
+        idle_[capacity].push_back(buffer);
+        idleBytes_ += capacity;
+        return;
+      }
+    }
+    std::free(buffer);
+  }
+
+ private:
+  // Idle buffers to free so that a new one of `capacity` fits the limit. mutex_ held.
+  std::vector<char*> TrimLocked(size_t capacity) {
+    std::vector<char*> freed;
+    for (auto it = idle_.begin(); it != idle_.end() && inUse_ + idleBytes_ > limit_ - std::min(limit_, capacity);) {
+      while (!it->second.empty() && inUse_ + idleBytes_ > limit_ - std::min(limit_, capacity)) {
+        freed.push_back(it->second.back());
+        it->second.pop_back();
+        idleBytes_ -= it->first;
+      }
+      it = it->second.empty() ? idle_.erase(it) : std::next(it);
+    }
+    return freed;
+  }
+
+  size_t limit_ = 32u << 20;  // until the daemon says its budget
+  std::mutex mutex_;
+  std::unordered_map<size_t, std::vector<char*>> idle_;
+  size_t idleBytes_ = 0;
+  size_t inUse_ = 0;  // pooled-size buffers taken and not given back
+};
+
+BufferPool pool;
+
+// Aligned buffers for chunk reads, kept for the next read: a fresh 8 MiB
+// buffer per chunk made every O_DIRECT read fault its pages in first.
+// Capacities are whole MiB; at most kMaxIdleBytes wait (a few reads' worth).
+class ChunkBuffers {
+ public:
+  static constexpr size_t kStep = 1u << 20;
+
+  // A buffer of at least `size` bytes and its capacity, or null.
+  char* Take(size_t size, size_t* capacity) {
+    *capacity = (std::max<size_t>(size, 1) + kStep - 1) / kStep * kStep;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto best = idle_.end();
+      for (auto it = idle_.begin(); it != idle_.end(); ++it) {
+        if (it->second >= *capacity && (best == idle_.end() || it->second < best->second)) best = it;
+      }
+      if (best != idle_.end()) {
+        char* buffer = best->first;
+        *capacity = best->second;
+        idleBytes_ -= best->second;
+        idle_.erase(best);
+        return buffer;
+      }
+    }
+    void* buffer = nullptr;
+    return posix_memalign(&buffer, kAlignment, *capacity) == 0 ? static_cast<char*>(buffer) : nullptr;
+  }
+
+  void Give(char* buffer, size_t capacity) {
+    {
       std::lock_guard<std::mutex> lock(mutex_);
       if (idleBytes_ + capacity <= kMaxIdleBytes) {
-        idle_[capacity].push_back(buffer);
+        idle_.emplace_back(buffer, capacity);
         idleBytes_ += capacity;
         return;
       }
@@ -88,11 +170,11 @@ class BufferPool {
  private:
   static constexpr size_t kMaxIdleBytes = 32u << 20;
   std::mutex mutex_;
-  std::unordered_map<size_t, std::vector<char*>> idle_;
+  std::vector<std::pair<char*, size_t>> idle_;
   size_t idleBytes_ = 0;
 };
 
-BufferPool pool;
+ChunkBuffers chunkBuffers;
 
 void GiveBack(Napi::Env env, char* data, size_t* capacity) {
   Napi::MemoryManagement::AdjustExternalMemory(env, -static_cast<int64_t>(*capacity));
@@ -200,8 +282,9 @@ class ReadAlignedWorker : public Napi::AsyncWorker {
 };
 
 // Reads [offset, offset + length) like ReadAlignedWorker, checks nothing
-// itself (JS compares the CRC with the pack index), and copies out the
-// pieces (start relative to offset, size) into pooled buffers.
+// itself (JS compares the CRCs with the pack index), and copies out the
+// pieces (start relative to offset, size) into pooled buffers. Each byte
+// is summed once: the span's CRC is combined from the pieces' and the gaps'.
 class ReadChunkWorker : public Napi::AsyncWorker {
  public:
   ReadChunkWorker(Napi::Env env, int fd, uint64_t offset, uint64_t length, bool direct, std::vector<std::pair<uint64_t, uint64_t>> pieces)
@@ -218,18 +301,19 @@ class ReadChunkWorker : public Napi::AsyncWorker {
     const uint64_t start = offset_ & ~(uint64_t)(kAlignment - 1);
     const uint64_t end = (offset_ + length_ + kAlignment - 1) & ~(uint64_t)(kAlignment - 1);
     const size_t size = end - start;
-    void* base = nullptr;
-    if (posix_memalign(&base, kAlignment, size == 0 ? kAlignment : size) != 0) {
+    size_t capacity = 0;
+    char* base = chunkBuffers.Take(size, &capacity);
+    if (base == nullptr) {
       errorCode_ = ENOMEM;
       SetError("cannot allocate an aligned buffer");
       return;
     }
     size_t done = 0;
     while (done < size) {
-      ssize_t n = pread(fd_, static_cast<char*>(base) + done, size - done, start + done);
+      ssize_t n = pread(fd_, base + done, size - done, start + done);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) {
-        std::free(base);
+        chunkBuffers.Give(base, capacity);
         errorCode_ = errno;
         SetError(ErrnoMessage("pread", errorCode_));
         return;
@@ -238,23 +322,39 @@ class ReadChunkWorker : public Napi::AsyncWorker {
       done += n;
     }
     if (!direct_) posix_fadvise(fd_, start, size, POSIX_FADV_DONTNEED);
-    const char* chunk = static_cast<char*>(base) + (offset_ - start);
+    const char* chunk = base + (offset_ - start);
     available_ = done > offset_ - start ? std::min<uint64_t>(done - (offset_ - start), length_) : 0;
-    crc_ = crc32_z(0, reinterpret_cast<const Bytef*>(chunk), available_);
+    // The span's CRC, summed piece by piece and gap by gap while the pieces
+    // come in order; the pieces' own CRCs serve a read of part of a chunk (mix mode's blocks).
+    uint32_t crc = 0;
+    uint64_t summed = 0;
     if (available_ == length_) {
       for (const auto& [pieceStart, pieceSize] : pieces_) {
         if (pieceStart + pieceSize > available_) break;
-        size_t capacity = BufferPool::CapacityFor(pieceSize);
-        char* file = pool.Take(capacity);
+        size_t pieceCapacity = BufferPool::CapacityFor(pieceSize);
+        char* file = pool.Take(pieceCapacity);
         if (file == nullptr) break;
         std::memcpy(file, chunk + pieceStart, pieceSize);
-        // Each file's own checksum, for a read of part of a chunk (mix mode's blocks).
-        pieceCrcs_.push_back(static_cast<uint32_t>(crc32_z(0, reinterpret_cast<const Bytef*>(file), pieceSize)));
+        uint32_t pieceCrc = crc32fast::Crc32(0, chunk + pieceStart, pieceSize);
+        if (pieceStart >= summed && summed != UINT64_MAX) {
+          crc = Append(Append(crc, crc32fast::Crc32(0, chunk + summed, pieceStart - summed), pieceStart - summed), pieceCrc, pieceSize);
+          summed = pieceStart + pieceSize;
+        } else {
+          summed = UINT64_MAX;  // out of order: the span is summed whole below
+        }
+        pieceCrcs_.push_back(pieceCrc);
         files_.push_back(file);
-        capacities_.push_back(capacity);
+        capacities_.push_back(pieceCapacity);
       }
     }
-    std::free(base);
+    crc_ = summed <= available_ ? Append(crc, crc32fast::Crc32(0, chunk + summed, available_ - summed), available_ - summed)
+                                : crc32fast::Crc32(0, chunk, available_);
+    chunkBuffers.Give(base, capacity);
+  }
+
+  // The CRC of a run followed by `length` bytes whose own CRC is `next`.
+  static uint32_t Append(uint32_t crc, uint32_t next, uint64_t length) {
+    return length == 0 ? crc : static_cast<uint32_t>(crc32_combine64(crc, next, static_cast<z_off64_t>(length)));
   }
 
   void OnOK() override {
@@ -546,13 +646,28 @@ Napi::Value Discard(const Napi::CallbackInfo& info) {
 // arenas and the daemon's RSS sits far above its budget. Serving them by
 // mmap returns memory to the system the moment it is freed. Process-wide,
 // so the daemon asks for it when it starts; loading the addon changes nothing.
+// tuneAllocator(budgetBytes) also lets the buffer pool recycle up to the budget.
 Napi::Value TuneAllocator(const Napi::CallbackInfo& info) {
   mallopt(M_MMAP_THRESHOLD, BufferPool::kPooledFrom);
   mallopt(M_ARENA_MAX, 2);
+  if (info.Length() > 0 && info[0].IsNumber()) pool.SetLimit(static_cast<size_t>(info[0].As<Napi::Number>().DoubleValue()));
   return info.Env().Undefined();
 }
 
+// crc32(bytes, initial = 0): the CRC-32 the chunk reader computes, as zlib's crc32 would (for tests).
+Napi::Value Crc32(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsBuffer()) {
+    Napi::TypeError::New(env, "crc32(buffer, initial)").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  Napi::Buffer<char> bytes = info[0].As<Napi::Buffer<char>>();
+  uint32_t initial = info.Length() > 1 ? info[1].ToNumber().Uint32Value() : 0;
+  return Napi::Number::New(env, crc32fast::Crc32(initial, bytes.Data(), bytes.Length()));
+}
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("crc32", Napi::Function::New(env, Crc32));
   exports.Set("tuneAllocator", Napi::Function::New(env, TuneAllocator));
   exports.Set("readAligned", Napi::Function::New(env, ReadAligned));
   exports.Set("readChunk", Napi::Function::New(env, ReadChunk));

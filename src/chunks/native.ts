@@ -10,12 +10,18 @@ interface NativeBinding {
   readAligned (fd: number, offset: number, length: number, direct: boolean): Promise<Buffer>
   readChunk (fd: number, offset: number, length: number, direct: boolean, pieces: Float64Array): Promise<ChunkRead>
   readFiles (paths: string[]): Promise<(Buffer | Error)[]>
+  /** zlib's CRC-32 as the chunk reader computes it (native/crc32.h). */
+  crc32 (bytes: Buffer, initial?: number): number
   /** Frees the memory of a Buffer that is its only view, now; every view of it becomes empty. */
   discard (bytes: Buffer): boolean
   /** A directory's entries (names as raw bytes) and their attributes, links followed: `LISTED_FIELDS` numbers per entry (see `Listed`). */
   listDirectory (path: string): Promise<{ names: Buffer[], fields: Float64Array }>
-  /** Makes glibc serve sample-sized buffers by mmap, so freed samples leave the process (the daemon calls it once at start). */
-  tuneAllocator (): void
+  /**
+   * Makes glibc serve sample-sized buffers by mmap, so freed samples leave
+   * the process, and lets freed sample buffers be reused while those in use
+   * and those kept stay within `budgetBytes` (the daemon calls it once at start).
+   */
+  tuneAllocator (budgetBytes?: number): void
 }
 
 /** Where each attribute of an entry sits in `listDirectory`'s fields (native/redirfs_native.cc, ListedField); errno is 0 when the stat worked; dev and ino identify a directory reached twice. */

@@ -145,8 +145,8 @@ export async function startMount (config: MountConfig, log: Logger): Promise<Run
   if (await isPack(path.join(config.source, shardName(0)))) {
     throw new UsageError(`${config.source} holds one pack per node (written with --nodes): mount ${path.join(config.source, shardName(config.cluster?.node ?? 0))} on node ${config.cluster?.node ?? 0}`)
   }
-  // Before any sample is read: freed samples must leave the process, or RSS drifts above --memory.
-  native().tuneAllocator()
+  // Before any sample is read: freed samples must leave the process (or be reused within --memory), or RSS drifts above it.
+  native().tuneAllocator(config.memoryBytes)
   const dataset = await (await isPack(config.source) ? openPack(config, log) : openDirectory(config, log))
   try {
     return await serve(config, dataset, log)

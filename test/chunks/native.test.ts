@@ -59,6 +59,35 @@ t.test('readPieces returns the chunk\'s CRC-32 and exact copies of the pieces as
   t.same(chunk.files, pieces.map(p => bytes.subarray(offset + p.start, offset + p.start + p.size)))
 })
 
+t.test('readPieces sums the span once whatever the pieces: in order with gaps, touching, out of order', async t => {
+  const chunkFile = ChunkFile.open(file)
+  t.teardown(() => chunkFile.close())
+  const length = bytes.length - 1
+  const layouts = [
+    [{ start: 3, size: 500 }, { start: 4000, size: 5000 }],
+    [{ start: 0, size: 4096 }, { start: 4096, size: length - 4096 }],
+    [{ start: 9000, size: 100 }, { start: 10, size: 100 }]
+  ]
+  for (const pieces of layouts) {
+    const chunk = await chunkFile.readPieces(1, length, pieces)
+    t.equal(chunk.crc, crc32(bytes.subarray(1, 1 + length)), JSON.stringify(pieces))
+    t.same(chunk.fileCrcs, pieces.map(p => crc32(bytes.subarray(1 + p.start, 1 + p.start + p.size))))
+  }
+})
+
+t.test('the native CRC-32 is zlib\'s at every length and alignment, from any initial value', async t => {
+  const data = Buffer.from(Array.from({ length: 70_000 }, () => random.below(256)))
+  let wrong = 0
+  for (let length = 0; length <= 300; length++) {
+    for (const offset of [0, 1, 7, 16]) {
+      const piece = data.subarray(offset, offset + length)
+      if (native().crc32(piece) !== crc32(piece) || native().crc32(piece, 0xdeadbeef) !== crc32(piece, 0xdeadbeef)) wrong++
+    }
+  }
+  t.equal(wrong, 0, 'lengths 0 to 300 at four alignments')
+  t.equal(native().crc32(data.subarray(3)), crc32(data.subarray(3)), 'a sample-sized run')
+})
+
 t.test('readPieces of a chunk cut short reports the length it got and copies nothing', async t => {
   const chunkFile = ChunkFile.open(file)
   t.teardown(() => chunkFile.close())

@@ -90,11 +90,15 @@ struct Binding {
   Clock::time_point closedAt;    // when `open` last fell to 0
 };
 
+// An open file of the kernel's: its fh is this object's address, so reads
+// and fstat find it with no lookup and no lock (the kernel sends no release
+// while a read or fstat of the file is under way).
 struct Handle {
   std::shared_ptr<Binding> bytes;  // or a file descriptor owned by JS:
   int fd = -1;
   off_t offset = 0;
   uint64_t ino = 0;
+  uint64_t number = 0;  // how JS knows it
 };
 
 // An open waiting for JS's answer.
@@ -233,7 +237,7 @@ class Server : public Napi::ObjectWrap<Server> {
     out.Set("reopens", static_cast<double>(reopens_.load()));
     out.Set("statThenOpens", static_cast<double>(exactOpens_.load()));
     std::lock_guard<std::mutex> lock(handlesMutex_);
-    out.Set("openHandles", static_cast<double>(handles_.size()));
+    out.Set("openHandles", static_cast<double>(openHandles_));
     size_t kept = 0;
     for (const auto& last : lastOpened_) kept += last.second->open == 0 ? 1 : 0;
     out.Set("keptForReopen", static_cast<double>(kept));
@@ -259,7 +263,7 @@ class Server : public Napi::ObjectWrap<Server> {
     binding->ref = new Napi::Reference<Napi::Buffer<char>>(Napi::Persistent(bytes));
     binding->ino = pending.ino;
     binding->thread = pending.thread;
-    auto handle = std::make_shared<Handle>();
+    auto handle = new Handle();
     handle->bytes = binding;
     return Napi::Number::New(info.Env(), static_cast<double>(Bind(pending, handle, info[2].ToBoolean())));
   }
@@ -268,7 +272,7 @@ class Server : public Napi::ObjectWrap<Server> {
   Napi::Value ReplyFd(const Napi::CallbackInfo& info) {
     Pending pending = TakeRequest(info[0]);
     if (pending.req == nullptr) return Napi::Number::New(info.Env(), 0);
-    auto handle = std::make_shared<Handle>();
+    auto handle = new Handle();
     handle->fd = info[1].As<Napi::Number>().Int32Value();
     handle->offset = static_cast<off_t>(info[2].As<Napi::Number>().Int64Value());
     return Napi::Number::New(info.Env(), static_cast<double>(Bind(pending, handle, false)));
@@ -290,17 +294,19 @@ class Server : public Napi::ObjectWrap<Server> {
     return pending;
   }
 
-  uint64_t Bind(const Pending& pending, std::shared_ptr<Handle> handle, bool directIo) {
+  uint64_t Bind(const Pending& pending, Handle* handle, bool directIo) {
     fuse_req_t req = pending.req;
     struct fuse_file_info fi;
     memset(&fi, 0, sizeof(fi));
     handle->ino = pending.ino;
+    fi.fh = reinterpret_cast<uintptr_t>(handle);
+    uint64_t number;
     {
       std::lock_guard<std::mutex> lock(handlesMutex_);
-      fi.fh = nextHandle_++;
-      handles_[fi.fh] = handle;
+      number = handle->number = nextHandle_++;
+      openHandles_++;
       if (Binding* b = handle->bytes.get()) {
-        b->jsNumber = fi.fh;
+        b->jsNumber = number;
         b->open = 1;
         bound_[b->ino].push_back(handle->bytes);
         if (reopenWindow_.count() > 0 && IsSample(b->ino)) {
@@ -314,25 +320,21 @@ class Server : public Napi::ObjectWrap<Server> {
     fi.keep_cache = directIo ? 0 : 1;
     if (fuse_reply_open(req, &fi) != 0) {
       // The opener went away (interrupted): nothing will release this handle, so release it here.
-      ReleaseHandle(fi.fh);
+      ReleaseHandle(handle);
     }
-    return fi.fh;
+    return number;
   }
 
-  std::shared_ptr<Handle> FindHandle(uint64_t number) {
-    std::lock_guard<std::mutex> lock(handlesMutex_);
-    auto it = handles_.find(number);
-    return it == handles_.end() ? nullptr : it->second;
+  static Handle* HandleOf(const struct fuse_file_info* fi) {
+    return fi != nullptr ? reinterpret_cast<Handle*>(static_cast<uintptr_t>(fi->fh)) : nullptr;
   }
 
-  void ReleaseHandle(uint64_t number) {
+  void ReleaseHandle(Handle* released) {
+    std::unique_ptr<Handle> handle(released);
     std::lock_guard<std::mutex> lock(handlesMutex_);
-    auto it = handles_.find(number);
-    if (it == handles_.end()) return;
-    std::shared_ptr<Handle> handle = it->second;
-    handles_.erase(it);
+    openHandles_--;
     if (handle->bytes == nullptr) {
-      Post({Event::kRelease, number, handle->ino, 0, 0, nullptr, false});
+      Post({Event::kRelease, handle->number, handle->ino, 0, 0, nullptr, false});
       return;
     }
     Binding& b = *handle->bytes;
@@ -508,11 +510,11 @@ class Server : public Napi::ObjectWrap<Server> {
   static void GetAttr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
     Server* s = Of(req);
     s->getattrs_++;
-    std::shared_ptr<Handle> handle = fi != nullptr ? s->FindHandle(fi->fh) : nullptr;
+    const Handle* handle = HandleOf(fi);
     pid_t thread = fuse_req_ctx(req)->pid;
     if (fi == nullptr && s->reopenWindow_.count() > 0 && s->IsSample(ino)) s->NoteStat(thread, ino);
     struct stat st;
-    if (!s->Attributes(ino, &st, handle.get(), thread)) { fuse_reply_err(req, ENOENT); return; }
+    if (!s->Attributes(ino, &st, handle, thread)) { fuse_reply_err(req, ENOENT); return; }
     fuse_reply_attr(req, &st, s->TimeoutOf(ino));
   }
 
@@ -579,6 +581,7 @@ class Server : public Napi::ObjectWrap<Server> {
   bool Reopen(fuse_req_t req, fuse_ino_t ino, pid_t thread, bool* exact) {
     struct fuse_file_info fi;
     memset(&fi, 0, sizeof(fi));
+    Handle* handle;
     {
       std::lock_guard<std::mutex> lock(handlesMutex_);
       Clock::time_point now = Clock::now();
@@ -593,23 +596,24 @@ class Server : public Napi::ObjectWrap<Server> {
         if (*exact) exactOpens_++;
         return false;
       }
-      auto handle = std::make_shared<Handle>();
+      handle = new Handle();
       handle->bytes = b;
       handle->ino = ino;
+      handle->number = nextHandle_++;
       b->open++;
-      fi.fh = nextHandle_++;
-      handles_[fi.fh] = handle;
+      openHandles_++;
     }
     reopens_++;
+    fi.fh = reinterpret_cast<uintptr_t>(handle);
     fi.direct_io = 1;
-    if (fuse_reply_open(req, &fi) != 0) ReleaseHandle(fi.fh);
+    if (fuse_reply_open(req, &fi) != 0) ReleaseHandle(handle);
     return true;
   }
 
   static void Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, struct fuse_file_info* fi) {
     Server* s = Of(req);
     s->reads_++;
-    std::shared_ptr<Handle> handle = s->FindHandle(fi->fh);
+    const Handle* handle = HandleOf(fi);
     if (handle == nullptr) { fuse_reply_err(req, EBADF); return; }
     if (handle->bytes != nullptr) {
       size_t length = handle->bytes->length;
@@ -624,11 +628,9 @@ class Server : public Napi::ObjectWrap<Server> {
   }
 
   static void Release(fuse_req_t req, fuse_ino_t, struct fuse_file_info* fi) {
-    Of(req)->ReleaseHandle(fi->fh);
+    if (Handle* handle = HandleOf(fi)) Of(req)->ReleaseHandle(handle);
     fuse_reply_err(req, 0);
   }
-
-  static void Flush(fuse_req_t req, fuse_ino_t, struct fuse_file_info*) { fuse_reply_err(req, 0); }
 
   static void StatFs(fuse_req_t req, fuse_ino_t) {
     Server* s = Of(req);
@@ -657,7 +659,8 @@ class Server : public Napi::ObjectWrap<Server> {
     ops.open = Open;
     ops.read = Read;
     ops.release = Release;
-    ops.flush = Flush;
+    // No flush: libfuse answers the first one ENOSYS and the kernel sends no
+    // more, which saves a round trip per close (nothing here is ever dirty).
     ops.statfs = StatFs;
     ops.access = Access;
     ops.setattr = [](fuse_req_t req, fuse_ino_t, struct stat*, int, struct fuse_file_info*) { ReadOnly(req); };
@@ -691,7 +694,7 @@ class Server : public Napi::ObjectWrap<Server> {
   uint64_t nextRequest_ = 1;
 
   std::mutex handlesMutex_;
-  std::unordered_map<uint64_t, std::shared_ptr<Handle>> handles_;
+  int64_t openHandles_ = 0;
   std::unordered_map<uint64_t, std::vector<std::shared_ptr<Binding>>> bound_;  // ino -> bindings, oldest first
   std::unordered_map<pid_t, std::shared_ptr<Binding>> lastOpened_;  // thread -> the sample it opened last
   std::deque<std::shared_ptr<Binding>> closing_;  // closed bindings that may still be re-opened, oldest first

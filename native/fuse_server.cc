@@ -1,8 +1,9 @@
 // The native FUSE server (libfuse3, low-level API, multi-threaded).
 //
 // Everything that does not need a decision is answered here, on libfuse's
-// threads, with no JS: lookup, getattr, readdir, read, release, flush,
-// statfs, access, and EROFS for every change. The tree lives in native
+// threads, with no JS: lookup, getattr, readdir, read, release, statfs,
+// access, and EROFS for every change (flush is left out on purpose: the
+// kernel then stops sending it). The tree lives in native
 // memory, built once at mount from arrays JS hands over; inode i + 1 is
 // entry i (the root is entry 0, inode 1).
 //

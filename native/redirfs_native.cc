@@ -176,34 +176,32 @@ class ChunkBuffers {
 
 ChunkBuffers chunkBuffers;
 
-void GiveBack(Napi::Env env, char* data, size_t* capacity) {
-  Napi::MemoryManagement::AdjustExternalMemory(env, -static_cast<int64_t>(*capacity));
+void GiveBack(Napi::Env, char* data, size_t* capacity) {
   pool.Give(data, *capacity);
   delete capacity;
 }
 
 // A pooled buffer, to JS without copying.
 Napi::Buffer<char> PooledToJs(Napi::Env env, char* data, size_t length, size_t capacity) {
-  Napi::MemoryManagement::AdjustExternalMemory(env, static_cast<int64_t>(capacity));
   return Napi::Buffer<char>::New(env, data, length, GiveBack, new size_t(capacity));
 }
 
-// Buffers handed to JS are malloc'd outside V8's heap. V8 is told their size
-// (and told again when they are freed), or it would not collect them in time
-// and the daemon would hold far more than its memory budget.
+// Buffers handed to JS are malloc'd outside V8's heap. V8 counts every
+// ArrayBuffer's bytes as external memory by itself (and uncounts them when
+// discard detaches one), which is what makes it collect them in time; telling
+// it again with AdjustExternalMemory counted each sample twice and doubled
+// the daemon's full garbage collections.
 struct Allocation {
   void* base;
   int64_t size;
 };
 
-void FreeBuffer(Napi::Env env, char*, Allocation* allocation) {
-  Napi::MemoryManagement::AdjustExternalMemory(env, -allocation->size);
+void FreeBuffer(Napi::Env, char*, Allocation* allocation) {
   std::free(allocation->base);
   delete allocation;
 }
 
 Napi::Buffer<char> HandToJs(Napi::Env env, void* base, char* data, size_t length, size_t allocated) {
-  Napi::MemoryManagement::AdjustExternalMemory(env, static_cast<int64_t>(allocated));
   return Napi::Buffer<char>::New(env, data, length, FreeBuffer, new Allocation{base, static_cast<int64_t>(allocated)});
 }
 

@@ -6,21 +6,23 @@
 //   opened buffered and the range is dropped from the page cache after the
 //   read with posix_fadvise(DONTNEED).
 // readChunk: one aligned read of a pack chunk, its CRC-32, and the files the
-//   protocol asked for copied out into buffers of their own, all on a pool
-//   thread; the chunk buffer itself never reaches JS.
-// readFiles: many small whole files in one trip to the thread pool, for the
-//   plain-directory source (fs.readFile costs four trips per file).
-// discard: frees a sample's memory the moment its handle is released.
+//   protocol asked for copied into buffers JS lends, all on a pool thread;
+//   the chunk buffer itself never reaches JS.
+// readFiles: many small whole files in one trip to the thread pool, each
+//   into a buffer JS lends, for the plain-directory source (fs.readFile
+//   costs four trips per file).
+// discard: frees a Buffer's memory the moment its handle is released.
 // crc32: the chunk reader's CRC-32 (native/crc32.h), for tests.
 // listDirectory: a directory's entries and their attributes (links
 //   followed) in one trip, for the scan at mount: a stat per file through
 //   fs.promises made the scan of a 500,000-file tree take seconds.
 //
 // Work happens in AsyncWorker::Execute; results become JS values in OnOK;
-// buffers are handed to JS without copying and freed by their finalizer.
-// Sample buffers come from a small pool of recycled ones: at thousands of
-// samples a second, a fresh mapping per sample (page faults, zeroing, and
-// a TLB shootdown on unmap) cost more CPU than serving it.
+// buffers made here are handed to JS without copying and freed by their
+// finalizer. Sample bytes go into buffers JS keeps and reuses: at thousands
+// of samples a second, a fresh buffer per sample (an ArrayBuffer for V8 to
+// collect, page faults, zeroing, a TLB shootdown on unmap) cost more CPU
+// than serving it.
 #include <napi.h>
 
 #include "crc32.h"
@@ -43,89 +45,11 @@ namespace {
 
 constexpr size_t kAlignment = 4096;
 
-// Freed sample buffers, kept for the next file of about the same size.
-// Only buffers served by mmap (kPooledFrom and up) are pooled: smaller ones
-// come from malloc's heap, which is cheap, and get their exact size.
-// Pooled capacities are rounded up to eighths of a power of two (at most
-// 12.5% slack), so files of similar sizes share buffers.
-// The pool counts the pooled-size buffers in use too: those in use plus
-// those idle stay within the limit (the daemon sets it to its --memory), so
-// keeping freed buffers never lifts RSS above what the budget allows, and a
-// budget's worth of loads ahead of the readers recycles instead of faulting
-// fresh pages in (a fresh mapping per sample cost more CPU than serving it).
-class BufferPool {
- public:
-  static constexpr size_t kPooledFrom = 64 * 1024;  // the mmap threshold set in Init
-
-  static size_t CapacityFor(size_t size) {
-    if (size < kPooledFrom) return size == 0 ? 1 : size;
-    size_t power = 1;
-    while (power * 2 <= size) power *= 2;
-    size_t step = power / 8;
-    return (size + step - 1) / step * step;
-  }
-
-  void SetLimit(size_t bytes) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    limit_ = bytes;
-    for (char* buffer : TrimLocked(0)) std::free(buffer);
-  }
-
-  char* Take(size_t capacity) {
-    if (capacity < kPooledFrom) return static_cast<char*>(std::malloc(capacity));
-    std::vector<char*> freed;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      inUse_ += capacity;
-      auto found = idle_.find(capacity);
-      if (found != idle_.end() && !found->second.empty()) {
-        char* buffer = found->second.back();
-        found->second.pop_back();
-        idleBytes_ -= capacity;
-        return buffer;
-      }
-      freed = TrimLocked(capacity);
-    }
-    for (char* buffer : freed) std::free(buffer);  // unmapping outside the lock
-    return static_cast<char*>(std::malloc(capacity));
-  }
-
-  void Give(char* buffer, size_t capacity) {
-    if (capacity >= kPooledFrom) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      inUse_ -= std::min(inUse_, capacity);
-      if (capacity == CapacityFor(capacity) && inUse_ + idleBytes_ + capacity <= limit_) {
-        idle_[capacity].push_back(buffer);
-        idleBytes_ += capacity;
-        return;
-      }
-    }
-    std::free(buffer);
-  }
-
- private:
-  // Idle buffers to free so that a new one of `capacity` fits the limit. mutex_ held.
-  std::vector<char*> TrimLocked(size_t capacity) {
-    std::vector<char*> freed;
-    for (auto it = idle_.begin(); it != idle_.end() && inUse_ + idleBytes_ > limit_ - std::min(limit_, capacity);) {
-      while (!it->second.empty() && inUse_ + idleBytes_ > limit_ - std::min(limit_, capacity)) {
-        freed.push_back(it->second.back());
-        it->second.pop_back();
-        idleBytes_ -= it->first;
-      }
-      it = it->second.empty() ? idle_.erase(it) : std::next(it);
-    }
-    return freed;
-  }
-
-  size_t limit_ = 32u << 20;  // until the daemon says its budget
-  std::mutex mutex_;
-  std::unordered_map<size_t, std::vector<char*>> idle_;
-  size_t idleBytes_ = 0;
-  size_t inUse_ = 0;  // pooled-size buffers taken and not given back
-};
-
-BufferPool pool;
+// Where sample bytes go: the caller's buffers. JS keeps sample-sized
+// buffers and reuses them (src/chunks/sample-buffers.ts): a fresh
+// ArrayBuffer per sample, thousands a second, was most of the daemon's
+// garbage-collection work and a page fault per 4 KiB.
+constexpr size_t kMmapFrom = 64 * 1024;  // glibc's mmap threshold, set by tuneAllocator
 
 // Aligned buffers for chunk reads, kept for the next read: a fresh 8 MiB
 // buffer per chunk made every O_DIRECT read fault its pages in first.
@@ -175,16 +99,6 @@ class ChunkBuffers {
 };
 
 ChunkBuffers chunkBuffers;
-
-void GiveBack(Napi::Env, char* data, size_t* capacity) {
-  pool.Give(data, *capacity);
-  delete capacity;
-}
-
-// A pooled buffer, to JS without copying.
-Napi::Buffer<char> PooledToJs(Napi::Env env, char* data, size_t length, size_t capacity) {
-  return Napi::Buffer<char>::New(env, data, length, GiveBack, new size_t(capacity));
-}
 
 // Buffers handed to JS are malloc'd outside V8's heap. V8 counts every
 // ArrayBuffer's bytes as external memory by itself (and uncounts them when
@@ -279,19 +193,37 @@ class ReadAlignedWorker : public Napi::AsyncWorker {
   size_t allocated_ = 0;
 };
 
+// Buffers JS lends a read to fill, kept alive (by a reference to the array
+// holding them) until the read is done. On the JS thread only.
+class Targets {
+ public:
+  explicit Targets(Napi::Array array) : keep_(Napi::Persistent(array)) {
+    for (uint32_t i = 0; i < array.Length(); i++) {
+      Napi::Value value = array.Get(i);
+      if (!value.IsBuffer()) { spans_.emplace_back(nullptr, 0); continue; }
+      Napi::Buffer<char> buffer = value.As<Napi::Buffer<char>>();
+      spans_.emplace_back(buffer.Data(), buffer.Length());
+    }
+  }
+  size_t Count() const { return spans_.size(); }
+  char* Data(size_t i) const { return spans_[i].first; }
+  size_t Length(size_t i) const { return spans_[i].second; }
+
+ private:
+  Napi::Reference<Napi::Array> keep_;
+  std::vector<std::pair<char*, size_t>> spans_;
+};
+
 // Reads [offset, offset + length) like ReadAlignedWorker, checks nothing
-// itself (JS compares the CRCs with the pack index), and copies out the
-// pieces (start relative to offset, size) into pooled buffers. Each byte
-// is summed once: the span's CRC is combined from the pieces' and the gaps'.
+// itself (JS compares the CRCs with the pack index), and copies the pieces
+// (start relative to offset, size) into the targets JS lent, piece i into
+// target i. Each byte is summed once: the span's CRC is combined from the
+// pieces' and the gaps'.
 class ReadChunkWorker : public Napi::AsyncWorker {
  public:
-  ReadChunkWorker(Napi::Env env, int fd, uint64_t offset, uint64_t length, bool direct, std::vector<std::pair<uint64_t, uint64_t>> pieces)
+  ReadChunkWorker(Napi::Env env, int fd, uint64_t offset, uint64_t length, bool direct, std::vector<std::pair<uint64_t, uint64_t>> pieces, Napi::Array targets)
       : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)),
-        fd_(fd), offset_(offset), length_(length), direct_(direct), pieces_(std::move(pieces)) {}
-
-  ~ReadChunkWorker() override {
-    for (size_t i = 0; i < files_.size(); i++) pool.Give(files_[i], capacities_[i]);
-  }
+        fd_(fd), offset_(offset), length_(length), direct_(direct), pieces_(std::move(pieces)), targets_(targets) {}
 
   Napi::Promise Promise() { return deferred_.Promise(); }
 
@@ -328,11 +260,9 @@ class ReadChunkWorker : public Napi::AsyncWorker {
     uint64_t summed = 0;
     if (available_ == length_) {
       for (const auto& [pieceStart, pieceSize] : pieces_) {
-        if (pieceStart + pieceSize > available_) break;
-        size_t pieceCapacity = BufferPool::CapacityFor(pieceSize);
-        char* file = pool.Take(pieceCapacity);
-        if (file == nullptr) break;
-        std::memcpy(file, chunk + pieceStart, pieceSize);
+        size_t i = pieceCrcs_.size();
+        if (pieceStart + pieceSize > available_ || i >= targets_.Count() || targets_.Length(i) < pieceSize) break;
+        std::memcpy(targets_.Data(i), chunk + pieceStart, pieceSize);
         uint32_t pieceCrc = crc32fast::Crc32(0, chunk + pieceStart, pieceSize);
         if (pieceStart >= summed && summed != UINT64_MAX) {
           crc = Append(Append(crc, crc32fast::Crc32(0, chunk + summed, pieceStart - summed), pieceStart - summed), pieceCrc, pieceSize);
@@ -341,8 +271,6 @@ class ReadChunkWorker : public Napi::AsyncWorker {
           summed = UINT64_MAX;  // out of order: the span is summed whole below
         }
         pieceCrcs_.push_back(pieceCrc);
-        files_.push_back(file);
-        capacities_.push_back(pieceCapacity);
       }
     }
     crc_ = summed <= available_ ? Append(crc, crc32fast::Crc32(0, chunk + summed, available_ - summed), available_ - summed)
@@ -360,10 +288,7 @@ class ReadChunkWorker : public Napi::AsyncWorker {
     Napi::Object out = Napi::Object::New(env);
     out.Set("length", Napi::Number::New(env, static_cast<double>(available_)));
     out.Set("crc", Napi::Number::New(env, static_cast<double>(crc_)));
-    Napi::Array files = Napi::Array::New(env, files_.size());
-    for (size_t i = 0; i < files_.size(); i++) files.Set(i, PooledToJs(env, files_[i], pieces_[i].second, capacities_[i]));
-    files_.clear();
-    out.Set("files", files);
+    out.Set("copied", Napi::Number::New(env, static_cast<double>(pieceCrcs_.size())));
     Napi::Array crcs = Napi::Array::New(env, pieceCrcs_.size());
     for (size_t i = 0; i < pieceCrcs_.size(); i++) crcs.Set(i, Napi::Number::New(env, pieceCrcs_[i]));
     out.Set("fileCrcs", crcs);
@@ -379,30 +304,36 @@ class ReadChunkWorker : public Napi::AsyncWorker {
   uint64_t offset_, length_;
   bool direct_;
   std::vector<std::pair<uint64_t, uint64_t>> pieces_;
-  std::vector<char*> files_;
-  std::vector<size_t> capacities_;
-  std::vector<uint32_t> pieceCrcs_;
+  Targets targets_;
+  std::vector<uint32_t> pieceCrcs_;  // of the pieces copied, in order
   uint64_t available_ = 0;
   unsigned long crc_ = 0;
 };
 
 struct FileResult {
-  char* data = nullptr;
-  size_t size = 0;
-  size_t capacity = 0;
+  size_t size = 0;         // bytes read into the target
+  char* own = nullptr;     // or, for a file that did not fit it, a buffer of its own
+  size_t ownCapacity = 0;
   std::string error;
   int code = 0;  // the errno behind error
 };
 
+// Reads each file into the target JS lent for it (sized from the scan,
+// plus one byte, so a file that did not change is read in one call plus
+// the end-of-file read). A file that fills its target has grown since the
+// scan: it is read whole into a buffer of its own; never served cut short.
 class ReadFilesWorker : public Napi::AsyncWorker {
  public:
-  ReadFilesWorker(Napi::Env env, std::vector<std::string> paths)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), paths_(std::move(paths)), results_(paths_.size()) {}
+  ReadFilesWorker(Napi::Env env, std::vector<std::string> paths, Napi::Array targets)
+      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), paths_(std::move(paths)), targets_(targets), results_(paths_.size()) {}
 
   Napi::Promise Promise() { return deferred_.Promise(); }
 
   void Execute() override {
-    for (size_t i = 0; i < paths_.size(); i++) ReadOne(paths_[i], results_[i]);
+    for (size_t i = 0; i < paths_.size(); i++) {
+      bool lent = i < targets_.Count() && targets_.Data(i) != nullptr;
+      ReadOne(paths_[i], lent ? targets_.Data(i) : nullptr, lent ? targets_.Length(i) : 0, results_[i]);
+    }
   }
 
   void OnOK() override {
@@ -412,10 +343,12 @@ class ReadFilesWorker : public Napi::AsyncWorker {
       FileResult& r = results_[i];
       if (!r.error.empty()) {
         out.Set(i, ErrorWithCode(env, r.error, r.code));
+      } else if (r.own != nullptr) {
+        char* own = r.own;
+        r.own = nullptr;
+        out.Set(i, HandToJs(env, own, own, r.size, r.ownCapacity));
       } else {
-        char* data = r.data;
-        r.data = nullptr;
-        out.Set(i, PooledToJs(env, data, r.size, r.capacity));
+        out.Set(i, Napi::Number::New(env, static_cast<double>(r.size)));
       }
     }
     deferred_.Resolve(out);
@@ -424,29 +357,33 @@ class ReadFilesWorker : public Napi::AsyncWorker {
   void OnError(const Napi::Error& error) override { deferred_.Reject(error.Value()); }  // each file's own error is in its result
 
   ~ReadFilesWorker() override {
-    for (FileResult& r : results_) if (r.data != nullptr) pool.Give(r.data, r.capacity);
+    for (FileResult& r : results_) std::free(r.own);
   }
 
  private:
-  static void ReadOne(const std::string& path, FileResult& result) {
+  static void ReadOne(const std::string& path, char* target, size_t targetLength, FileResult& result) {
     int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
       result.code = errno;
       result.error = ErrnoMessage(path, result.code);
       return;
     }
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-      result.code = errno;
-      result.error = ErrnoMessage(path, result.code);
-      close(fd);
-      return;
-    }
-    // One byte more than the size, so a file that did not grow is read in one call plus the end-of-file read.
-    size_t capacity = BufferPool::CapacityFor(st.st_size + 1);
-    result.data = pool.Take(capacity);
-    while (result.data != nullptr) {
-      ssize_t n = pread(fd, result.data + result.size, capacity - result.size, result.size);
+    char* into = target;
+    size_t capacity = targetLength;
+    while (true) {
+      if (result.size == capacity) {  // no target, or the file outgrew it: a buffer of its own, twice as large
+        size_t bigger = std::max<size_t>(capacity * 2, kMmapFrom);
+        char* own = static_cast<char*>(std::realloc(result.own, bigger));
+        if (own == nullptr) {  // never serve a file cut short
+          result.code = ENOMEM;
+          result.error = path + ": out of memory";
+          break;
+        }
+        if (result.own == nullptr) std::memcpy(own, target, result.size);
+        result.own = into = own;
+        result.ownCapacity = capacity = bigger;
+      }
+      ssize_t n = pread(fd, into + result.size, capacity - result.size, result.size);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) {
         result.code = errno;
@@ -455,28 +392,13 @@ class ReadFilesWorker : public Napi::AsyncWorker {
       }
       if (n == 0) break;
       result.size += n;
-      if (result.size == capacity) {  // the file grew since fstat: keep reading
-        capacity *= 2;
-        char* bigger = static_cast<char*>(std::realloc(result.data, capacity));
-        if (bigger == nullptr) {  // never serve a file cut short
-          result.code = ENOMEM;
-          result.error = path + ": out of memory (the file grew while it was read)";
-          capacity /= 2;
-          break;
-        }
-        result.data = bigger;
-      }
-    }
-    result.capacity = capacity;
-    if (result.data == nullptr && result.error.empty()) {
-      result.code = ENOMEM;
-      result.error = path + ": out of memory";
     }
     close(fd);
   }
 
   Napi::Promise::Deferred deferred_;
   std::vector<std::string> paths_;
+  Targets targets_;
   std::vector<FileResult> results_;
 };
 
@@ -497,8 +419,8 @@ Napi::Value ReadAligned(const Napi::CallbackInfo& info) {
 
 Napi::Value ReadChunk(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  if (info.Length() < 5 || !info[0].IsNumber() || !info[1].IsNumber() || !info[2].IsNumber() || !info[3].IsBoolean() || !info[4].IsTypedArray()) {
-    Napi::TypeError::New(env, "readChunk(fd, offset, length, direct, pieces: Float64Array of start, size pairs)").ThrowAsJavaScriptException();
+  if (info.Length() < 6 || !info[0].IsNumber() || !info[1].IsNumber() || !info[2].IsNumber() || !info[3].IsBoolean() || !info[4].IsTypedArray() || !info[5].IsArray()) {
+    Napi::TypeError::New(env, "readChunk(fd, offset, length, direct, pieces: Float64Array of start, size pairs, targets: Buffer[])").ThrowAsJavaScriptException();
     return env.Undefined();
   }
   Napi::Float64Array flat = info[4].As<Napi::Float64Array>();
@@ -507,7 +429,7 @@ Napi::Value ReadChunk(const Napi::CallbackInfo& info) {
   auto* worker = new ReadChunkWorker(env, info[0].As<Napi::Number>().Int32Value(),
                                      static_cast<uint64_t>(info[1].As<Napi::Number>().Int64Value()),
                                      static_cast<uint64_t>(info[2].As<Napi::Number>().Int64Value()),
-                                     info[3].As<Napi::Boolean>().Value(), std::move(pieces));
+                                     info[3].As<Napi::Boolean>().Value(), std::move(pieces), info[5].As<Napi::Array>());
   Napi::Promise promise = worker->Promise();
   worker->Queue();
   return promise;
@@ -515,15 +437,15 @@ Napi::Value ReadChunk(const Napi::CallbackInfo& info) {
 
 Napi::Value ReadFiles(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  if (info.Length() < 1 || !info[0].IsArray()) {
-    Napi::TypeError::New(env, "readFiles(paths)").ThrowAsJavaScriptException();
+  if (info.Length() < 2 || !info[0].IsArray() || !info[1].IsArray()) {
+    Napi::TypeError::New(env, "readFiles(paths, targets: Buffer[])").ThrowAsJavaScriptException();
     return env.Undefined();
   }
   Napi::Array array = info[0].As<Napi::Array>();
   std::vector<std::string> paths;
   paths.reserve(array.Length());
   for (uint32_t i = 0; i < array.Length(); i++) paths.push_back(array.Get(i).As<Napi::String>().Utf8Value());
-  auto* worker = new ReadFilesWorker(env, std::move(paths));
+  auto* worker = new ReadFilesWorker(env, std::move(paths), info[1].As<Napi::Array>());
   Napi::Promise promise = worker->Promise();
   worker->Queue();
   return promise;
@@ -638,17 +560,16 @@ Napi::Value Discard(const Napi::CallbackInfo& info) {
   return Napi::Boolean::New(env, true);
 }
 
-// Sample-sized buffers are allocated on pool threads and freed on the JS
-// thread. With glibc's defaults (a per-thread arena each, and an mmap
-// threshold that rises after the first frees) their memory stays in the
-// arenas and the daemon's RSS sits far above its budget. Serving them by
-// mmap returns memory to the system the moment it is freed. Process-wide,
+// Sample-sized buffers (the reused ones, and chunk reads' results) are
+// freed on the JS thread, some allocated on pool threads. With glibc's
+// defaults (a per-thread arena each, and an mmap threshold that rises after
+// the first frees) their memory stays in the arenas and the daemon's RSS
+// sits far above its budget. Serving them by mmap returns memory to the
+// system the moment it is freed. Process-wide,
 // so the daemon asks for it when it starts; loading the addon changes nothing.
-// tuneAllocator(budgetBytes) also lets the buffer pool recycle up to the budget.
 Napi::Value TuneAllocator(const Napi::CallbackInfo& info) {
-  mallopt(M_MMAP_THRESHOLD, BufferPool::kPooledFrom);
+  mallopt(M_MMAP_THRESHOLD, kMmapFrom);
   mallopt(M_ARENA_MAX, 2);
-  if (info.Length() > 0 && info[0].IsNumber()) pool.SetLimit(static_cast<size_t>(info[0].As<Napi::Number>().DoubleValue()));
   return info.Env().Undefined();
 }
 

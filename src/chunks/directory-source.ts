@@ -13,6 +13,7 @@ import pLimit from 'p-limit'
 import type { Logger } from 'pino'
 import type { SampleFile } from '../redirect/layout'
 import { native } from './native'
+import { sampleBuffers } from './sample-buffers'
 import type { ChunkRequest, ChunkSource } from './source'
 
 /** Files per native batch: small enough that a chunk's batches run in parallel. */
@@ -41,16 +42,26 @@ export class DirectorySource implements ChunkSource {
     const batches: number[][] = []
     for (let i = 0; i < request.files.length; i += BATCH_FILES) batches.push(request.files.slice(i, i + BATCH_FILES))
     await Promise.all(batches.map(batch => this.limit(async () => {
-      const results = await native().readFiles(batch.map(id => path.join(this.root, this.files[id].path)))
+      // Each file into a buffer one byte larger than its scanned size: one that fills it has grown.
+      const targets = batch.map(id => sampleBuffers.take(this.files[id].size + 1))
+      const results = await native().readFiles(batch.map(id => path.join(this.root, this.files[id].path)), targets)
       results.forEach((result, i) => {
         if (result instanceof Error) {
+          sampleBuffers.give(targets[i])
           this.readErrors++
           this.log.error({ file: this.files[batch[i]].path, err: result.message }, 'cannot read sample file')
           return
         }
-        delivered.set(batch[i], result)
+        let bytes: Buffer
+        if (typeof result === 'number') {
+          bytes = targets[i].subarray(0, result)
+        } else {
+          sampleBuffers.give(targets[i])
+          bytes = result
+        }
+        delivered.set(batch[i], bytes)
         this.filesRead++
-        this.bytesRead += result.length
+        this.bytesRead += bytes.length
       })
     })))
     return delivered

@@ -8,27 +8,25 @@ import { UsageError } from '../errors'
 
 interface NativeBinding {
   readAligned (fd: number, offset: number, length: number, direct: boolean): Promise<Buffer>
-  readChunk (fd: number, offset: number, length: number, direct: boolean, pieces: Float64Array): Promise<ChunkRead>
-  readFiles (paths: string[]): Promise<(Buffer | Error)[]>
+  /** Copies piece i into targets[i]; `copied` says how many were (none when the read was short). */
+  readChunk (fd: number, offset: number, length: number, direct: boolean, pieces: Float64Array, targets: Buffer[]): Promise<ChunkRead>
+  /** Reads file i into targets[i]: the bytes read, or a Buffer of its own for a file that filled its target (it grew), or why it could not be read. */
+  readFiles (paths: string[], targets: Buffer[]): Promise<(number | Buffer | Error)[]>
   /** zlib's CRC-32 as the chunk reader computes it (native/crc32.h). */
   crc32 (bytes: Buffer, initial?: number): number
   /** Frees the memory of a Buffer that is its only view, now; every view of it becomes empty. */
   discard (bytes: Buffer): boolean
   /** A directory's entries (names as raw bytes) and their attributes, links followed: `LISTED_FIELDS` numbers per entry (see `Listed`). */
   listDirectory (path: string): Promise<{ names: Buffer[], fields: Float64Array }>
-  /**
-   * Makes glibc serve sample-sized buffers by mmap, so freed samples leave
-   * the process, and lets freed sample buffers be reused while those in use
-   * and those kept stay within `budgetBytes` (the daemon calls it once at start).
-   */
-  tuneAllocator (budgetBytes?: number): void
+  /** Makes glibc serve sample-sized buffers by mmap, so freed samples leave the process (the daemon calls it once at start). */
+  tuneAllocator (): void
 }
 
 /** Where each attribute of an entry sits in `listDirectory`'s fields (native/redirfs_native.cc, ListedField); errno is 0 when the stat worked; dev and ino identify a directory reached twice. */
 export const enum Listed { mode, size, uid, gid, nlink, atimeSec, atimeNsec, mtimeSec, mtimeNsec, ctimeSec, ctimeNsec, errno, dev, ino, fields }
 
-/** A chunk (or a run of it) as read: its length and CRC-32, and the pieces asked for with theirs (none when the read is short). */
-export interface ChunkRead { length: number, crc: number, files: Buffer[], fileCrcs: number[] }
+/** A chunk (or a run of it) as read: its length and CRC-32, how many pieces were copied into their targets, and their CRC-32s (none when the read is short). */
+export interface ChunkRead { length: number, crc: number, copied: number, fileCrcs: number[] }
 
 const ADDON = path.resolve(__dirname, '../../native/build/Release/redirfs_native.node')
 let binding: NativeBinding | undefined
@@ -67,12 +65,12 @@ export class ChunkFile {
   }
 
   /**
-   * Reads [offset, offset + length) and returns its CRC-32 and copies of
-   * the pieces (each a start relative to offset, and a size), done on the
-   * thread pool: the chunk's buffer never reaches JS.
+   * Reads [offset, offset + length) and returns its CRC-32, and copies the
+   * pieces (each a start relative to offset, and a size) into `targets`,
+   * one each, done on the thread pool: the chunk's buffer never reaches JS.
    */
-  async readPieces (offset: number, length: number, pieces: ReadonlyArray<{ start: number, size: number }>): Promise<ChunkRead> {
-    return await native().readChunk(this.fd, offset, length, this.direct, Float64Array.from(pieces.flatMap(p => [p.start, p.size])))
+  async readPieces (offset: number, length: number, pieces: ReadonlyArray<{ start: number, size: number }>, targets: Buffer[]): Promise<ChunkRead> {
+    return await native().readChunk(this.fd, offset, length, this.direct, Float64Array.from(pieces.flatMap(p => [p.start, p.size])), targets)
   }
 
   close (): void { closeSync(this.fd) }

@@ -16,6 +16,7 @@ import type { Logger } from 'pino'
 import { DirectoryFileReader, readIncludeList, scanTree } from '../chunks/scan'
 import { DirectorySource } from '../chunks/directory-source'
 import { native } from '../chunks/native'
+import { sampleBuffers } from '../chunks/sample-buffers'
 import type { ChunkSource } from '../chunks/source'
 import type { DatasetTree, FileReader } from '../chunks/tree'
 import { isPack, loadPackIndex } from '../pack/pack-index'
@@ -146,7 +147,8 @@ export async function startMount (config: MountConfig, log: Logger): Promise<Run
     throw new UsageError(`${config.source} holds one pack per node (written with --nodes): mount ${path.join(config.source, shardName(config.cluster?.node ?? 0))} on node ${config.cluster?.node ?? 0}`)
   }
   // Before any sample is read: freed samples must leave the process (or be reused within --memory), or RSS drifts above it.
-  native().tuneAllocator(config.memoryBytes)
+  native().tuneAllocator()
+  sampleBuffers.limitBytes = config.memoryBytes
   const dataset = await (await isPack(config.source) ? openPack(config, log) : openDirectory(config, log))
   try {
     return await serve(config, dataset, log)

@@ -11,7 +11,7 @@
 import { constants as fsConstants, promises as fs } from 'node:fs'
 import type { Logger } from 'pino'
 import type { DatasetTree, FileReader, TreeEntry } from '../chunks/tree'
-import { native } from '../chunks/native'
+import { sampleBuffers } from '../chunks/sample-buffers'
 import type { ServedFile } from '../engine/engine'
 import { CONTROL_DIR, isControlPath, STATS_FILE } from './control'
 import { errno, errnoOf } from './errno'
@@ -100,14 +100,14 @@ export class FsAdapter {
   /**
    * Ends a handle: a pass-through file is closed; bound bytes are nobody
    * else's (the protocol hands each file's bytes to one open), so their
-   * memory is freed now instead of whenever the garbage collector runs,
-   * which at thousands of samples a second would be most of the daemon's
-   * CPU.
+   * buffer goes back for the next load to fill, instead of waiting for the
+   * garbage collector, which at thousands of samples a second would be most
+   * of the daemon's CPU.
    */
   async release (number: number): Promise<void> {
     const handle = this.handles.remove(number)
     if (handle?.kind === 'passthrough') await handle.file.close().catch(() => {})
-    if (handle?.kind === 'bytes') native().discard(handle.bytes)
+    if (handle?.kind === 'bytes') sampleBuffers.give(handle.bytes)
   }
 
   /** Counts and logs an open that failed for want of data (EIO); other errors are the caller's. */

@@ -11,8 +11,9 @@ import { promises as fs } from 'node:fs'
 import path from 'node:path'
 import { crc32 } from 'node:zlib'
 import type { Logger } from 'pino'
-import { ChunkFile, native, type ChunkRead } from '../chunks/native'
+import { ChunkFile, type ChunkRead } from '../chunks/native'
 import type { ChunkRequest, ChunkSource } from '../chunks/source'
+import { sampleBuffers } from '../chunks/sample-buffers'
 import type { FileReader, OpenFile } from '../chunks/tree'
 import { FsError } from '../errors'
 import { CHUNKS_FILE, OTHERS_FILE, type PackIndex } from './pack-index'
@@ -52,10 +53,13 @@ export class PackSource implements ChunkSource {
     const wholeChunk = runStart === chunkOffset && runEnd === chunkOffset + chunkLength
     const [offset, length] = wholeChunk ? [chunkOffset, chunkLength] : [runStart, runEnd - runStart]
     const pieces = entries.map(entry => ({ start: arrays.location[entry] - offset, size: arrays.size[entry] }))
+    const targets = pieces.map(p => sampleBuffers.take(p.size))
+    const giveBack = (): void => { for (const bytes of targets) sampleBuffers.give(bytes) }
     let read: ChunkRead
     try {
-      read = await this.file.readPieces(offset, length, pieces)
+      read = await this.file.readPieces(offset, length, pieces, targets)
     } catch (err) {
+      giveBack()
       this.log.error({ chunk: request.pc, err: (err as Error).message }, 'cannot read chunk')
       return delivered
     }
@@ -63,16 +67,18 @@ export class PackSource implements ChunkSource {
     this.bytesRead += read.length
     const problem = read.length < length
       ? `truncated (${read.length} of ${length} bytes)`
-      : wholeChunk
+      : read.copied < pieces.length
+        ? `only ${read.copied} of its ${pieces.length} files copied`
+        : wholeChunk
         ? (read.crc !== arrays.chunkCrc[request.pc] ? 'checksum mismatch' : undefined)
         : (entries.some((entry, i) => read.fileCrcs[i] !== arrays.crc[entry]) ? 'checksum mismatch in a block' : undefined)
     if (problem !== undefined) {
       this.corruptChunks++
       this.log.error({ chunk: request.pc, problem }, 'chunk failed its check; its files are not served')
-      for (const bytes of read.files) native().discard(bytes)
+      giveBack()
       return delivered
     }
-    request.files.forEach((id, i) => delivered.set(id, read.files[i]))
+    request.files.forEach((id, i) => delivered.set(id, targets[i]))
     return delivered
   }
 

@@ -19,6 +19,7 @@ import { promises as fs } from 'node:fs'
 import path from 'node:path'
 import { crc32 } from 'node:zlib'
 import { native } from '../chunks/native'
+import { sampleBuffers } from '../chunks/sample-buffers'
 import { readIncludeList, scanTree } from '../chunks/scan'
 import { UsageError } from '../errors'
 import { cutPhysicalChunks, homeOfChunk } from '../redirect/layout'
@@ -130,12 +131,15 @@ async function writeOnePack (layout: PackLayout, directory: string, holds: (chun
     arrays.pathEnd[i] = pathEnd
   })
   const readBatch = async (relatives: string[]): Promise<Buffer[]> => {
-    const results = await native().readFiles(relatives.map(r => path.join(source, r)))
+    const expected = relatives.map(r => tree.entries.get(r)!.attributes.size)
+    // One byte over the scanned size, so a file that grew shows.
+    const targets = expected.map(size => sampleBuffers.take(size + 1))
+    const results = await native().readFiles(relatives.map(r => path.join(source, r)), targets)
     return results.map((result, i) => {
       if (result instanceof Error) throw new UsageError(`cannot read ${relatives[i]}: ${result.message}`)
-      const expected = tree.entries.get(relatives[i])!.attributes.size
-      if (result.length !== expected) throw new UsageError(`${relatives[i]} changed while packing (${expected} bytes when scanned, ${result.length} now)`)
-      return result
+      const length = typeof result === 'number' ? result : result.length
+      if (length !== expected[i]) throw new UsageError(`${relatives[i]} changed while packing (${expected[i]} bytes when scanned, ${length} now)`)
+      return targets[i].subarray(0, length)
     })
   }
 
@@ -163,6 +167,7 @@ async function writeOnePack (layout: PackLayout, directory: string, holds: (chun
       offset += bytes[k].length
     })
     const data = Buffer.concat(bytes)
+    for (const file of bytes) sampleBuffers.give(file)
     await chunkFile.write(data, 0, data.length, position)
     arrays.chunkLength[c] = data.length
     arrays.chunkCrc[c] = chunkCrc

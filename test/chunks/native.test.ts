@@ -33,14 +33,26 @@ t.test('the buffered fallback returns the same bytes', async t => {
   t.same(await native().readAligned(fd, 333, 5000, false), bytes.subarray(333, 5333))
 })
 
-t.test('readFiles returns each file whole, and an error for each file it cannot read', async t => {
+t.test('readFiles reads each file into its target and says how much, or why it could not', async t => {
   const other = path.join(dir, 'other.bin')
   writeFileSync(other, 'hello')
-  const [a, b, missing] = await native().readFiles([file, other, path.join(dir, 'missing')])
-  t.same(a, readFileSync(file))
-  t.same(b, Buffer.from('hello'))
+  const targets = [Buffer.alloc(bytes.length + 1), Buffer.alloc(6), Buffer.alloc(10)]
+  const [a, b, missing] = await native().readFiles([file, other, path.join(dir, 'missing')], targets)
+  t.equal(a, bytes.length)
+  t.same(targets[0].subarray(0, bytes.length), readFileSync(file))
+  t.equal(b, 5)
+  t.same(targets[1].subarray(0, 5), Buffer.from('hello'))
   t.type(missing, Error)
   t.match(missing, { code: 'ENOENT', errno: -2 }, 'the error names its errno, as a Node error does')
+})
+
+t.test('a file that fills its target (it grew since the scan) comes back whole in a buffer of its own', async t => {
+  const target = Buffer.alloc(1000, 0xee)
+  const [result] = await native().readFiles([file], [target])
+  t.ok(Buffer.isBuffer(result))
+  t.same(result, bytes, 'every byte, none cut off')
+  const [tooSmallByOne] = await native().readFiles([file], [Buffer.alloc(bytes.length)])
+  t.same(tooSmallByOne, bytes, 'a target of exactly the size cannot tell the end: read on')
 })
 
 t.test('a failed aligned read rejects with the errno as its code', async t => {
@@ -53,10 +65,12 @@ t.test('readPieces returns the chunk\'s CRC-32 and exact copies of the pieces as
   const offset = 100
   const length = bytes.length - 200
   const pieces = [{ start: 0, size: 10 }, { start: 5000, size: 4096 }, { start: length - 7, size: 7 }, { start: 20, size: 0 }]
-  const chunk = await chunkFile.readPieces(offset, length, pieces)
+  const targets = pieces.map(p => Buffer.alloc(p.size))
+  const chunk = await chunkFile.readPieces(offset, length, pieces, targets)
   t.equal(chunk.length, length)
   t.equal(chunk.crc, crc32(bytes.subarray(offset, offset + length)))
-  t.same(chunk.files, pieces.map(p => bytes.subarray(offset + p.start, offset + p.start + p.size)))
+  t.equal(chunk.copied, pieces.length)
+  t.same(targets, pieces.map(p => bytes.subarray(offset + p.start, offset + p.start + p.size)))
 })
 
 t.test('readPieces sums the span once whatever the pieces: in order with gaps, touching, out of order', async t => {
@@ -69,7 +83,7 @@ t.test('readPieces sums the span once whatever the pieces: in order with gaps, t
     [{ start: 9000, size: 100 }, { start: 10, size: 100 }]
   ]
   for (const pieces of layouts) {
-    const chunk = await chunkFile.readPieces(1, length, pieces)
+    const chunk = await chunkFile.readPieces(1, length, pieces, pieces.map(p => Buffer.alloc(p.size)))
     t.equal(chunk.crc, crc32(bytes.subarray(1, 1 + length)), JSON.stringify(pieces))
     t.same(chunk.fileCrcs, pieces.map(p => crc32(bytes.subarray(1 + p.start, 1 + p.start + p.size))))
   }
@@ -91,32 +105,23 @@ t.test('the native CRC-32 is zlib\'s at every length and alignment, from any ini
 t.test('readPieces of a chunk cut short reports the length it got and copies nothing', async t => {
   const chunkFile = ChunkFile.open(file)
   t.teardown(() => chunkFile.close())
-  const chunk = await chunkFile.readPieces(bytes.length - 50, 100, [{ start: 0, size: 10 }])
+  const target = Buffer.alloc(10, 0xee)
+  const chunk = await chunkFile.readPieces(bytes.length - 50, 100, [{ start: 0, size: 10 }], [target])
   t.equal(chunk.length, 50)
   t.equal(chunk.crc, crc32(bytes.subarray(bytes.length - 50)))
-  t.same(chunk.files, [])
+  t.equal(chunk.copied, 0)
+  t.same(target, Buffer.alloc(10, 0xee), 'the target untouched')
 })
 
-t.test('a recycled buffer serves the next file\'s bytes exactly', async t => {
-  // Files of nearly the same size share a pooled buffer once the first is discarded.
-  const first = path.join(dir, 'first.bin')
-  const second = path.join(dir, 'second.bin')
-  writeFileSync(first, Buffer.alloc(100_000, 0xaa))
-  writeFileSync(second, Buffer.alloc(99_000, 0x55))
-  for (let round = 0; round < 3; round++) {
-    const [a] = await native().readFiles([first])
-    t.same(a, readFileSync(first))
-    t.equal(native().discard(a as Buffer), true)
-    await new Promise(resolve => setImmediate(resolve)) // Node frees discarded memory on its next turn
-    const [b] = await native().readFiles([second])
-    t.same(b, readFileSync(second), `round ${round}: no byte of the first file shows`)
-    native().discard(b as Buffer)
-    await new Promise(resolve => setImmediate(resolve))
-  }
+t.test('readPieces copies no piece into a target too small for it', async t => {
+  const chunkFile = ChunkFile.open(file)
+  t.teardown(() => chunkFile.close())
+  const chunk = await chunkFile.readPieces(0, 100, [{ start: 0, size: 10 }, { start: 10, size: 20 }], [Buffer.alloc(10), Buffer.alloc(5)])
+  t.equal(chunk.copied, 1, 'the first fits, the second does not: it and any after are not copied')
 })
 
 t.test('discard frees a Buffer that is its memory\'s only view, and leaves shared memory alone', async t => {
-  const [own] = await native().readFiles([file]) as Buffer[]
+  const [own] = await native().readFiles([file], [Buffer.alloc(0)]) as Buffer[]
   t.equal(native().discard(own), true)
   t.equal(own.length, 0, 'every view of freed memory is empty')
   const slab = Buffer.from(bytes)

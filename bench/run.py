@@ -214,6 +214,32 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def thread_cpu(pid):
+    """CPU seconds so far of each thread of a process, and what it waits on now (its wchan)."""
+    threads = {}
+    for task in glob.glob(f"/proc/{pid}/task/*"):
+        try:
+            with open(os.path.join(task, "stat")) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(os.path.join(task, "wchan")) as f:
+                wchan = f.read()
+        except OSError:
+            continue  # the thread ended
+        threads[int(os.path.basename(task))] = ((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), wchan)
+    return threads
+
+
+def cpu_by_thread_kind(pid, before, after, files):
+    """µs of CPU per file between two thread_cpu snapshots, by kind of thread: FUSE threads (idle in a read of
+    /dev/fuse when the second snapshot is taken), the main thread (JS, in the daemon), and the others (the thread
+    pool, V8's helpers)."""
+    split = {"fuse": 0.0, "main": 0.0, "other": 0.0}
+    for tid, (cpu, wchan) in after.items():
+        kind = "main" if tid == pid else "fuse" if "fuse_dev" in wchan else "other"
+        split[kind] += (cpu - before.get(tid, (0.0, ""))[0]) / files * 1e6
+    return split
+
+
 def peak_rss(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -391,12 +417,13 @@ def hot_path(root, info, args):
     subset.write("\n".join(rel))
     subset.close()
     try:
-        ceiling, ceiling_cpu = through_ceiling(root, rel, subset.name, args.threads)
+        ceiling, ceiling_cpu, ceiling_split = through_ceiling(root, rel, subset.name, args.threads)
         mounts = {backend: through_redirfs(root, rel, subset.name, args.threads, backend) for backend in ("native", "fuse-native")}
     finally:
         os.unlink(subset.name)
     native = mounts["native"]
     return {"files": len(rel), "threads": args.threads, "rawFilesPerSecond": raw, "ceilingFilesPerSecond": ceiling, "ceilingCpuMicrosecondsPerFile": ceiling_cpu,
+            "ceilingCpuByThread": ceiling_split,
             "mountFilesPerSecond": native["filesPerSecond"], "ratio": native["filesPerSecond"] / raw,
             "ratioToCeiling": native["filesPerSecond"] / ceiling, "backends": mounts, "daemonProfile": native["profile"]}
 
@@ -414,9 +441,10 @@ def through_ceiling(root, rel, listing, threads):
             raise RuntimeError("the ceiling server did not mount")
         paths = [os.path.join(mountpoint, r) for r in rel]
         read_all(paths, threads)
-        cpu_before = cpu_seconds(server.pid)
+        cpu_before, threads_before = cpu_seconds(server.pid), thread_cpu(server.pid)
         rates = [read_all(paths, threads)[0] for _ in range(2)]
-        return max(rates), (cpu_seconds(server.pid) - cpu_before) / (2 * len(rel)) * 1e6
+        split = cpu_by_thread_kind(server.pid, threads_before, thread_cpu(server.pid), 2 * len(rel))
+        return max(rates), (cpu_seconds(server.pid) - cpu_before) / (2 * len(rel)) * 1e6, split
     finally:
         subprocess.run(["umount", "-l", mountpoint], check=False)
         server.wait(timeout=30)
@@ -437,9 +465,12 @@ def through_redirfs(root, rel, listing, threads, backend):
             pid = json.load(f)["pid"]
         paths = [os.path.join(mountpoint, r) for r in rel]
         read_all(paths, threads)
-        cpu_before = cpu_seconds(pid)
+        cpu_before, threads_before, ops_before = cpu_seconds(pid), thread_cpu(pid), fuse_ops(mountpoint)
         rates = [read_all(paths, threads)[0] for _ in range(2)]
         cpu = cpu_seconds(pid) - cpu_before
+        split = cpu_by_thread_kind(pid, threads_before, thread_cpu(pid), 2 * len(rel))
+        ops_after = fuse_ops(mountpoint)
+        ops = {op: (ops_after[op] - ops_before[op]) / (2 * len(rel)) for op in ops_after}
     finally:
         # A clean stop, so the daemon exits by itself and writes its profile.
         subprocess.run([REDIRFS, "umount", mountpoint], check=False)
@@ -447,7 +478,15 @@ def through_redirfs(root, rel, listing, threads, backend):
     time.sleep(1)
     profile = summarize_profile(prof_dir)
     shutil.rmtree(prof_dir, ignore_errors=True)
-    return {"filesPerSecond": max(rates), "daemonCpuMicrosecondsPerFile": cpu / (2 * len(rel)) * 1e6, "profile": profile}
+    return {"filesPerSecond": max(rates), "daemonCpuMicrosecondsPerFile": cpu / (2 * len(rel)) * 1e6, "cpuByThread": split,
+            "fuseOpsPerFile": ops, "profile": profile}
+
+
+def fuse_ops(mountpoint):
+    """The FUSE requests a mount's daemon has answered so far, by kind (its stats; the native backend counts them)."""
+    with open(os.path.join(mountpoint, ".redirfs", "stats")) as f:
+        fs = json.load(f)["fs"]
+    return {op: fs[op] for op in ("lookups", "getattrs", "opens", "reads") if op in fs}
 
 
 def summarize_profile(prof_dir):
@@ -539,12 +578,18 @@ def write_report(result, out):
     if result.get("hotPath"):
         h = result["hotPath"]
         lines += [f"**Hot path**: {h['files']} files, {h['threads']} reader threads, everything in memory, strict:", "",
-                  "| reader | files/s | of raw | of the C ceiling | server CPU µs/file |", "|---|---|---|---|---|",
-                  f"| raw page cache | {h['rawFilesPerSecond']:.0f} | 1.00 | - | - |",
-                  f"| C ceiling (bench/ceiling/memfs.c) | {h['ceilingFilesPerSecond']:.0f} | {h['ceilingFilesPerSecond'] / h['rawFilesPerSecond']:.2f} | 1.00 | {h['ceilingCpuMicrosecondsPerFile']:.0f} |"]
+                  "| reader | files/s | of raw | of the C ceiling | server CPU µs/file | of which FUSE threads | main thread | other threads |", "|---|---|---|---|---|---|---|---|",
+                  f"| raw page cache | {h['rawFilesPerSecond']:.0f} | 1.00 | - | - | - | - | - |",
+                  f"| C ceiling (bench/ceiling/memfs.c) | {h['ceilingFilesPerSecond']:.0f} | {h['ceilingFilesPerSecond'] / h['rawFilesPerSecond']:.2f} | 1.00 | {h['ceilingCpuMicrosecondsPerFile']:.0f} | "
+                  + split_cells(h.get("ceilingCpuByThread"))]
         for backend, b in h["backends"].items():
             lines.append(f"| redirfs, {backend} | {b['filesPerSecond']:.0f} | {b['filesPerSecond'] / h['rawFilesPerSecond']:.2f} | "
-                         f"{b['filesPerSecond'] / h['ceilingFilesPerSecond']:.2f} | {b['daemonCpuMicrosecondsPerFile']:.0f} |")
+                         f"{b['filesPerSecond'] / h['ceilingFilesPerSecond']:.2f} | {b['daemonCpuMicrosecondsPerFile']:.0f} | " + split_cells(b.get("cpuByThread")))
+        ops = h["backends"].get("native", {}).get("fuseOpsPerFile")
+        if ops:
+            lines += ["", "FUSE requests the native backend answered per file read (and one release each, not counted): "
+                      + ", ".join(f"{name} {count:.2f}" for name, count in ops.items()) + ". CPU by thread: the FUSE threads answer the kernel; "
+                      "the main thread is JS in redirfs (libfuse's idle loop in the C server); the others are the thread pool and V8's helpers."]
         lines += ["", "Daemon JS profile on the native backend (share of busy samples, idle excluded):", "", "| function | share |", "|---|---|"]
         lines += [f"| `{p['function']}` | {p['share']:.1%} |" for p in h["daemonProfile"]]
         lines.append("")
@@ -553,6 +598,13 @@ def write_report(result, out):
     with open(os.path.join(out, "latest.svg"), "w") as f:
         f.write(svg_chart(result))
     return "\n".join(lines)
+
+
+def split_cells(split):
+    """The CPU-by-thread cells of a hot-path row: FUSE threads, main thread, other threads (µs/file)."""
+    if not split:
+        return "- | - | - |"
+    return f"{split['fuse']:.0f} | {split['main']:.0f} | {split['other']:.0f} |"
 
 
 def svg_chart(result):

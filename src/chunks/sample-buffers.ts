@@ -29,7 +29,6 @@ export class SampleBuffers {
   /** Slabs in use and idle together stay within this many bytes. */
   limitBytes = 32 * 2 ** 20
   private readonly idle = new Map<number, ArrayBuffer[]>()
-  private idleBytes = 0
   /** Every slab alive that is ours to count: idle, or lent out. */
   private slabBytes = 0
   private readonly capacityOf = new WeakMap<ArrayBuffer, number>()
@@ -40,9 +39,7 @@ export class SampleBuffers {
   take (size: number): Buffer {
     const capacity = capacityFor(size)
     let slab = this.idle.get(capacity)?.pop()
-    if (slab !== undefined) {
-      this.idleBytes -= capacity
-    } else {
+    if (slab === undefined) {
       this.makeRoom(capacity)
       slab = Buffer.allocUnsafeSlow(capacity).buffer as ArrayBuffer
       this.capacityOf.set(slab, capacity)
@@ -70,14 +67,15 @@ export class SampleBuffers {
       let list = this.idle.get(capacity)
       if (list === undefined) this.idle.set(capacity, list = [])
       list.push(slab)
-      this.idleBytes += capacity
     } else {
       this.forget(slab, capacity)
     }
   }
 
   stats (): { slabBytes: number, idleBytes: number } {
-    return { slabBytes: this.slabBytes, idleBytes: this.idleBytes }
+    let idleBytes = 0
+    for (const [capacity, list] of this.idle) idleBytes += capacity * list.length
+    return { slabBytes: this.slabBytes, idleBytes }
   }
 
   /** Lets idle slabs go until a new one of `capacity` fits the limit. */
@@ -85,7 +83,6 @@ export class SampleBuffers {
     for (const [size, list] of this.idle) {
       while (list.length > 0 && this.slabBytes + capacity > this.limitBytes) {
         this.forget(list.pop()!, size)
-        this.idleBytes -= size
       }
       if (list.length === 0) this.idle.delete(size)
       if (this.slabBytes + capacity <= this.limitBytes) return

@@ -93,8 +93,11 @@ def main():
     mount_seconds = time.time() - started
     try:
         with open(os.path.join(mountpoint, ".redirfs", "stats")) as f:
-            pid = json.load(f)["pid"]
+            stats = json.load(f)
+        pid = stats["pid"]
         after_mount = memory_of(pid)
+        # Sample bytes the protocol holds (the budget's share of RSS), so the rest is what the tree and the process cost.
+        held = stats["protocol"]["residentBytes"] + stats["protocol"]["inflightBytes"]
         log(f"mount {mount_seconds:.2f} s, daemon RSS {after_mount['VmRSS'] / 2**20:.0f} MiB")
         first_seconds, mounted_samples = image_folder_seconds(mountpoint)
         second_seconds, _ = image_folder_seconds(mountpoint)
@@ -113,7 +116,7 @@ def main():
     result = {"commit": commit, "command": command, "startedAt": time.strftime("%Y-%m-%dT%H:%M:%S"), "files": args.files, "classes": args.classes, "memory": args.memory,
               "samples": {"raw": raw_samples, "mount": mounted_samples}, "mountSeconds": mount_seconds,
               "imageFolderSeconds": {"raw": raw_seconds, "mountFirst": first_seconds, "mountSecond": second_seconds},
-              "daemonAfterMount": after_mount, "epochs": epochs}
+              "daemonAfterMount": after_mount, "sampleBytesHeldAfterMount": held, "epochs": epochs}
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "latest.json"), "w") as f:
         json.dump(result, f, indent=2)
@@ -123,7 +126,9 @@ def main():
              f"| `ImageFolder(<raw>)` | {raw_seconds:.2f} s |",
              f"| `ImageFolder(<mnt>)`, first | {first_seconds:.2f} s ({first_seconds / raw_seconds:.1f}x raw) |",
              f"| `ImageFolder(<mnt>)`, again | {second_seconds:.2f} s ({second_seconds / raw_seconds:.1f}x raw) |",
-             f"| daemon RSS after mount | {after_mount['VmRSS'] / 2**20:.0f} MiB ({after_mount['VmRSS'] / args.files:.0f} B per file) |"]
+             f"| daemon RSS after mount | {after_mount['VmRSS'] / 2**20:.0f} MiB ({after_mount['VmRSS'] / args.files:.0f} B per file) |",
+             f"| of which sample bytes held | {held / 2**20:.0f} MiB |",
+             f"| RSS less sample bytes held | {(after_mount['VmRSS'] - held) / 2**20:.0f} MiB ({(after_mount['VmRSS'] - held) / args.files:.0f} B per file, the fixed cost included) |"]
     if epochs:
         rss = [e["memory"]["VmRSS"] / 2**20 for e in epochs]
         lines += [f"| an epoch, 8 threads | {epochs[0]['files']} files in {statistics.median(e['seconds'] for e in epochs):.0f} s (median of {len(epochs)}) |",

@@ -65,14 +65,20 @@ enum Kind : uint8_t { kDirectory = 0, kSample = 1, kOther = 2 };
 // Entries' kernel cache time for everything that cannot change under a read-only mount.
 constexpr double kStableTimeout = 3600.0;
 
-struct Entry {
-  uint32_t parent;
-  std::string name;
-  uint32_t mode, uid, gid, nlink;
-  uint8_t kind;
-  double size;
-  struct timespec atime, mtime, ctime;
-  std::vector<uint32_t> children;  // sorted by name
+// The tree's columns (src/chunks/tree.ts), read in place: JS holds them
+// for the mount's life and never changes them. Entry i is inode i + 1; a
+// directory's children are consecutive entries sorted by name bytes; each
+// name is followed by a 0 byte.
+struct Tree {
+  size_t count = 0;
+  const uint32_t *parent, *nameEnd, *firstChild, *childCount, *mode, *uid, *gid, *nlink;
+  const uint8_t* kind;
+  const double *size, *atimeSec, *mtimeSec, *ctimeSec;
+  const uint32_t *atimeNsec, *mtimeNsec, *ctimeNsec;
+  const char* names;
+
+  const char* Name(size_t e) const { return names + (e == 0 ? 0 : nameEnd[e - 1]); }
+  static struct timespec Time(double sec, uint32_t nsec) { return {static_cast<time_t>(sec), static_cast<long>(nsec)}; }
 };
 
 using Clock = std::chrono::steady_clock;
@@ -130,34 +136,22 @@ class Server : public Napi::ObjectWrap<Server> {
     });
   }
 
-  // new FuseServer(tree, onEvents, { reopenWindowMs }): tree = { parent, nameEnd, names, mode, uid, gid, nlink, kind, size,
-  // atimeSec, mtimeSec, ctimeSec, atimeNsec, mtimeNsec, ctimeNsec, controlName }
+  // new FuseServer(tree, onEvents, { reopenWindowMs }): tree = the tree's columns (parent, names, nameEnd, firstChild,
+  // childCount, kind, mode, uid, gid, nlink, size, atimeSec, mtimeSec, ctimeSec, atimeNsec, mtimeNsec, ctimeNsec) and controlName
   Server(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Server>(info) {
     Napi::Env env = info.Env();
     Napi::Object tree = info[0].As<Napi::Object>();
-    auto u32 = [&](const char* name) { return tree.Get(name).As<Napi::Uint32Array>(); };
-    auto f64 = [&](const char* name) { return tree.Get(name).As<Napi::Float64Array>(); };
-    Napi::Uint32Array parent = u32("parent"), nameEnd = u32("nameEnd"), mode = u32("mode"), uid = u32("uid"), gid = u32("gid"), nlink = u32("nlink");
-    Napi::Uint8Array kind = tree.Get("kind").As<Napi::Uint8Array>();
-    Napi::Float64Array size = f64("size"), atimeSec = f64("atimeSec"), mtimeSec = f64("mtimeSec"), ctimeSec = f64("ctimeSec");
-    Napi::Uint32Array atimeNsec = u32("atimeNsec"), mtimeNsec = u32("mtimeNsec"), ctimeNsec = u32("ctimeNsec");
-    Napi::Buffer<char> names = tree.Get("names").As<Napi::Buffer<char>>();
-    size_t count = parent.ElementLength();
-    entries_.resize(count);
-    for (size_t i = 0; i < count; i++) {
-      Entry& e = entries_[i];
-      size_t start = i == 0 ? 0 : nameEnd[i - 1];
-      e.parent = parent[i];
-      e.name.assign(names.Data() + start, nameEnd[i] - start);
-      e.mode = mode[i]; e.uid = uid[i]; e.gid = gid[i]; e.nlink = nlink[i]; e.kind = kind[i]; e.size = size[i];
-      e.atime = {static_cast<time_t>(atimeSec[i]), static_cast<long>(atimeNsec[i])};
-      e.mtime = {static_cast<time_t>(mtimeSec[i]), static_cast<long>(mtimeNsec[i])};
-      e.ctime = {static_cast<time_t>(ctimeSec[i]), static_cast<long>(ctimeNsec[i])};
-      if (i > 0) entries_[e.parent].children.push_back(static_cast<uint32_t>(i));
-    }
-    for (Entry& e : entries_) {
-      std::sort(e.children.begin(), e.children.end(), [&](uint32_t a, uint32_t b) { return entries_[a].name < entries_[b].name; });
-    }
+    auto u32 = [&](const char* name) { return tree.Get(name).As<Napi::Uint32Array>().Data(); };
+    auto f64 = [&](const char* name) { return tree.Get(name).As<Napi::Float64Array>().Data(); };
+    tree_.count = tree.Get("parent").As<Napi::Uint32Array>().ElementLength();
+    tree_.parent = u32("parent"); tree_.nameEnd = u32("nameEnd"); tree_.firstChild = u32("firstChild"); tree_.childCount = u32("childCount");
+    tree_.mode = u32("mode"); tree_.uid = u32("uid"); tree_.gid = u32("gid"); tree_.nlink = u32("nlink");
+    tree_.kind = tree.Get("kind").As<Napi::Uint8Array>().Data();
+    tree_.size = f64("size"); tree_.atimeSec = f64("atimeSec"); tree_.mtimeSec = f64("mtimeSec"); tree_.ctimeSec = f64("ctimeSec");
+    tree_.atimeNsec = u32("atimeNsec"); tree_.mtimeNsec = u32("mtimeNsec"); tree_.ctimeNsec = u32("ctimeNsec");
+    tree_.names = tree.Get("names").As<Napi::Buffer<char>>().Data();
+    treeRef_ = Napi::Persistent(tree);
+    size_t count = tree_.count;
     controlName_ = tree.Get("controlName").As<Napi::String>().Utf8Value();
     controlDirIno_ = count + 1;
     statsIno_ = count + 2;
@@ -433,27 +427,27 @@ class Server : public Napi::ObjectWrap<Server> {
   static Server* Of(fuse_req_t req) { return static_cast<Server*>(fuse_req_userdata(req)); }
 
   bool IsControl(fuse_ino_t ino) const { return ino == controlDirIno_ || ino == statsIno_; }
-  const Entry* EntryOf(fuse_ino_t ino) const { return ino >= 1 && ino <= entries_.size() ? &entries_[ino - 1] : nullptr; }
+  bool InTree(fuse_ino_t ino) const { return ino >= 1 && ino <= tree_.count; }
 
   bool Attributes(fuse_ino_t ino, struct stat* st, const Handle* handle, pid_t thread = 0) {
     memset(st, 0, sizeof(*st));
     st->st_ino = ino;
     if (IsControl(ino)) {
-      const Entry& root = entries_[0];
       st->st_mode = ino == controlDirIno_ ? (S_IFDIR | 0555) : (S_IFREG | 0444);
       st->st_nlink = ino == controlDirIno_ ? 2 : 1;
-      st->st_uid = root.uid; st->st_gid = root.gid;
+      st->st_uid = tree_.uid[0]; st->st_gid = tree_.gid[0];
       st->st_atim = st->st_mtim = st->st_ctim = mountedAt_;
       st->st_size = handle != nullptr && handle->bytes != nullptr ? static_cast<off_t>(handle->bytes->length) : static_cast<off_t>(BoundSize(ino, thread, 0));
       return true;
     }
-    const Entry* e = EntryOf(ino);
-    if (e == nullptr) return false;
-    st->st_mode = e->mode; st->st_uid = e->uid; st->st_gid = e->gid; st->st_nlink = e->nlink;
-    st->st_atim = e->atime; st->st_mtim = e->mtime; st->st_ctim = e->ctime;
-    double size = e->size;
+    if (!InTree(ino)) return false;
+    const Tree& t = tree_;
+    size_t e = ino - 1;
+    st->st_mode = t.mode[e]; st->st_uid = t.uid[e]; st->st_gid = t.gid[e]; st->st_nlink = t.nlink[e];
+    st->st_atim = Tree::Time(t.atimeSec[e], t.atimeNsec[e]); st->st_mtim = Tree::Time(t.mtimeSec[e], t.mtimeNsec[e]); st->st_ctim = Tree::Time(t.ctimeSec[e], t.ctimeNsec[e]);
+    double size = t.size[e];
     if (handle != nullptr && handle->bytes != nullptr) size = static_cast<double>(handle->bytes->length);
-    else if (e->kind == kSample) size = static_cast<double>(BoundSize(ino, thread, static_cast<size_t>(e->size)));
+    else if (t.kind[e] == kSample) size = static_cast<double>(BoundSize(ino, thread, static_cast<size_t>(t.size[e])));
     st->st_size = static_cast<off_t>(size);
     st->st_blksize = 4096;
     st->st_blocks = (st->st_size + 511) / 512;
@@ -471,14 +465,23 @@ class Server : public Napi::ObjectWrap<Server> {
     return otherwise;
   }
 
-  bool IsSample(uint64_t ino) const {
-    const Entry* e = EntryOf(ino);
-    return e != nullptr && e->kind == kSample;
-  }
+  bool IsSample(uint64_t ino) const { return InTree(ino) && tree_.kind[ino - 1] == kSample; }
+  bool IsDirectory(uint64_t ino) const { return InTree(ino) && tree_.kind[ino - 1] == kDirectory; }
 
-  double TimeoutOf(fuse_ino_t ino) const {
-    const Entry* e = EntryOf(ino);
-    return e != nullptr && e->kind != kSample ? kStableTimeout : 0.0;
+  double TimeoutOf(fuse_ino_t ino) const { return InTree(ino) && tree_.kind[ino - 1] != kSample ? kStableTimeout : 0.0; }
+
+  // The child of directory `parent` named `name`, as an inode; 0 when none.
+  fuse_ino_t Child(fuse_ino_t parent, const char* name) const {
+    if (!IsDirectory(parent)) return 0;
+    uint32_t low = tree_.firstChild[parent - 1], high = low + tree_.childCount[parent - 1];
+    while (low < high) {
+      uint32_t middle = low + (high - low) / 2;
+      int order = strcmp(tree_.Name(middle), name);
+      if (order == 0) return middle + 1;
+      if (order < 0) low = middle + 1;
+      else high = middle;
+    }
+    return 0;
   }
 
   static void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -487,10 +490,7 @@ class Server : public Napi::ObjectWrap<Server> {
     fuse_ino_t found = 0;
     if (parent == 1 && s->controlName_ == name) found = s->controlDirIno_;
     else if (parent == s->controlDirIno_) found = strcmp(name, "stats") == 0 ? s->statsIno_ : 0;
-    else if (const Entry* dir = s->EntryOf(parent)) {
-      auto it = std::lower_bound(dir->children.begin(), dir->children.end(), name, [&](uint32_t child, const char* n) { return s->entries_[child].name < n; });
-      if (it != dir->children.end() && s->entries_[*it].name == name) found = *it + 1;
-    }
+    else found = s->Child(parent, name);
     if (found == 0) {
       // A negative entry is cached too: the tree never changes.
       struct fuse_entry_param none;
@@ -522,11 +522,11 @@ class Server : public Napi::ObjectWrap<Server> {
   // Offsets are positions in the listing ".", "..", then the children in name order.
   static void ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info*) {
     Server* s = Of(req);
-    const Entry* dir = s->EntryOf(ino);
+    const Tree& t = s->tree_;
     bool control = ino == s->controlDirIno_;
-    if (!control && dir == nullptr) { fuse_reply_err(req, ENOENT); return; }
-    if (!control && dir->kind != kDirectory) { fuse_reply_err(req, ENOTDIR); return; }
-    size_t count = 2 + (control ? 1 : dir->children.size());
+    if (!control && !s->InTree(ino)) { fuse_reply_err(req, ENOENT); return; }
+    if (!control && !s->IsDirectory(ino)) { fuse_reply_err(req, ENOTDIR); return; }
+    size_t count = 2 + (control ? 1 : t.childCount[ino - 1]);
     std::vector<char> buffer(size);
     size_t used = 0;
     for (size_t i = static_cast<size_t>(std::max<off_t>(off, 0)); i < count; i++) {
@@ -534,12 +534,12 @@ class Server : public Napi::ObjectWrap<Server> {
       memset(&st, 0, sizeof(st));
       const char* name;
       if (i == 0) { name = "."; st.st_ino = ino; st.st_mode = S_IFDIR; }
-      else if (i == 1) { name = ".."; st.st_ino = control || ino == 1 ? 1 : dir->parent + 1; st.st_mode = S_IFDIR; }
+      else if (i == 1) { name = ".."; st.st_ino = control || ino == 1 ? 1 : t.parent[ino - 1] + 1; st.st_mode = S_IFDIR; }
       else if (control) { name = "stats"; st.st_ino = s->statsIno_; st.st_mode = S_IFREG; }
       else {
         // Names and types only: ImageFolder's walk needs no stat per file.
-        const Entry& child = s->entries_[dir->children[i - 2]];
-        name = child.name.c_str(); st.st_ino = dir->children[i - 2] + 1; st.st_mode = child.mode & S_IFMT;
+        size_t child = t.firstChild[ino - 1] + (i - 2);
+        name = t.Name(child); st.st_ino = child + 1; st.st_mode = t.mode[child] & S_IFMT;
       }
       size_t need = fuse_add_direntry(req, buffer.data() + used, size - used, name, &st, static_cast<off_t>(i) + 1);
       if (need > size - used) break;
@@ -552,9 +552,8 @@ class Server : public Napi::ObjectWrap<Server> {
     Server* s = Of(req);
     if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC) != 0) { fuse_reply_err(req, EROFS); return; }
     if (ino == s->controlDirIno_) { fuse_reply_err(req, EISDIR); return; }
-    const Entry* e = s->EntryOf(ino);
-    if (e == nullptr && ino != s->statsIno_) { fuse_reply_err(req, ENOENT); return; }
-    if (e != nullptr && e->kind == kDirectory) { fuse_reply_err(req, EISDIR); return; }
+    if (!s->InTree(ino) && ino != s->statsIno_) { fuse_reply_err(req, ENOENT); return; }
+    if (s->IsDirectory(ino)) { fuse_reply_err(req, EISDIR); return; }
     s->opens_++;
     pid_t thread = fuse_req_ctx(req)->pid;
     bool exact = false;
@@ -645,7 +644,7 @@ class Server : public Napi::ObjectWrap<Server> {
 
   static void Access(fuse_req_t req, fuse_ino_t ino, int mask) {
     Server* s = Of(req);
-    if (s->EntryOf(ino) == nullptr && !s->IsControl(ino)) { fuse_reply_err(req, ENOENT); return; }
+    if (!s->InTree(ino) && !s->IsControl(ino)) { fuse_reply_err(req, ENOENT); return; }
     fuse_reply_err(req, (mask & W_OK) != 0 ? EROFS : 0);
   }
 
@@ -680,7 +679,8 @@ class Server : public Napi::ObjectWrap<Server> {
     return ops;
   }
 
-  std::vector<Entry> entries_;
+  Tree tree_;
+  Napi::ObjectReference treeRef_;  // keeps the columns alive
   std::string controlName_;
   fuse_ino_t controlDirIno_ = 0, statsIno_ = 0;
   struct timespec mountedAt_;

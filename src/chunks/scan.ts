@@ -19,10 +19,9 @@ import { constants, promises as fs, type BigIntStats } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { UsageError } from '../errors'
-import { groupOf, type GroupDepth } from '../redirect/grouping'
-import type { SampleFile } from '../redirect/layout'
+import type { GroupDepth } from '../redirect/grouping'
 import { Listed, native } from './native'
-import type { DatasetTree, EntryAttributes, FileReader, OpenFile, SkippedEntry, TreeEntry } from './tree'
+import { DatasetTree, EntryKind, TreeBuilder, type FileReader, type OpenFile, type SkippedEntry } from './tree'
 
 /** ImageFolder's image extensions, plus common audio ones. */
 export const DEFAULT_SAMPLE_EXTENSIONS = ['.jpg', '.jpeg', '.png', '.ppm', '.bmp', '.pgm', '.tif', '.tiff', '.webp', '.wav', '.flac', '.mp3', '.ogg']
@@ -44,34 +43,20 @@ const NAMED_IN_MESSAGE = 3
 
 const BILLION = 1_000_000_000n
 const nsecOf = (ns: bigint): number => Number(((ns % BILLION) + BILLION) % BILLION)
+const secOf = (ns: bigint): number => Number((ns - BigInt(nsecOf(ns))) / BILLION)
 
-/** The root's attributes (the one entry not listed by its parent). */
-const attributesOfStat = (stat: BigIntStats): EntryAttributes => ({
-  mode: Number(stat.mode), size: Number(stat.size), uid: Number(stat.uid), gid: Number(stat.gid), nlink: Number(stat.nlink),
-  atimeMs: Number(stat.atimeNs) / 1e6, mtimeMs: Number(stat.mtimeNs) / 1e6, ctimeMs: Number(stat.ctimeNs) / 1e6,
-  atimeNsec: nsecOf(stat.atimeNs), mtimeNsec: nsecOf(stat.mtimeNs), ctimeNsec: nsecOf(stat.ctimeNs)
-})
-
-/** The number as a small integer where it is one (below 2^30), so V8 need not box it. */
-const smallWhole = (n: number): number => n < 0x40000000 ? n | 0 : n
-
-/** Entry `i` of a native listing (src/chunks/native.ts). */
-function attributesListed (fields: Float64Array, i: number): EntryAttributes {
-  const at = i * Listed.fields
-  const ms = (sec: number, nsec: number): number => fields[at + sec] * 1000 + fields[at + nsec] / 1e6
-  // Whole numbers made small integers, which V8 stores in the object itself; read from a Float64Array
-  // they would stay doubles, each boxed on the heap (113 bytes per file of a 500,000-file tree).
-  return {
-    mode: smallWhole(fields[at + Listed.mode]), size: smallWhole(fields[at + Listed.size]), uid: smallWhole(fields[at + Listed.uid]), gid: smallWhole(fields[at + Listed.gid]), nlink: smallWhole(fields[at + Listed.nlink]),
-    atimeMs: ms(Listed.atimeSec, Listed.atimeNsec), mtimeMs: ms(Listed.mtimeSec, Listed.mtimeNsec), ctimeMs: ms(Listed.ctimeSec, Listed.ctimeNsec),
-    atimeNsec: smallWhole(fields[at + Listed.atimeNsec]), mtimeNsec: smallWhole(fields[at + Listed.mtimeNsec]), ctimeNsec: smallWhole(fields[at + Listed.ctimeNsec])
-  }
+/** The root's attributes (the one entry not listed by its parent), as a listing gives them. */
+function statRow (stat: BigIntStats): Float64Array {
+  const row = new Float64Array(Listed.fields)
+  row[Listed.mode] = Number(stat.mode); row[Listed.size] = Number(stat.size); row[Listed.uid] = Number(stat.uid); row[Listed.gid] = Number(stat.gid); row[Listed.nlink] = Number(stat.nlink)
+  row[Listed.atimeSec] = secOf(stat.atimeNs); row[Listed.mtimeSec] = secOf(stat.mtimeNs); row[Listed.ctimeSec] = secOf(stat.ctimeNs)
+  row[Listed.atimeNsec] = nsecOf(stat.atimeNs); row[Listed.mtimeNsec] = nsecOf(stat.mtimeNs); row[Listed.ctimeNsec] = nsecOf(stat.ctimeNs)
+  return row
 }
 
 const errnoName = (errno: number): string => Object.entries(os.constants.errno).find(([, value]) => value === errno)?.[0] ?? `errno ${errno}`
 
-const isDirectory = (a: EntryAttributes): boolean => (a.mode & constants.S_IFMT) === constants.S_IFDIR
-const isFile = (a: EntryAttributes): boolean => (a.mode & constants.S_IFMT) === constants.S_IFREG
+const typeOf = (mode: number): number => mode & constants.S_IFMT
 
 /** Directories listed at once: each listing is one trip to the thread pool (4 threads), and a few keep them all busy. */
 const DIRECTORIES_AT_ONCE = 8
@@ -84,27 +69,27 @@ async function inBatches<T> (items: readonly T[], each: (item: T) => Promise<voi
 export async function scanTree (root: string, options: ScanOptions = {}): Promise<DatasetTree> {
   const extensions = new Set(options.extensions ?? DEFAULT_SAMPLE_EXTENSIONS)
   const warn = options.onWarning ?? (() => {})
-  const entries = new Map<string, TreeEntry>()
-  const samplePaths: string[] = []
+  const builder = new TreeBuilder()
   const skipped: SkippedEntry[] = []
   const join = (relative: string, name: string): string => relative === '' ? name : `${relative}/${name}`
-  const isSample = (relative: string, attributes: EntryAttributes): boolean =>
-    isFile(attributes) && attributes.size > 0 && relative.includes('/') && extensions.has(path.extname(relative).toLowerCase())
+  const isSample = (relative: string, size: number): boolean =>
+    size > 0 && relative.includes('/') && extensions.has(path.extname(relative).toLowerCase())
 
   /**
-   * Lists a directory and everything under it into `entries`; false when it
-   * cannot be listed (it is then left out). `above` identifies the
-   * directories it is in (device and inode), so a link back to one of them
-   * is named as a loop instead of being followed until the path is too long.
+   * Lists directory `entry` and everything under it into the builder;
+   * false when it cannot be listed (it is then left out). `above`
+   * identifies the directories it is in (device and inode), so a link back
+   * to one of them is named as a loop instead of being followed until the
+   * path is too long.
    */
-  const visitDirectory = async (relative: string, attributes: EntryAttributes, above: ReadonlySet<string>): Promise<boolean> => {
+  const visitDirectory = async (relative: string, entry: number, above: ReadonlySet<string>): Promise<boolean> => {
     const listing = await native().listDirectory(path.join(root, relative)).catch((err: NodeJS.ErrnoException) => {
       skipped.push({ path: relative === '' ? '.' : relative, why: `cannot list directory (${err.code ?? err.message})` })
       return undefined
     })
     if (listing === undefined) return false
-    const shown: string[] = []
-    const subdirectories: { name: string, child: string, attributes: EntryAttributes, identity: string }[] = []
+    const { fields } = listing
+    const subdirectories: { child: string, entry: number, identity: string }[] = []
     listing.names.forEach((raw, i) => {
       const name = utf8Name(raw)
       if (name === undefined) {
@@ -112,35 +97,34 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
         return
       }
       const child = join(relative, name)
-      const errno = listing.fields[i * Listed.fields + Listed.errno]
+      const at = i * Listed.fields
+      const errno = fields[at + Listed.errno]
       if (errno !== 0) {
         skipped.push({ path: child, why: errno === os.constants.errno.ENOENT ? 'broken symbolic link' : `cannot stat (${errnoName(errno)})` })
         return
       }
-      const childAttributes = attributesListed(listing.fields, i)
-      if (isDirectory(childAttributes)) {
-        const identity = `${listing.fields[i * Listed.fields + Listed.dev]}:${listing.fields[i * Listed.fields + Listed.ino]}`
+      const type = typeOf(fields[at + Listed.mode])
+      if (type === constants.S_IFDIR) {
+        const identity = `${fields[at + Listed.dev]}:${fields[at + Listed.ino]}`
         if (above.has(identity)) skipped.push({ path: child, why: 'a symbolic link back to a directory it is in, a loop' })
-        else subdirectories.push({ name, child, attributes: childAttributes, identity })
-      } else if (!isFile(childAttributes)) {
+        else subdirectories.push({ child, entry: builder.add(entry, raw, EntryKind.Directory, fields, at), identity })
+      } else if (type !== constants.S_IFREG) {
         skipped.push({ path: child, why: 'not a regular file or directory' })
       } else {
-        const sample = isSample(child, childAttributes)
+        const sample = isSample(child, fields[at + Listed.size])
         if (sample && options.include !== undefined && !options.include.has(child)) return
-        entries.set(child, { attributes: childAttributes })
-        if (sample) samplePaths.push(child)
-        shown.push(name)
+        builder.add(entry, raw, sample ? EntryKind.Sample : EntryKind.Other, fields, at)
       }
     })
-    await inBatches(subdirectories, async ({ name, child, attributes, identity }) => {
-      if (await visitDirectory(child, attributes, new Set([...above, identity]))) shown.push(name)
+    await inBatches(subdirectories, async ({ child, entry, identity }) => {
+      if (!await visitDirectory(child, entry, new Set([...above, identity]))) builder.remove(entry)
     }, DIRECTORIES_AT_ONCE)
-    entries.set(relative, { attributes, children: shown.sort() })
     return true
   }
 
   const rootStat = await fs.stat(root, { bigint: true })
-  if (rootStat.isDirectory()) await visitDirectory('', attributesOfStat(rootStat), new Set([`${Number(rootStat.dev)}:${Number(rootStat.ino)}`]))
+  const rootEntry = builder.add(0, '', rootStat.isDirectory() ? EntryKind.Directory : EntryKind.Other, statRow(rootStat))
+  if (rootStat.isDirectory()) await visitDirectory('', rootEntry, new Set([`${Number(rootStat.dev)}:${Number(rootStat.ino)}`]))
   if (skipped.length > 0 && options.skipUnservable !== true) {
     skipped.sort((a, b) => (a.path < b.path ? -1 : 1))
     const named = skipped.slice(0, NAMED_IN_MESSAGE).map(entry => `${entry.path} (${entry.why})`).join(', ')
@@ -148,20 +132,21 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
     throw new UsageError(`${skipped.length} entr${skipped.length === 1 ? 'y' : 'ies'} of the source cannot be served: ${named}${more}; fix or remove ${skipped.length === 1 ? 'it' : 'them'}, or pass --skip-unservable to leave ${skipped.length === 1 ? 'it' : 'them'} out`)
   }
   for (const entry of skipped) warn(`left out ${entry.path}: ${entry.why}`)
-  samplePaths.sort()
-  const samples = samplePaths.map((relative, index): SampleFile => {
-    const entry = entries.get(relative)!
-    entry.sample = index
-    return { path: relative, size: entry.attributes.size, group: groupOf(relative, options.groupDepth) }
-  })
+  const { columns } = builder.finish()
+  const unnumbered = new DatasetTree(columns, [], options.groupDepth)
+  // Samples are numbered in path order (the layout, and a pack written from this tree, depend on it).
+  const byPath: { entry: number, path: string }[] = []
+  columns.kind.forEach((kind, entry) => { if (kind === EntryKind.Sample) byPath.push({ entry, path: unnumbered.pathOf(entry) }) })
+  byPath.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
   if (options.include !== undefined) {
-    const missing = [...options.include].filter(listed => entries.get(listed)?.sample === undefined)
+    const shown = new Set(byPath.map(sample => sample.path))
+    const missing = [...options.include].filter(listed => !shown.has(listed))
     if (missing.length > 0) warn(`${missing.length} path(s) of the include list are not samples of the source, e.g. ${missing[0]}`)
   }
-  if (samples.length === 0) {
+  if (byPath.length === 0) {
     throw new UsageError(`no sample files found (looked for ${[...extensions].join(' ')} inside the directories of the source)`)
   }
-  return { entries, samples, skipped }
+  return new DatasetTree(columns, byPath.map(sample => sample.entry), options.groupDepth, skipped)
 }
 
 /** The name as a string, or undefined when its bytes are not valid UTF-8 (the tree keys paths as strings). */

@@ -2,8 +2,17 @@
  * The dataset tree a mount presents, whether it came from scanning a
  * directory or from a pack's index: every entry's attributes, each
  * directory's children, and which files are samples.
+ *
+ * It is held as columns of typed arrays, one row per entry, about a hundred
+ * bytes per file where a tree of objects cost several hundred
+ * (docs/design.md, "The tree in memory"). Entry 0 is the root; a
+ * directory's children are consecutive entries, sorted by the bytes of
+ * their names, so a lookup is a binary search and a listing a range. The
+ * native FUSE server reads these same columns: the tree is held once.
  */
+import { groupOf, type GroupDepth } from '../redirect/grouping'
 import type { SampleFile } from '../redirect/layout'
+import { Listed } from './native'
 
 export interface EntryAttributes {
   readonly mode: number
@@ -25,27 +34,267 @@ export function secondsOf (ms: number, nsec: number): number {
   return Math.round((ms - nsec / 1e6) / 1000)
 }
 
-export interface TreeEntry {
-  readonly attributes: EntryAttributes
-  /** Names inside a directory, sorted; undefined for files. */
-  readonly children?: string[]
-  /** Index into `samples` when the file is a sample. */
-  sample?: number
+/** What an entry is (the native server's numbering, native/fuse_server.cc). */
+export const enum EntryKind { Directory = 0, Sample = 1, Other = 2 }
+
+/** The columns, as the native server takes them. */
+export interface TreeColumns {
+  readonly parent: Uint32Array
+  /** Each name's UTF-8 bytes and a 0 byte; entry i's name ends (its 0 byte included) at nameEnd[i]. */
+  readonly names: Buffer
+  readonly nameEnd: Uint32Array
+  /** A directory's children: entries firstChild .. firstChild + childCount - 1. */
+  readonly firstChild: Uint32Array
+  readonly childCount: Uint32Array
+  readonly kind: Uint8Array
+  readonly mode: Uint32Array
+  readonly uid: Uint32Array
+  readonly gid: Uint32Array
+  readonly nlink: Uint32Array
+  readonly size: Float64Array
+  readonly atimeSec: Float64Array
+  readonly mtimeSec: Float64Array
+  readonly ctimeSec: Float64Array
+  readonly atimeNsec: Uint32Array
+  readonly mtimeNsec: Uint32Array
+  readonly ctimeNsec: Uint32Array
+  /** The sample number of a sample entry; NOT_A_SAMPLE otherwise. */
+  readonly sample: Uint32Array
 }
 
-export interface DatasetTree {
-  /** Keyed by relative path: '' is the root, 'cat/001.jpg' a file. */
-  readonly entries: Map<string, TreeEntry>
-  /** Sorted by path. */
-  readonly samples: SampleFile[]
-  /** Entries of the source left out because the mount cannot serve them (`--skip-unservable`). */
-  readonly skipped: readonly SkippedEntry[]
-}
+const NOT_A_SAMPLE = 0xffffffff
 
 export interface SkippedEntry {
   /** Relative path; bytes that are not UTF-8 shown as \xNN. */
   readonly path: string
   readonly why: string
+}
+
+/** Byte order of two byte ranges, as memcmp (and so the native server's lookup) sees it. */
+function compareBytes (a: Uint8Array, aStart: number, aEnd: number, b: Uint8Array, bStart: number, bEnd: number): number {
+  const length = Math.min(aEnd - aStart, bEnd - bStart)
+  for (let k = 0; k < length; k++) {
+    const d = a[aStart + k] - b[bStart + k]
+    if (d !== 0) return d
+  }
+  return (aEnd - aStart) - (bEnd - bStart)
+}
+
+/** A sample of the tree: its path is spelled out when asked (for a read or a message), not kept. */
+class TreeSample implements SampleFile {
+  constructor (private readonly tree: DatasetTree, readonly entry: number, readonly size: number, readonly group: string) {}
+  get path (): string { return this.tree.pathOf(this.entry) }
+}
+
+export class DatasetTree {
+  /** Sorted by path; a sample's number is its index here. */
+  readonly samples: readonly SampleFile[]
+
+  /**
+   * `sampleEntries` lists the sample entries in the order that numbers them
+   * (by path for a scan; a pack's own order).
+   */
+  constructor (readonly columns: TreeColumns, sampleEntries: ArrayLike<number>, groupDepth: GroupDepth, readonly skipped: readonly SkippedEntry[] = []) {
+    const groups = new Map<string, string>() // one string per group, not per sample
+    const samples: SampleFile[] = []
+    for (let id = 0; id < sampleEntries.length; id++) {
+      const entry = sampleEntries[id]
+      const group = groupOf(this.pathOf(entry), groupDepth)
+      if (!groups.has(group)) groups.set(group, group)
+      columns.sample[entry] = id
+      samples.push(new TreeSample(this, entry, columns.size[entry], groups.get(group)!))
+    }
+    this.samples = samples
+  }
+
+  get count (): number { return this.columns.parent.length }
+
+  private nameStart (entry: number): number { return entry === 0 ? 0 : this.columns.nameEnd[entry - 1] }
+
+  nameOf (entry: number): string {
+    return this.columns.names.toString('utf8', this.nameStart(entry), this.columns.nameEnd[entry] - 1)
+  }
+
+  /** Relative path: '' for the root, 'cat/001.jpg' for a file. */
+  pathOf (entry: number): string {
+    let relative = ''
+    for (let e = entry; e !== 0; e = this.columns.parent[e]) relative = relative === '' ? this.nameOf(e) : `${this.nameOf(e)}/${relative}`
+    return relative
+  }
+
+  /** The entry at a relative path ('' is the root), or -1. */
+  find (relative: string): number {
+    let entry = 0
+    if (relative === '') return entry
+    const { names, nameEnd, firstChild, childCount } = this.columns
+    for (const component of relative.split('/')) {
+      if (!this.isDirectory(entry)) return -1
+      const wanted = Buffer.from(component)
+      let low = firstChild[entry]
+      let high = low + childCount[entry] - 1
+      entry = -1
+      while (low <= high) {
+        const middle = (low + high) >>> 1
+        const order = compareBytes(names, this.nameStart(middle), nameEnd[middle] - 1, wanted, 0, wanted.length)
+        if (order === 0) { entry = middle; break }
+        if (order < 0) low = middle + 1
+        else high = middle - 1
+      }
+      if (entry < 0) return -1
+    }
+    return entry
+  }
+
+  kindOf (entry: number): EntryKind { return this.columns.kind[entry] }
+  isDirectory (entry: number): boolean { return this.columns.kind[entry] === EntryKind.Directory }
+
+  /** The sample number of a sample entry. */
+  sampleOf (entry: number): number | undefined {
+    const sample = this.columns.sample[entry]
+    return sample === NOT_A_SAMPLE ? undefined : sample
+  }
+
+  /** A directory's children's names, in the tree's order; undefined for a file. */
+  childNames (entry: number): string[] | undefined {
+    if (!this.isDirectory(entry)) return undefined
+    const first = this.columns.firstChild[entry]
+    return Array.from({ length: this.columns.childCount[entry] }, (_, k) => this.nameOf(first + k))
+  }
+
+  attributes (entry: number): EntryAttributes {
+    const c = this.columns
+    const ms = (sec: number, nsec: number): number => sec * 1000 + nsec / 1e6
+    return {
+      mode: c.mode[entry], size: c.size[entry], uid: c.uid[entry], gid: c.gid[entry], nlink: c.nlink[entry],
+      atimeMs: ms(c.atimeSec[entry], c.atimeNsec[entry]), mtimeMs: ms(c.mtimeSec[entry], c.mtimeNsec[entry]), ctimeMs: ms(c.ctimeSec[entry], c.ctimeNsec[entry]),
+      atimeNsec: c.atimeNsec[entry], mtimeNsec: c.mtimeNsec[entry], ctimeNsec: c.ctimeNsec[entry]
+    }
+  }
+
+  /** Every entry, ordered by relative path (as a pack lists them). */
+  entriesByPath (): { entry: number, path: string }[] {
+    return Array.from({ length: this.count }, (_, entry) => ({ entry, path: this.pathOf(entry) })).sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
+  }
+}
+
+/**
+ * Collects entries in any order (a scan adds a directory's entries as it
+ * lists it), then lays them out as a tree's columns. Attributes are given
+ * in the order of a native listing's fields (src/chunks/native.ts, Listed).
+ */
+export class TreeBuilder {
+  private size = 0
+  private capacity = 1024
+  private parent = new Uint32Array(this.capacity)
+  private nameEnd = new Uint32Array(this.capacity)
+  private kind = new Uint8Array(this.capacity)
+  private stats = new Float64Array(this.capacity * Listed.errno)
+  private names: Buffer = Buffer.allocUnsafe(this.capacity * 16)
+  private nameBytes = 0
+  private readonly removed = new Set<number>()
+
+  /** Adds an entry and returns its number here; the root comes first (its parent is ignored). */
+  add (parent: number, name: string | Buffer, kind: EntryKind, stat: ArrayLike<number>, at = 0): number {
+    if (this.size === this.capacity) this.grow()
+    const bytes = typeof name === 'string' ? Buffer.from(name) : name
+    while (this.nameBytes + bytes.length + 1 > this.names.length) this.names = growBuffer(this.names, this.nameBytes)
+    const entry = this.size++
+    this.nameBytes += bytes.copy(this.names, this.nameBytes)
+    this.names[this.nameBytes++] = 0
+    this.nameEnd[entry] = this.nameBytes
+    this.parent[entry] = parent
+    this.kind[entry] = kind
+    for (let f = 0; f < Listed.errno; f++) this.stats[entry * Listed.errno + f] = stat[at + f]
+    return entry
+  }
+
+  /** Leaves an entry out (a directory that could not be listed); nothing may have been added under it. */
+  remove (entry: number): void { this.removed.add(entry) }
+
+  /** The columns, and for each entry of them the number `add` gave it. */
+  finish (): { columns: TreeColumns, added: Uint32Array } {
+    const n = this.size
+    // Each kept entry's children, by parent (counting sort).
+    const childrenEnd = new Uint32Array(n + 1)
+    const kept = (e: number): boolean => e !== 0 && !this.removed.has(e)
+    for (let e = 1; e < n; e++) if (kept(e)) childrenEnd[this.parent[e] + 1]++
+    for (let e = 0; e < n; e++) childrenEnd[e + 1] += childrenEnd[e]
+    const byParent = new Uint32Array(childrenEnd[n])
+    const filled = childrenEnd.slice(0, n)
+    for (let e = 1; e < n; e++) if (kept(e)) byParent[filled[this.parent[e]]++] = e
+    const nameStart = (e: number): number => e === 0 ? 0 : this.nameEnd[e - 1]
+    const byName = (a: number, b: number): number => compareBytes(this.names, nameStart(a), this.nameEnd[a] - 1, this.names, nameStart(b), this.nameEnd[b] - 1)
+
+    // Breadth first from the root: every directory's children get consecutive numbers, in byte order of name.
+    const count = 1 + byParent.length
+    const added = new Uint32Array(count)
+    const numberOf = new Uint32Array(n)
+    const firstChild = new Uint32Array(count)
+    const childCount = new Uint32Array(count)
+    let next = 1
+    for (let k = 0; k < next; k++) {
+      const e = added[k]
+      const children = byParent.subarray(childrenEnd[e], childrenEnd[e + 1]).sort(byName)
+      firstChild[k] = next
+      childCount[k] = children.length
+      for (const child of children) { numberOf[child] = next; added[next++] = child }
+    }
+
+    const column = <T extends Uint32Array | Float64Array | Uint8Array>(array: T, of: (e: number) => number): T => {
+      for (let k = 0; k < count; k++) array[k] = of(added[k])
+      return array
+    }
+    const stat = (field: Listed) => (e: number) => this.stats[e * Listed.errno + field]
+    let nameBytes = 0
+    for (let k = 0; k < count; k++) nameBytes += this.nameEnd[added[k]] - nameStart(added[k])
+    const names = Buffer.allocUnsafe(nameBytes)
+    const nameEnd = new Uint32Array(count)
+    let end = 0
+    for (let k = 0; k < count; k++) {
+      end += this.names.copy(names, end, nameStart(added[k]), this.nameEnd[added[k]])
+      nameEnd[k] = end
+    }
+    const columns: TreeColumns = {
+      parent: column(new Uint32Array(count), e => e === 0 ? 0 : numberOf[this.parent[e]]),
+      names,
+      nameEnd,
+      firstChild,
+      childCount,
+      kind: column(new Uint8Array(count), e => this.kind[e]),
+      mode: column(new Uint32Array(count), stat(Listed.mode)),
+      uid: column(new Uint32Array(count), stat(Listed.uid)),
+      gid: column(new Uint32Array(count), stat(Listed.gid)),
+      nlink: column(new Uint32Array(count), stat(Listed.nlink)),
+      size: column(new Float64Array(count), stat(Listed.size)),
+      atimeSec: column(new Float64Array(count), stat(Listed.atimeSec)),
+      mtimeSec: column(new Float64Array(count), stat(Listed.mtimeSec)),
+      ctimeSec: column(new Float64Array(count), stat(Listed.ctimeSec)),
+      atimeNsec: column(new Uint32Array(count), stat(Listed.atimeNsec)),
+      mtimeNsec: column(new Uint32Array(count), stat(Listed.mtimeNsec)),
+      ctimeNsec: column(new Uint32Array(count), stat(Listed.ctimeNsec)),
+      sample: new Uint32Array(count).fill(NOT_A_SAMPLE)
+    }
+    return { columns, added }
+  }
+
+  private grow (): void {
+    this.capacity *= 2
+    const larger = <T extends Uint32Array | Float64Array | Uint8Array>(array: T, length: number): T => {
+      const copy = new (array.constructor as new (length: number) => T)(length)
+      copy.set(array)
+      return copy
+    }
+    this.parent = larger(this.parent, this.capacity)
+    this.nameEnd = larger(this.nameEnd, this.capacity)
+    this.kind = larger(this.kind, this.capacity)
+    this.stats = larger(this.stats, this.capacity * Listed.errno)
+  }
+}
+
+function growBuffer (buffer: Buffer, used: number): Buffer {
+  const larger = Buffer.allocUnsafe(buffer.length * 2)
+  buffer.copy(larger, 0, 0, used)
+  return larger
 }
 
 /** An open non-sample file, served exactly. */

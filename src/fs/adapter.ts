@@ -10,7 +10,7 @@
  */
 import { constants as fsConstants, promises as fs } from 'node:fs'
 import type { Logger } from 'pino'
-import type { DatasetTree, FileReader, TreeEntry } from '../chunks/tree'
+import type { DatasetTree, FileReader } from '../chunks/tree'
 import { sampleBuffers } from '../chunks/sample-buffers'
 import type { ServedFile } from '../engine/engine'
 import { CONTROL_DIR, isControlPath, STATS_FILE } from './control'
@@ -44,8 +44,9 @@ export class FsAdapter {
 
   constructor (private readonly options: AdapterOptions) {}
 
-  private entry (fusePath: string): TreeEntry | undefined {
-    return this.options.tree.entries.get(fusePath === '/' ? '' : fusePath.slice(1))
+  /** The tree's entry at a FUSE path ('/cat/001.jpg'), or -1. */
+  private entry (fusePath: string): number {
+    return this.options.tree.find(fusePath === '/' ? '' : fusePath.slice(1))
   }
 
   private attributes (fusePath: string): object | undefined {
@@ -53,8 +54,8 @@ export class FsAdapter {
     // An open handle's snapshot decides the size, as for samples: fstat must match what reads return.
     if (fusePath === STATS_FILE) return this.syntheticAttributes(0o100444, this.handles.boundSize(fusePath) ?? this.statsBytes().length)
     const entry = this.entry(fusePath)
-    if (entry === undefined) return undefined
-    const a = entry.attributes
+    if (entry < 0) return undefined
+    const a = this.options.tree.attributes(entry)
     return {
       mode: a.mode,
       uid: a.uid,
@@ -68,7 +69,7 @@ export class FsAdapter {
   }
 
   private syntheticAttributes (mode: number, size: number): object {
-    const root = this.entry('/')!.attributes
+    const root = this.options.tree.attributes(0)
     return { mode, size, uid: root.uid, gid: root.gid, nlink: 1, atime: this.mountedAt, mtime: new Date(), ctime: this.mountedAt }
   }
 
@@ -87,10 +88,19 @@ export class FsAdapter {
     if (fusePath === STATS_FILE) return { kind: 'bytes', path: fusePath, bytes: this.statsBytes() }
     if (fusePath === CONTROL_DIR) throw new FsError('EISDIR', 'is a directory')
     const entry = this.entry(fusePath)
-    if (entry === undefined) throw new FsError('ENOENT', 'no such file')
-    if (entry.children !== undefined) throw new FsError('EISDIR', 'is a directory')
-    if (entry.sample !== undefined) {
-      const served = await this.options.samples.open(entry.sample, options)
+    if (entry < 0) throw new FsError('ENOENT', 'no such file')
+    return await this.bindEntry(entry, flags, options)
+  }
+
+  /** `bind` for a tree entry the caller has already found (the native server knows it by inode). */
+  async bindEntry (entry: number, flags: number, options: { exact?: boolean } = {}): Promise<Handle> {
+    if ((flags & WRITE_ACCESS) !== 0 || (flags & fsConstants.O_TRUNC) !== 0) throw new FsError('EROFS', 'read-only')
+    const tree = this.options.tree
+    if (tree.isDirectory(entry)) throw new FsError('EISDIR', 'is a directory')
+    const fusePath = '/' + tree.pathOf(entry)
+    const sample = tree.sampleOf(entry)
+    if (sample !== undefined) {
+      const served = await this.options.samples.open(sample, options)
       return { kind: 'bytes', path: fusePath, bytes: served.bytes }
     }
     this.counters.passthroughOpens++
@@ -126,10 +136,11 @@ export class FsAdapter {
       },
       readdir: (fusePath: string, cb: Callback) => {
         if (fusePath === CONTROL_DIR) return cb(0, ['stats'])
-        const entry = isControlPath(fusePath) ? undefined : this.entry(fusePath)
-        if (entry === undefined) return cb(errno('ENOENT'))
-        if (entry.children === undefined) return cb(errno('ENOTDIR'))
-        cb(0, entry.children)
+        const entry = isControlPath(fusePath) ? -1 : this.entry(fusePath)
+        if (entry < 0) return cb(errno('ENOENT'))
+        const names = this.options.tree.childNames(entry)
+        if (names === undefined) return cb(errno('ENOTDIR'))
+        cb(0, names)
       },
       access: (fusePath: string, mode: number, cb: Callback) => {
         if (this.attributes(fusePath) === undefined) return cb(errno('ENOENT'))

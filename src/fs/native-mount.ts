@@ -5,12 +5,12 @@
  * the adapter binds the open to. Reads of a sample are then served from the
  * bound Buffer where the chunk reader put it, with no hop into JS.
  *
- * The tree crosses once, at mount, as flat arrays (entry i is inode i + 1,
- * the root first); names travel as bytes.
+ * The server reads the tree's own columns (src/chunks/tree.ts; entry i is
+ * inode i + 1), so the tree is held once, by both.
  */
 import { execFile } from 'node:child_process'
 import path from 'node:path'
-import { secondsOf, type DatasetTree } from '../chunks/tree'
+import type { DatasetTree } from '../chunks/tree'
 import { UsageError } from '../errors'
 import type { FsAdapter } from './adapter'
 import { CONTROL_DIR, STATS_FILE } from './control'
@@ -43,53 +43,16 @@ export function loadNativeServer (): ServerClass {
   }
 }
 
-/** The tree as the native server takes it: parents, names and attributes by entry, the root first. */
-function flatTree (tree: DatasetTree): { arrays: Record<string, unknown>, paths: string[] } {
-  const paths = [...tree.entries.keys()].sort()
-  // Only directories are parents: a map of those alone, not of every path (500,000 entries' worth of garbage at mount).
-  const directoryIndex = new Map<string, number>()
-  paths.forEach((p, i) => { if (tree.entries.get(p)!.children !== undefined) directoryIndex.set(p, i) })
-  const nameStart = (relative: string): number => relative.lastIndexOf('/') + 1
-  let nameBytes = 0
-  for (const relative of paths) nameBytes += Buffer.byteLength(relative.slice(nameStart(relative)))
-  const names = Buffer.allocUnsafe(nameBytes)
-  const n = paths.length
-  const parent = new Uint32Array(n); const nameEnd = new Uint32Array(n)
-  const mode = new Uint32Array(n); const uid = new Uint32Array(n); const gid = new Uint32Array(n); const nlink = new Uint32Array(n)
-  const kind = new Uint8Array(n)
-  const size = new Float64Array(n)
-  // Times as whole seconds and nanoseconds, exact.
-  const atimeSec = new Float64Array(n); const mtimeSec = new Float64Array(n); const ctimeSec = new Float64Array(n)
-  const atimeNsec = new Uint32Array(n); const mtimeNsec = new Uint32Array(n); const ctimeNsec = new Uint32Array(n)
-  let end = 0
-  paths.forEach((relative, i) => {
-    const entry = tree.entries.get(relative)!
-    const a = entry.attributes
-    const start = nameStart(relative)
-    parent[i] = relative === '' ? 0 : directoryIndex.get(start === 0 ? '' : relative.slice(0, start - 1))!
-    end += names.write(relative.slice(start), end)
-    nameEnd[i] = end
-    mode[i] = a.mode; uid[i] = a.uid; gid[i] = a.gid; nlink[i] = a.nlink
-    kind[i] = entry.children !== undefined ? 0 : entry.sample !== undefined ? 1 : 2
-    size[i] = a.size
-    atimeSec[i] = secondsOf(a.atimeMs, a.atimeNsec); mtimeSec[i] = secondsOf(a.mtimeMs, a.mtimeNsec); ctimeSec[i] = secondsOf(a.ctimeMs, a.ctimeNsec)
-    atimeNsec[i] = a.atimeNsec; mtimeNsec[i] = a.mtimeNsec; ctimeNsec[i] = a.ctimeNsec
-  })
-  const arrays = { parent, nameEnd, names, mode, uid, gid, nlink, kind, size, atimeSec, mtimeSec, ctimeSec, atimeNsec, mtimeNsec, ctimeNsec, controlName: CONTROL_DIR.slice(1) }
-  return { arrays, paths }
-}
-
 export async function mountNative (mountpoint: string, adapter: FsAdapter, tree: DatasetTree, options: MountOptions & { statfsPath: string, reopenWindowMs: number }): Promise<MountedFilesystem> {
   const FuseServer = loadNativeServer()
-  const { arrays, paths } = flatTree(tree)
-  const statsIno = paths.length + 2
-  const fusePathOf = (ino: number): string => ino === statsIno ? STATS_FILE : '/' + paths[ino - 1]
+  // Inode i + 1 is the tree's entry i; the control directory and stats file follow them.
+  const statsIno = tree.count + 2
   /** Native handle number → the adapter's, so stats count open handles and pass-through files get closed. */
   const adapterHandle = new Map<number, number>()
 
   const open = (request: number, ino: number, flags: number, exact: boolean): void => {
-    const fusePath = fusePathOf(ino)
-    adapter.bind(fusePath, flags, { exact }).then(handle => {
+    const bound = ino === statsIno ? adapter.bind(STATS_FILE, flags) : adapter.bindEntry(ino - 1, flags, { exact })
+    bound.then(handle => {
       let number: number
       if (handle.kind === 'bytes') {
         number = server.replyBytes(request, handle.bytes, true)
@@ -105,7 +68,7 @@ export async function mountNative (mountpoint: string, adapter: FsAdapter, tree:
       }
       adapterHandle.set(number, adapter.handles.add(handle))
     }, err => {
-      adapter.noteFailedOpen(fusePath, err)
+      adapter.noteFailedOpen(ino === statsIno ? STATS_FILE : '/' + tree.pathOf(ino - 1), err)
       server.replyError(request, -errnoOf(err))
     })
   }
@@ -116,7 +79,7 @@ export async function mountNative (mountpoint: string, adapter: FsAdapter, tree:
     adapterHandle.delete(number)
   }
 
-  const server: NativeServer = new FuseServer(arrays, (opens, releases) => {
+  const server: NativeServer = new FuseServer({ ...tree.columns, controlName: CONTROL_DIR.slice(1) }, (opens, releases) => {
     for (const number of releases) release(number)
     // Each open: request, inode, flags, calling thread, and whether that thread stat'ed the path just before (1).
     for (let i = 0; i < opens.length; i += 5) open(opens[i], opens[i + 1], opens[i + 2], opens[i + 4] === 1)

@@ -1,39 +1,18 @@
 /**
- * A loaded pack: the tree it presents, its samples in layout order, and
- * where every byte lives. Entries are small objects over the index's typed
- * arrays (attributes are built when asked for), so a million-file index
- * costs little more than its paths.
+ * A loaded pack: the tree it presents (columns built from the index, as a
+ * scan builds them), its samples in layout order, and where every byte
+ * lives.
  */
 import { promises as fs } from 'node:fs'
 import path from 'node:path'
 import { UsageError } from '../errors'
-import type { DatasetTree, EntryAttributes, TreeEntry } from '../chunks/tree'
-import { groupOf } from '../redirect/grouping'
-import type { SampleFile } from '../redirect/layout'
+import { Listed } from '../chunks/native'
+import { DatasetTree, EntryKind as TreeKind, secondsOf, TreeBuilder } from '../chunks/tree'
 import { decodeIndex, EntryKind, PACK_MAGIC, type PackArrays, type PackHeader } from './format'
 
 export const INDEX_FILE = 'index.bin'
 export const CHUNKS_FILE = 'chunks.bin'
 export const OTHERS_FILE = 'others.bin'
-
-class PackEntry implements TreeEntry {
-  /** Entry indices of a directory's children; names are decoded on readdir. */
-  childEntries?: number[]
-  sample?: number
-  constructor (private readonly pack: { arrays: PackArrays, nameOf: (entry: number) => string }, readonly index: number) {}
-
-  get children (): string[] | undefined {
-    return this.childEntries?.map(this.pack.nameOf)
-  }
-
-  private get arrays (): PackArrays { return this.pack.arrays }
-
-  get attributes (): EntryAttributes {
-    const a = this.arrays
-    const i = this.index
-    return { mode: a.mode[i], size: a.size[i], uid: a.uid[i], gid: a.gid[i], nlink: a.kind[i] === EntryKind.Directory ? 2 : 1, atimeMs: a.atimeMs[i], mtimeMs: a.mtimeMs[i], ctimeMs: a.ctimeMs[i], atimeNsec: a.atimeNsec[i], mtimeNsec: a.mtimeNsec[i], ctimeNsec: a.ctimeNsec[i] }
-  }
-}
 
 export interface PackIndex {
   readonly directory: string
@@ -66,40 +45,43 @@ export async function loadPackIndex (directory: string): Promise<PackIndex> {
     throw new UsageError(err.code === 'ENOENT' ? `${directory} is not a redirfs pack (no ${INDEX_FILE}; an interrupted pack leaves none)` : `cannot read ${file}: ${err.code ?? err.message}`)
   })
   const { header, arrays, paths } = decodeIndex(bytes, file)
-  const entries = new Map<string, TreeEntry>()
-  const samples: SampleFile[] = []
-  const sampleEntry = new Uint32Array(header.samples)
-  const groups = new Map<string, string>()
-  const intern = (name: string): string => { const known = groups.get(name); if (known !== undefined) return known; groups.set(name, name); return name }
   const pathOf = (i: number): string => paths.toString('utf8', i === 0 ? 0 : arrays.pathEnd[i - 1], arrays.pathEnd[i])
-  const nameOf = (i: number): string => { const relative = pathOf(i); return relative.slice(relative.lastIndexOf('/') + 1) }
-  const shared = { arrays, nameOf }
-
+  const builder = new TreeBuilder()
+  const directories = new Map<string, number>() // relative path -> the builder's number
+  const sampleEntry = new Uint32Array(header.samples)
+  let samples = 0
+  const stat = new Float64Array(Listed.fields)
   for (let i = 0; i < header.entries; i++) {
     const relative = pathOf(i)
-    const entry = new PackEntry(shared, i)
-    if (arrays.kind[i] === EntryKind.Directory) entry.childEntries = []
-    if (relative !== '') {
-      const slash = relative.lastIndexOf('/')
-      const parent = entries.get(slash < 0 ? '' : relative.slice(0, slash)) as PackEntry | undefined
-      if (parent?.childEntries === undefined) throw new UsageError(`${file} is damaged: ${relative} has no parent directory`)
-      parent.childEntries.push(i)
+    const slash = relative.lastIndexOf('/')
+    const parent = i === 0 ? 0 : directories.get(slash < 0 ? '' : relative.slice(0, slash))
+    if (parent === undefined || (i === 0) !== (relative === '')) throw new UsageError(`${file} is damaged: ${relative} has no parent directory`)
+    stat[Listed.mode] = arrays.mode[i]; stat[Listed.size] = arrays.size[i]; stat[Listed.uid] = arrays.uid[i]; stat[Listed.gid] = arrays.gid[i]
+    stat[Listed.nlink] = arrays.kind[i] === EntryKind.Directory ? 2 : 1
+    stat[Listed.atimeSec] = secondsOf(arrays.atimeMs[i], arrays.atimeNsec[i]); stat[Listed.atimeNsec] = arrays.atimeNsec[i]
+    stat[Listed.mtimeSec] = secondsOf(arrays.mtimeMs[i], arrays.mtimeNsec[i]); stat[Listed.mtimeNsec] = arrays.mtimeNsec[i]
+    stat[Listed.ctimeSec] = secondsOf(arrays.ctimeMs[i], arrays.ctimeNsec[i]); stat[Listed.ctimeNsec] = arrays.ctimeNsec[i]
+    const kind = arrays.kind[i] === EntryKind.Directory ? TreeKind.Directory : arrays.kind[i] === EntryKind.Sample ? TreeKind.Sample : TreeKind.Other
+    const added = builder.add(parent, relative.slice(slash + 1), kind, stat)
+    if (kind === TreeKind.Directory) directories.set(relative, added)
+    if (kind === TreeKind.Sample) {
+      if (samples === header.samples) throw new UsageError(`${file} is damaged: more samples than the header's ${header.samples}`)
+      sampleEntry[samples++] = i
     }
-    if (arrays.kind[i] === EntryKind.Sample) {
-      entry.sample = samples.length
-      sampleEntry[samples.length] = i
-      samples.push({ path: relative, size: arrays.size[i], group: intern(groupOf(relative, header.groupDepth)) })
-    }
-    entries.set(relative, entry)
   }
-  if (samples.length !== header.samples) throw new UsageError(`${file} is damaged: ${samples.length} samples, header says ${header.samples}`)
+  if (samples !== header.samples) throw new UsageError(`${file} is damaged: ${samples} samples, header says ${header.samples}`)
+  // The builder numbers entries in added order; the tree renumbers them (a pack lists entries by path).
+  const { columns, added } = builder.finish()
+  const treeEntryOf = new Uint32Array(header.entries)
+  added.forEach((packEntry, treeEntry) => { treeEntryOf[packEntry] = treeEntry })
+  const tree = new DatasetTree(columns, Array.from(sampleEntry, packEntry => treeEntryOf[packEntry]), header.groupDepth)
   return {
     directory,
     header,
     arrays,
-    tree: { entries, samples, skipped: [] },
+    tree,
     sampleEntry,
-    entryIndex: (relativePath: string) => (entries.get(relativePath) as PackEntry | undefined)?.index,
+    entryIndex: (relativePath: string) => { const entry = tree.find(relativePath); return entry < 0 ? undefined : added[entry] },
     path: pathOf
   }
 }

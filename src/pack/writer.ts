@@ -23,7 +23,7 @@ import { sampleBuffers } from '../chunks/sample-buffers'
 import { readIncludeList, scanTree } from '../chunks/scan'
 import { UsageError } from '../errors'
 import { cutPhysicalChunks, homeOfChunk } from '../redirect/layout'
-import type { DatasetTree } from '../chunks/tree'
+import { EntryKind as TreeKind, type DatasetTree } from '../chunks/tree'
 import { allocateArrays, CHUNK_ALIGNMENT, encodeIndex, EntryKind, NO_CHUNK, PACK_VERSION, type PackHeader } from './format'
 import { CHUNKS_FILE, INDEX_FILE, OTHERS_FILE } from './pack-index'
 
@@ -67,10 +67,10 @@ export async function writePack (source: string, out: string, options: PackOptio
   const { groups, chunksOfGroup } = cutPhysicalChunks(tree.samples, options.chunkSize, options.seed)
   const chunks = chunksOfGroup.flat()
   const homes = chunksOfGroup.flatMap((groupChunks, group) => groupChunks.map((_, i) => homeOfChunk(group, i, nodes)))
-  const paths = [...tree.entries.keys()].sort()
+  const byPath = tree.entriesByPath()
   const sampleBytes = tree.samples.reduce((sum, s) => sum + s.size, 0)
-  const otherBytes = paths.reduce((sum, p) => { const e = tree.entries.get(p)!; return sum + (e.children === undefined && e.sample === undefined ? e.attributes.size : 0) }, 0)
-  const layout: PackLayout = { source, tree, chunks, paths, chunkSize: options.chunkSize, seed: options.seed, groupDepth: options.groupDepth, sampleBytes }
+  const otherBytes = byPath.reduce((sum, { entry }) => sum + (tree.kindOf(entry) === TreeKind.Other ? tree.columns.size[entry] : 0), 0)
+  const layout: PackLayout = { source, tree, chunks, byPath, chunkSize: options.chunkSize, seed: options.seed, groupDepth: options.groupDepth, sampleBytes }
 
   const partial = `${out}.partial-${process.pid}`
   await fs.mkdir(partial)
@@ -106,7 +106,8 @@ interface PackLayout {
   source: string
   tree: DatasetTree
   chunks: number[][]
-  paths: string[]
+  /** The tree's entries in path order, as the pack lists them. */
+  byPath: { entry: number, path: string }[]
   chunkSize: number
   seed: number
   groupDepth?: number
@@ -115,23 +116,24 @@ interface PackLayout {
 
 /** Writes one pack into `directory`: the whole tree, the chunks `holds` selects, the non-sample files. */
 async function writeOnePack (layout: PackLayout, directory: string, holds: (chunk: number) => boolean, shard: { nodes: number, node: number } | undefined, progress: (bytes: number) => void): Promise<Omit<PackSummary, 'groups' | 'skipped'>> {
-  const { source, tree, chunks, paths } = layout
-  const entryOf = new Map(paths.map((p, i) => [p, i]))
-  const arrays = allocateArrays(paths.length, chunks.length)
+  const { source, tree, chunks, byPath } = layout
+  const entryOf = new Map(byPath.map(({ path }, i) => [path, i]))
+  const arrays = allocateArrays(byPath.length, chunks.length)
   let pathEnd = 0
-  paths.forEach((relative, i) => {
-    const entry = tree.entries.get(relative)!
-    const a = entry.attributes
+  byPath.forEach(({ entry, path: relative }, i) => {
+    const a = tree.attributes(entry)
     arrays.size[i] = a.size; arrays.atimeMs[i] = a.atimeMs; arrays.mtimeMs[i] = a.mtimeMs; arrays.ctimeMs[i] = a.ctimeMs
     arrays.atimeNsec[i] = a.atimeNsec; arrays.mtimeNsec[i] = a.mtimeNsec; arrays.ctimeNsec[i] = a.ctimeNsec
     arrays.mode[i] = a.mode; arrays.uid[i] = a.uid; arrays.gid[i] = a.gid
-    arrays.kind[i] = entry.children !== undefined ? EntryKind.Directory : entry.sample !== undefined ? EntryKind.Sample : EntryKind.Other
+    const kind = tree.kindOf(entry)
+    arrays.kind[i] = kind === TreeKind.Directory ? EntryKind.Directory : kind === TreeKind.Sample ? EntryKind.Sample : EntryKind.Other
     arrays.chunk[i] = NO_CHUNK
     pathEnd += Buffer.byteLength(relative)
     arrays.pathEnd[i] = pathEnd
   })
-  const readBatch = async (relatives: string[]): Promise<Buffer[]> => {
-    const expected = relatives.map(r => tree.entries.get(r)!.attributes.size)
+  const readBatch = async (files: { path: string, size: number }[]): Promise<Buffer[]> => {
+    const relatives = files.map(file => file.path)
+    const expected = files.map(file => file.size)
     // One byte over the scanned size, so a file that grew shows.
     const targets = expected.map(size => sampleBuffers.take(size + 1))
     const results = await native().readFiles(relatives.map(r => path.join(source, r)), targets)
@@ -149,7 +151,7 @@ async function writeOnePack (layout: PackLayout, directory: string, holds: (chun
   for (const [c, files] of chunks.entries()) for (const id of files) arrays.chunk[entryOf.get(tree.samples[id].path)!] = c
   const chunkFile = await fs.open(path.join(directory, CHUNKS_FILE), 'w')
   let position = 0
-  const readChunk = (c: number | undefined): Promise<Buffer[]> | undefined => c === undefined ? undefined : readBatch(chunks[c].map(id => tree.samples[id].path))
+  const readChunk = (c: number | undefined): Promise<Buffer[]> | undefined => c === undefined ? undefined : readBatch(chunks[c].map(id => tree.samples[id]))
   let next = readChunk(held[0])
   for (let h = 0; h < held.length; h++) {
     const c = held[h]
@@ -184,9 +186,9 @@ async function writeOnePack (layout: PackLayout, directory: string, holds: (chun
   const otherFile = await fs.open(path.join(directory, OTHERS_FILE), 'w')
   let otherPosition = 0
   let others = 0
-  for (const [i, relative] of paths.entries()) {
+  for (const [i, { entry, path: relative }] of byPath.entries()) {
     if (arrays.kind[i] !== EntryKind.Other) continue
-    const [bytes] = await readBatch([relative])
+    const [bytes] = await readBatch([{ path: relative, size: tree.columns.size[entry] }])
     arrays.location[i] = otherPosition
     arrays.crc[i] = crc32(bytes)
     await otherFile.write(bytes, 0, bytes.length, otherPosition)
@@ -202,7 +204,7 @@ async function writeOnePack (layout: PackLayout, directory: string, holds: (chun
     version: PACK_VERSION,
     chunkSize: layout.chunkSize,
     seed: layout.seed,
-    entries: paths.length,
+    entries: byPath.length,
     samples: tree.samples.length,
     chunks: chunks.length,
     pathBytes: pathEnd,
@@ -211,7 +213,7 @@ async function writeOnePack (layout: PackLayout, directory: string, holds: (chun
     ...(layout.groupDepth !== undefined ? { groupDepth: layout.groupDepth } : {}),
     ...(shard !== undefined ? { nodes: shard.nodes, node: shard.node } : {})
   }
-  const index = encodeIndex(header, arrays, Buffer.from(paths.join('')))
+  const index = encodeIndex(header, arrays, Buffer.from(byPath.map(({ path }) => path).join('')))
   const indexFile = await fs.open(path.join(directory, INDEX_FILE), 'w')
   await indexFile.write(index)
   await indexFile.sync()

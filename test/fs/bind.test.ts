@@ -5,24 +5,25 @@
 import { constants as fsConstants } from 'node:fs'
 import pino from 'pino'
 import t from 'tap'
-import type { DatasetTree, EntryAttributes, FileReader, OpenFile, TreeEntry } from '../../src/chunks/tree'
+import { DatasetTree, EntryKind, TreeBuilder, type FileReader, type OpenFile } from '../../src/chunks/tree'
 import type { ServedFile } from '../../src/engine/engine'
 import { FsError } from '../../src/errors'
 import { FsAdapter } from '../../src/fs/adapter'
 import type { MountStats } from '../../src/stats'
 
-const attributes = (mode: number, size: number): EntryAttributes =>
-  ({ mode, size, uid: 0, gid: 0, nlink: 1, atimeMs: 0, mtimeMs: 0, ctimeMs: 0, atimeNsec: 0, mtimeNsec: 0, ctimeNsec: 0 })
+/** A stat row as a listing gives it (src/chunks/native.ts, Listed): mode and size, the rest 0. */
+const stat = (mode: number, size: number): number[] => [mode, size, 0, 0, 1, 0, 0, 0, 0, 0, 0]
 
 function tree (): DatasetTree {
-  const entries = new Map<string, TreeEntry>([
-    ['', { attributes: attributes(0o40755, 4096), children: ['cat', 'labels.txt'] }],
-    ['cat', { attributes: attributes(0o40755, 4096), children: ['a.jpg', 'b.jpg'] }],
-    ['cat/a.jpg', { attributes: attributes(0o100644, 10), sample: 0 }],
-    ['cat/b.jpg', { attributes: attributes(0o100644, 12), sample: 1 }],
-    ['labels.txt', { attributes: attributes(0o100644, 5) }]
-  ])
-  return { entries, samples: [{ path: 'cat/a.jpg', size: 10, group: 'cat' }, { path: 'cat/b.jpg', size: 12, group: 'cat' }], skipped: [] }
+  const builder = new TreeBuilder()
+  const root = builder.add(0, '', EntryKind.Directory, stat(0o40755, 4096))
+  const cat = builder.add(root, 'cat', EntryKind.Directory, stat(0o40755, 4096))
+  const a = builder.add(cat, 'a.jpg', EntryKind.Sample, stat(0o100644, 10))
+  const b = builder.add(cat, 'b.jpg', EntryKind.Sample, stat(0o100644, 12))
+  builder.add(root, 'labels.txt', EntryKind.Other, stat(0o100644, 5))
+  const { columns, added } = builder.finish()
+  const entryOf = (addedAs: number): number => added.indexOf(addedAs)
+  return new DatasetTree(columns, [entryOf(a), entryOf(b)], undefined)
 }
 
 class FakeSamples {

@@ -95,14 +95,22 @@ export class DatasetTree {
    * (by path for a scan; a pack's own order).
    */
   constructor (readonly columns: TreeColumns, sampleEntries: ArrayLike<number>, groupDepth: GroupDepth, readonly skipped: readonly SkippedEntry[] = []) {
-    const groups = new Map<string, string>() // one string per group, not per sample
+    // A group depends only on the directory: one string per directory, not per sample.
+    const groupOfDirectory = new Map<number, string>()
+    const groups = new Map<string, string>()
     const samples: SampleFile[] = []
     for (let id = 0; id < sampleEntries.length; id++) {
       const entry = sampleEntries[id]
-      const group = groupOf(this.pathOf(entry), groupDepth)
-      if (!groups.has(group)) groups.set(group, group)
+      const directory = columns.parent[entry]
+      let group = groupOfDirectory.get(directory)
+      if (group === undefined) {
+        const named = groupOf(this.pathOf(entry), groupDepth)
+        group = groups.get(named) ?? named
+        groups.set(group, group)
+        groupOfDirectory.set(directory, group)
+      }
       columns.sample[entry] = id
-      samples.push(new TreeSample(this, entry, columns.size[entry], groups.get(group)!))
+      samples.push(new TreeSample(this, entry, columns.size[entry], group))
     }
     this.samples = samples
   }

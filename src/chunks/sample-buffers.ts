@@ -11,9 +11,9 @@
  * two (at most 12.5% slack), so files of similar sizes share them. Slabs in
  * use plus slabs kept idle stay within `limitBytes` (the daemon sets it to
  * its --memory), so keeping them never lifts RSS above what the budget
- * allows. A slab that is never given back (bytes shipped to a peer, or
- * dropped at a reset) is left to the garbage collector, which is told to
- * uncount it.
+ * allows. Files dropped at a reset come back too (engine/memory.ts). A
+ * slab that is never given back (bytes shipped to a peer) is left to the
+ * garbage collector, which is told to uncount it.
  */
 import { native } from './native'
 

@@ -89,10 +89,9 @@ export async function runInForeground (config: MountConfig): Promise<void> {
  * mark-compact every few tens of milliseconds, a third of the daemon's CPU
  * on the hot path (measured with --trace-gc, see docs/design.md, "The FUSE
  * layer"). A larger starting heap limit lets the young generation's
- * collections do the work; live memory is unchanged. `--expose-gc` lets the
- * daemon collect once, when the mount is built (daemon.ts).
+ * collections do the work; live memory is unchanged.
  */
-const DAEMON_V8_FLAGS = ['--initial-heap-size=100', '--expose-gc']
+const DAEMON_V8_FLAGS = ['--initial-heap-size=100']
 
 /**
  * Starts the daemon detached, hands it the validated config over the IPC

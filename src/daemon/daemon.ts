@@ -257,12 +257,6 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
     if (cluster !== undefined) log.info({ dropped: cluster.reset() }, 'mirrors dropped')
   }
   process.on('SIGUSR1', reset)
-  // The scan and the layout leave tens of bytes of garbage per file (path strings, listings); with the
-  // daemon's large starting heap V8 would hold it until load makes it collect, so RSS right after mounting
-  // was a third above what the mount keeps. One full collection now hands it back. (`gc` exists when the
-  // daemon runs with --expose-gc, as `redirfs mount` starts it.)
-  const collectGarbage = (globalThis as { gc?: () => void }).gc
-  collectGarbage?.()
   log.info({ source: config.source, mountpoint: config.mountpoint, mode: config.mode, samples: layout.files.length, groups: layout.groups.length, pcs: layout.pcs.length, vcs: layout.vcs.length, layoutHash: layout.hash }, 'mounted')
 
   return {

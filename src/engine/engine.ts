@@ -204,7 +204,7 @@ export class Engine {
   /** Starts a fresh epoch everywhere; frees the bytes of files that were waiting in memory. */
   reset (): number {
     const dropped = this.protocol.reset()
-    for (const file of dropped) this.resident.delete(file)
+    for (const file of dropped) this.resident.drop(file)
     this.log.info({ dropped: dropped.length }, 'epoch state reset')
     return dropped.length
   }

@@ -3,6 +3,7 @@
  * files in memory (home slots, or mirrors), and the opens parked until a
  * load or a request for their VC ends.
  */
+import { sampleBuffers } from '../chunks/sample-buffers'
 import type { FileId, VcId } from '../redirect/layout'
 
 export class ResidentBytes {
@@ -13,6 +14,13 @@ export class ResidentBytes {
   set (file: FileId, bytes: Buffer): void { this.bytes.set(file, bytes) }
   get (file: FileId): Buffer | undefined { return this.bytes.get(file) }
   delete (file: FileId): void { this.bytes.delete(file) }
+
+  /** Lets the bytes of a file nobody will be served go: their buffer is reused by the next load (sample-buffers.ts). */
+  drop (file: FileId): void {
+    const bytes = this.bytes.get(file)
+    this.bytes.delete(file)
+    if (bytes !== undefined) sampleBuffers.give(bytes)
+  }
 
   /** Removes and returns a file's bytes; the protocol said they are here. */
   take (file: FileId): Buffer {

@@ -95,7 +95,7 @@ export class RemoteReader {
   /** Drops every mirrored file (a reset). */
   reset (): number {
     const dropped = this.mirror.reset()
-    for (const file of dropped) this.resident.delete(file)
+    for (const file of dropped) this.resident.drop(file)
     return dropped.length
   }
 

@@ -3,6 +3,7 @@
 // for the directory and the pack; the real-mount tests cover those.
 import pino from 'pino'
 import t from 'tap'
+import { capacityFor, sampleBuffers } from '../../src/chunks/sample-buffers'
 import type { ChunkSource } from '../../src/chunks/source'
 import { Engine, type ServedFile } from '../../src/engine/engine'
 import { FsError } from '../../src/errors'
@@ -128,6 +129,20 @@ t.test('reset drops what is in memory and the next epoch serves every file once'
   await engine.drain()
   t.ok(engine.reset() > 0, 'files waiting in memory were dropped')
   t.same(servedFiles(await epoch(engine, 3)), everyFile)
+})
+
+t.test("a reset gives the dropped files' buffers back for the next loads", async t => {
+  const { engine } = engineFor('pool', new FakeSource({ lends: true }))
+  const lentBytes = (): number => { const { slabBytes, idleBytes } = sampleBuffers.stats(); return slabBytes - idleBytes }
+  const before = lentBytes()
+  for (let file = 0; file < 100; file++) sampleBuffers.give((await engine.open(file)).bytes) // as release does
+  await engine.drain()
+  const stillLent = lentBytes() - before
+  const dropped = engine.reset()
+  t.ok(dropped > 0, 'files were waiting in memory')
+  // Every file here is under 64 bytes, so each buffer is a 64-byte slab: what is lent is the resident files'.
+  t.equal(stillLent, dropped * capacityFor(1))
+  t.equal(lentBytes(), before, 'nothing is lent after the reset')
 })
 
 t.test('drain waits for every readahead load in flight', async t => {

@@ -1,6 +1,7 @@
 // A chunk source without a disk, with failure injection: what the engine
 // and the remote reader are tested against (the real sources have their
 // own tests, and the real-mount tests run both).
+import { sampleBuffers } from '../../src/chunks/sample-buffers'
 import type { ChunkRequest, ChunkSource } from '../../src/chunks/source'
 import type { FileId } from '../../src/redirect/layout'
 
@@ -18,7 +19,21 @@ export class FakeSource implements ChunkSource {
   inFlight = 0
   peakInFlight = 0
 
-  constructor (options: { readsFileByFile?: boolean } = {}) { this.readsFileByFile = options.readsFileByFile ?? false }
+  /** When set, files are read into buffers lent by the process's sample buffers, as the real sources do. */
+  readonly lends: boolean
+
+  constructor (options: { readsFileByFile?: boolean, lends?: boolean } = {}) {
+    this.readsFileByFile = options.readsFileByFile ?? false
+    this.lends = options.lends ?? false
+  }
+
+  private bytes (file: FileId): Buffer {
+    const bytes = bytesOf(file)
+    if (!this.lends) return bytes
+    const lent = sampleBuffers.take(bytes.length)
+    bytes.copy(lent)
+    return lent
+  }
 
   async fetch (request: ChunkRequest): Promise<Map<FileId, Buffer>> {
     this.fetches.push(request)
@@ -26,7 +41,7 @@ export class FakeSource implements ChunkSource {
     try {
       await new Promise(resolve => setTimeout(resolve, this.delayMs))
       if (this.rejectOnce.delete(request.pc)) throw new Error(`chunk ${request.pc} is damaged`)
-      return new Map(request.files.filter(file => !this.lost.has(file)).map(file => [file, bytesOf(file)]))
+      return new Map(request.files.filter(file => !this.lost.has(file)).map(file => [file, this.bytes(file)]))
     } finally {
       this.inFlight--
     }

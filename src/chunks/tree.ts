@@ -12,7 +12,7 @@
  */
 import { groupOf, type GroupDepth } from '../redirect/grouping'
 import type { SampleFile } from '../redirect/layout'
-import { Listed } from './native'
+import { Listed, native } from './native'
 
 export interface EntryAttributes {
   readonly mode: number
@@ -193,11 +193,11 @@ export class DatasetTree {
 export class TreeBuilder {
   private size = 0
   private capacity = 1024
-  private parent = new Uint32Array(this.capacity)
-  private nameEnd = new Uint32Array(this.capacity)
-  private kind = new Uint8Array(this.capacity)
-  private stats = new Float64Array(this.capacity * Listed.errno)
-  private names: Buffer = Buffer.allocUnsafe(this.capacity * 16)
+  private parent = scratch(Uint32Array, this.capacity)
+  private nameEnd = scratch(Uint32Array, this.capacity)
+  private kind = scratch(Uint8Array, this.capacity)
+  private stats = scratch(Float64Array, this.capacity * Listed.errno)
+  private names = scratch(Uint8Array, this.capacity * 16)
   private nameBytes = 0
   private readonly removed = new Set<number>()
 
@@ -205,9 +205,10 @@ export class TreeBuilder {
   add (parent: number, name: string | Buffer, kind: EntryKind, stat: ArrayLike<number>, at = 0): number {
     if (this.size === this.capacity) this.grow()
     const bytes = typeof name === 'string' ? Buffer.from(name) : name
-    while (this.nameBytes + bytes.length + 1 > this.names.length) this.names = growBuffer(this.names, this.nameBytes)
+    while (this.nameBytes + bytes.length + 1 > this.names.length) this.names = larger(this.names, this.names.length * 2)
     const entry = this.size++
-    this.nameBytes += bytes.copy(this.names, this.nameBytes)
+    this.names.set(bytes, this.nameBytes)
+    this.nameBytes += bytes.length
     this.names[this.nameBytes++] = 0
     this.nameEnd[entry] = this.nameBytes
     this.parent[entry] = parent
@@ -219,16 +220,17 @@ export class TreeBuilder {
   /** Leaves an entry out (a directory that could not be listed); nothing may have been added under it. */
   remove (entry: number): void { this.removed.add(entry) }
 
-  /** The columns, and for each entry of them the number `add` gave it. */
+  /** The columns, and for each entry of them the number `add` gave it. The builder is spent. */
   finish (): { columns: TreeColumns, added: Uint32Array } {
     const n = this.size
     // Each kept entry's children, by parent (counting sort).
-    const childrenEnd = new Uint32Array(n + 1)
+    const childrenEnd = scratch(Uint32Array, n + 1).fill(0)
     const kept = (e: number): boolean => e !== 0 && !this.removed.has(e)
     for (let e = 1; e < n; e++) if (kept(e)) childrenEnd[this.parent[e] + 1]++
     for (let e = 0; e < n; e++) childrenEnd[e + 1] += childrenEnd[e]
-    const byParent = new Uint32Array(childrenEnd[n])
-    const filled = childrenEnd.slice(0, n)
+    const byParent = scratch(Uint32Array, childrenEnd[n])
+    const filled = scratch(Uint32Array, n)
+    filled.set(childrenEnd.subarray(0, n))
     for (let e = 1; e < n; e++) if (kept(e)) byParent[filled[this.parent[e]]++] = e
     const nameStart = (e: number): number => e === 0 ? 0 : this.nameEnd[e - 1]
     const byName = (a: number, b: number): number => compareBytes(this.names, nameStart(a), this.nameEnd[a] - 1, this.names, nameStart(b), this.nameEnd[b] - 1)
@@ -236,7 +238,8 @@ export class TreeBuilder {
     // Breadth first from the root: every directory's children get consecutive numbers, in byte order of name.
     const count = 1 + byParent.length
     const added = new Uint32Array(count)
-    const numberOf = new Uint32Array(n)
+    const numberOf = scratch(Uint32Array, n)
+    numberOf[0] = 0
     const firstChild = new Uint32Array(count)
     const childCount = new Uint32Array(count)
     let next = 1
@@ -259,7 +262,8 @@ export class TreeBuilder {
     const nameEnd = new Uint32Array(count)
     let end = 0
     for (let k = 0; k < count; k++) {
-      end += this.names.copy(names, end, nameStart(added[k]), this.nameEnd[added[k]])
+      names.set(this.names.subarray(nameStart(added[k]), this.nameEnd[added[k]]), end)
+      end += this.nameEnd[added[k]] - nameStart(added[k])
       nameEnd[k] = end
     }
     const columns: TreeColumns = {
@@ -282,16 +286,12 @@ export class TreeBuilder {
       ctimeNsec: column(new Uint32Array(count), stat(Listed.ctimeNsec)),
       sample: new Uint32Array(count).fill(NOT_A_SAMPLE)
     }
+    for (const spent of [childrenEnd, byParent, filled, numberOf, this.parent, this.nameEnd, this.kind, this.stats, this.names]) free(spent)
     return { columns, added }
   }
 
   private grow (): void {
     this.capacity *= 2
-    const larger = <T extends Uint32Array | Float64Array | Uint8Array>(array: T, length: number): T => {
-      const copy = new (array.constructor as new (length: number) => T)(length)
-      copy.set(array)
-      return copy
-    }
     this.parent = larger(this.parent, this.capacity)
     this.nameEnd = larger(this.nameEnd, this.capacity)
     this.kind = larger(this.kind, this.capacity)
@@ -299,10 +299,29 @@ export class TreeBuilder {
   }
 }
 
-function growBuffer (buffer: Buffer, used: number): Buffer {
-  const larger = Buffer.allocUnsafe(buffer.length * 2)
-  buffer.copy(larger, 0, 0, used)
-  return larger
+/*
+ * The builder's working arrays are freed the moment they are done with,
+ * not when the garbage collector gets to them: for a 500,000-file tree they
+ * are over 100 MiB, which V8 (whose heap the daemon starts large) otherwise
+ * kept until load made it collect, a third of the daemon's RSS after mount.
+ */
+type Scratch = Uint32Array | Float64Array | Uint8Array
+interface ScratchKind<T> { new (buffer: ArrayBuffer, offset: number, length: number): T, readonly BYTES_PER_ELEMENT: number }
+
+function scratch<T extends Scratch> (Kind: ScratchKind<T>, length: number): T {
+  return new Kind(Buffer.allocUnsafeSlow(Math.max(1, length) * Kind.BYTES_PER_ELEMENT).buffer as ArrayBuffer, 0, length)
+}
+
+function larger<T extends Scratch> (array: T, length: number): T {
+  const copy = scratch(array.constructor as ScratchKind<T>, length)
+  copy.set(array)
+  free(array)
+  return copy
+}
+
+/** Frees a scratch array's memory now (it is unusable after). */
+function free (array: Scratch): void {
+  native().discard(Buffer.from(array.buffer))
 }
 
 /** An open non-sample file, served exactly. */

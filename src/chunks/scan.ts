@@ -21,7 +21,7 @@ import path from 'node:path'
 import { UsageError } from '../errors'
 import type { GroupDepth } from '../redirect/grouping'
 import { Listed, native } from './native'
-import { DatasetTree, EntryKind, TreeBuilder, type FileReader, type OpenFile, type SkippedEntry } from './tree'
+import { DatasetTree, EntryKind, pathIn, TreeBuilder, type FileReader, type OpenFile, type SkippedEntry } from './tree'
 
 /** ImageFolder's image extensions, plus common audio ones. */
 export const DEFAULT_SAMPLE_EXTENSIONS = ['.jpg', '.jpeg', '.png', '.ppm', '.bmp', '.pgm', '.tif', '.tiff', '.webp', '.wav', '.flac', '.mp3', '.ogg']
@@ -133,10 +133,9 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
   }
   for (const entry of skipped) warn(`left out ${entry.path}: ${entry.why}`)
   const { columns } = builder.finish()
-  const unnumbered = new DatasetTree(columns, [], options.groupDepth)
   // Samples are numbered in path order (the layout, and a pack written from this tree, depend on it).
   const byPath: { entry: number, path: string }[] = []
-  columns.kind.forEach((kind, entry) => { if (kind === EntryKind.Sample) byPath.push({ entry, path: unnumbered.pathOf(entry) }) })
+  columns.kind.forEach((kind, entry) => { if (kind === EntryKind.Sample) byPath.push({ entry, path: pathIn(columns, entry) }) })
   byPath.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
   if (options.include !== undefined) {
     const shown = new Set(byPath.map(sample => sample.path))

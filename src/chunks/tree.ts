@@ -80,6 +80,17 @@ function compareBytes (a: Uint8Array, aStart: number, aEnd: number, b: Uint8Arra
   return (aEnd - aStart) - (bEnd - bStart)
 }
 
+function nameIn (columns: TreeColumns, entry: number): string {
+  return columns.names.toString('utf8', entry === 0 ? 0 : columns.nameEnd[entry - 1], columns.nameEnd[entry] - 1)
+}
+
+/** The relative path of an entry of a tree's columns: '' for the root, 'cat/001.jpg' for a file. */
+export function pathIn (columns: TreeColumns, entry: number): string {
+  let relative = ''
+  for (let e = entry; e !== 0; e = columns.parent[e]) relative = relative === '' ? nameIn(columns, e) : `${nameIn(columns, e)}/${relative}`
+  return relative
+}
+
 /** A sample of the tree: its path is spelled out when asked (for a read or a message), not kept. */
 class TreeSample implements SampleFile {
   constructor (private readonly tree: DatasetTree, readonly entry: number, readonly size: number, readonly group: string) {}
@@ -119,16 +130,10 @@ export class DatasetTree {
 
   private nameStart (entry: number): number { return entry === 0 ? 0 : this.columns.nameEnd[entry - 1] }
 
-  nameOf (entry: number): string {
-    return this.columns.names.toString('utf8', this.nameStart(entry), this.columns.nameEnd[entry] - 1)
-  }
+  nameOf (entry: number): string { return nameIn(this.columns, entry) }
 
   /** Relative path: '' for the root, 'cat/001.jpg' for a file. */
-  pathOf (entry: number): string {
-    let relative = ''
-    for (let e = entry; e !== 0; e = this.columns.parent[e]) relative = relative === '' ? this.nameOf(e) : `${this.nameOf(e)}/${relative}`
-    return relative
-  }
+  pathOf (entry: number): string { return pathIn(this.columns, entry) }
 
   /** The entry at a relative path ('' is the root), or -1. */
   find (relative: string): number {

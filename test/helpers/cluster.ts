@@ -1,9 +1,8 @@
 // Clusters of real daemons on loopback: free ports, a shared token, every
 // node mounted at once (each waits for the others' handshake), and a
 // teardown that leaves nothing mounted and no daemon running.
-import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs'
+import { chmodSync, writeFileSync } from 'node:fs'
 import net from 'node:net'
-import os from 'node:os'
 import path from 'node:path'
 import { readStats } from '../../src/cli/stats-command'
 import { emptyDir, forceUnmount, redirfs, type CliResult } from './mount'
@@ -21,7 +20,7 @@ export async function freePorts (count: number): Promise<number[]> {
 }
 
 export function tokenFile (token = 'a-cluster-token-' + Math.random().toString(36).slice(2)): string {
-  const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'redirfs-token-')), 'token')
+  const file = path.join(emptyDir('redirfs-token-'), 'token')
   writeFileSync(file, token + '\n')
   chmodSync(file, 0o600)
   return file

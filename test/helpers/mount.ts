@@ -1,7 +1,7 @@
 // Mounting through the real CLI, with teardown that leaves nothing
 // mounted and no daemon running even when the test fails.
 import { execFile } from 'node:child_process'
-import { mkdtempSync, readFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
@@ -27,8 +27,18 @@ export async function redirfs (...args: string[]): Promise<CliResult> {
   }
 }
 
+/** Directories `emptyDir` made, removed when the test process exits. */
+const made: string[] = []
+process.on('exit', () => {
+  // Never through a mount that a failed teardown left: only what is not mounted goes.
+  for (const dir of made) if (!isMounted(dir)) rmSync(dir, { recursive: true, force: true })
+})
+
+/** A fresh directory under the system's temporary one (a mountpoint, or a place for a test's files); removed at exit. */
 export function emptyDir (prefix = 'redirfs-mnt-'): string {
-  return mkdtempSync(path.join(os.tmpdir(), prefix))
+  const dir = mkdtempSync(path.join(os.tmpdir(), prefix))
+  made.push(dir)
+  return dir
 }
 
 export function isMounted (mountpoint: string): boolean {

@@ -80,8 +80,11 @@ function compareBytes (a: Uint8Array, aStart: number, aEnd: number, b: Uint8Arra
   return (aEnd - aStart) - (bEnd - bStart)
 }
 
+/** Where entry `entry`'s name starts: names lie back to back, each ending where `nameEnd` says. */
+const nameStartIn = (nameEnd: Uint32Array, entry: number): number => entry === 0 ? 0 : nameEnd[entry - 1]
+
 function nameIn (columns: TreeColumns, entry: number): string {
-  return columns.names.toString('utf8', entry === 0 ? 0 : columns.nameEnd[entry - 1], columns.nameEnd[entry] - 1)
+  return columns.names.toString('utf8', nameStartIn(columns.nameEnd, entry), columns.nameEnd[entry] - 1)
 }
 
 /** The relative path of an entry of a tree's columns: '' for the root, 'cat/001.jpg' for a file. */
@@ -128,8 +131,6 @@ export class DatasetTree {
 
   get count (): number { return this.columns.parent.length }
 
-  private nameStart (entry: number): number { return entry === 0 ? 0 : this.columns.nameEnd[entry - 1] }
-
   nameOf (entry: number): string { return nameIn(this.columns, entry) }
 
   /** Relative path: '' for the root, 'cat/001.jpg' for a file. */
@@ -148,7 +149,7 @@ export class DatasetTree {
       entry = -1
       while (low <= high) {
         const middle = (low + high) >>> 1
-        const order = compareBytes(names, this.nameStart(middle), nameEnd[middle] - 1, wanted, 0, wanted.length)
+        const order = compareBytes(names, nameStartIn(nameEnd, middle), nameEnd[middle] - 1, wanted, 0, wanted.length)
         if (order === 0) { entry = middle; break }
         if (order < 0) low = middle + 1
         else high = middle - 1
@@ -237,7 +238,7 @@ export class TreeBuilder {
     const filled = scratch(Uint32Array, n)
     filled.set(childrenEnd.subarray(0, n))
     for (let e = 1; e < n; e++) if (kept(e)) byParent[filled[this.parent[e]]++] = e
-    const nameStart = (e: number): number => e === 0 ? 0 : this.nameEnd[e - 1]
+    const nameStart = (e: number): number => nameStartIn(this.nameEnd, e)
     const byName = (a: number, b: number): number => compareBytes(this.names, nameStart(a), this.nameEnd[a] - 1, this.names, nameStart(b), this.nameEnd[b] - 1)
 
     // Breadth first from the root: every directory's children get consecutive numbers, in byte order of name.

@@ -15,7 +15,7 @@ import { sampleBuffers } from '../chunks/sample-buffers'
 import type { ServedFile } from '../engine/engine'
 import { CONTROL_DIR, isControlPath, STATS_FILE } from './control'
 import { errno, errnoOf } from './errno'
-import { HandleTable, type Handle } from './handles'
+import { HandleTable, STATS_ENTRY, type Handle } from './handles'
 import { FsError } from '../errors'
 import type { MountStats } from '../stats'
 
@@ -52,7 +52,7 @@ export class FsAdapter {
   private attributes (fusePath: string): object | undefined {
     if (fusePath === CONTROL_DIR) return this.syntheticAttributes(0o40555, 0)
     // An open handle's snapshot decides the size, as for samples: fstat must match what reads return.
-    if (fusePath === STATS_FILE) return this.syntheticAttributes(0o100444, this.handles.boundSize(fusePath) ?? this.statsBytes().length)
+    if (fusePath === STATS_FILE) return this.syntheticAttributes(0o100444, this.handles.boundSize(STATS_ENTRY) ?? this.statsBytes().length)
     const entry = this.entry(fusePath)
     if (entry < 0) return undefined
     const a = this.options.tree.attributes(entry)
@@ -60,7 +60,7 @@ export class FsAdapter {
       mode: a.mode,
       uid: a.uid,
       gid: a.gid,
-      size: this.handles.boundSize(fusePath) ?? a.size,
+      size: this.handles.boundSize(entry) ?? a.size,
       nlink: a.nlink,
       atime: new Date(a.atimeMs),
       mtime: new Date(a.mtimeMs),
@@ -85,7 +85,7 @@ export class FsAdapter {
    */
   async bind (fusePath: string, flags: number, options: { exact?: boolean } = {}): Promise<Handle> {
     if ((flags & WRITE_ACCESS) !== 0 || (flags & fsConstants.O_TRUNC) !== 0) throw new FsError('EROFS', 'read-only')
-    if (fusePath === STATS_FILE) return { kind: 'bytes', path: fusePath, bytes: this.statsBytes() }
+    if (fusePath === STATS_FILE) return { kind: 'bytes', entry: STATS_ENTRY, bytes: this.statsBytes() }
     if (fusePath === CONTROL_DIR) throw new FsError('EISDIR', 'is a directory')
     const entry = this.entry(fusePath)
     if (entry < 0) throw new FsError('ENOENT', 'no such file')
@@ -97,14 +97,13 @@ export class FsAdapter {
     if ((flags & WRITE_ACCESS) !== 0 || (flags & fsConstants.O_TRUNC) !== 0) throw new FsError('EROFS', 'read-only')
     const tree = this.options.tree
     if (tree.isDirectory(entry)) throw new FsError('EISDIR', 'is a directory')
-    const fusePath = '/' + tree.pathOf(entry)
     const sample = tree.sampleOf(entry)
     if (sample !== undefined) {
       const served = await this.options.samples.open(sample, options)
-      return { kind: 'bytes', path: fusePath, bytes: served.bytes }
+      return { kind: 'bytes', entry, bytes: served.bytes }
     }
     this.counters.passthroughOpens++
-    return { kind: 'passthrough', path: fusePath, file: await this.options.files.open(fusePath.slice(1)) }
+    return { kind: 'passthrough', entry, file: await this.options.files.open(tree.pathOf(entry)) }
   }
 
   /**

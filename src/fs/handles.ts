@@ -3,17 +3,22 @@
  * protocol chose and keeps them until release; the size of the newest
  * binding of a path is what getattr reports for that path meanwhile, so
  * `fstat` and `lseek(SEEK_END)` on the handle see the bytes it reads.
+ * Handles name what was opened by tree entry, not path: an open should
+ * not have to spell a path it never uses.
  */
 import type { OpenFile } from '../chunks/tree'
 
+/** The `entry` of a handle on the stats file, which is not in the tree. */
+export const STATS_ENTRY = -1
+
 export type Handle =
-  | { readonly kind: 'bytes', readonly path: string, readonly bytes: Buffer }
-  | { readonly kind: 'passthrough', readonly path: string, readonly file: OpenFile }
+  | { readonly kind: 'bytes', readonly entry: number, readonly bytes: Buffer }
+  | { readonly kind: 'passthrough', readonly entry: number, readonly file: OpenFile }
 
 export class HandleTable {
   private readonly handles = new Map<number, Handle>()
-  /** path → handle numbers bound to it, oldest first. */
-  private readonly boundByPath = new Map<string, number[]>()
+  /** tree entry → handle numbers bound to it, oldest first. */
+  private readonly boundByEntry = new Map<number, number[]>()
   private nextNumber = 1
   boundBytes = 0
 
@@ -22,7 +27,9 @@ export class HandleTable {
     if (this.nextNumber > 0x7fffffff) this.nextNumber = 1
     this.handles.set(number, handle)
     if (handle.kind === 'bytes') {
-      this.boundByPath.set(handle.path, [...(this.boundByPath.get(handle.path) ?? []), number])
+      const numbers = this.boundByEntry.get(handle.entry)
+      if (numbers === undefined) this.boundByEntry.set(handle.entry, [number])
+      else numbers.push(number)
       this.boundBytes += handle.bytes.length
     }
     return number
@@ -35,17 +42,17 @@ export class HandleTable {
     if (handle === undefined) return undefined
     this.handles.delete(number)
     if (handle.kind === 'bytes') {
-      const remaining = (this.boundByPath.get(handle.path) ?? []).filter(n => n !== number)
-      if (remaining.length === 0) this.boundByPath.delete(handle.path)
-      else this.boundByPath.set(handle.path, remaining)
+      const numbers = this.boundByEntry.get(handle.entry) ?? []
+      numbers.splice(numbers.indexOf(number), 1)
+      if (numbers.length === 0) this.boundByEntry.delete(handle.entry)
       this.boundBytes -= handle.bytes.length
     }
     return handle
   }
 
-  /** The size of the newest binding of `path`, if it has one. */
-  boundSize (path: string): number | undefined {
-    const numbers = this.boundByPath.get(path)
+  /** The size of the newest binding of a tree entry (or STATS_ENTRY), if it has one. */
+  boundSize (entry: number): number | undefined {
+    const numbers = this.boundByEntry.get(entry)
     if (numbers === undefined) return undefined
     const handle = this.handles.get(numbers[numbers.length - 1])
     return handle?.kind === 'bytes' ? handle.bytes.length : undefined

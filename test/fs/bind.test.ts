@@ -54,7 +54,7 @@ function adapter (samples = new FakeSamples(), files = new FakeFiles()): { fs: F
 t.test("a sample's open is bound to the bytes the engine serves, which may be another file's", async t => {
   const { fs, samples } = adapter()
   const handle = await fs.bind('/cat/a.jpg', fsConstants.O_RDONLY)
-  t.same(handle, { kind: 'bytes', path: '/cat/a.jpg', bytes: Buffer.from('sample 1') })
+  t.same(handle, { kind: 'bytes', entry: tree().find('cat/a.jpg'), bytes: Buffer.from('sample 1') })
   t.same(samples.opens, [{ sample: 0, exact: false }])
 })
 

@@ -25,15 +25,18 @@ export class DirectorySource implements ChunkSource {
   private filesRead = 0
   private bytesRead = 0
   private readErrors = 0
+  /** The root with one trailing slash, so a file's path is a concatenation, not a normalization per read. */
+  private readonly prefix: string
 
   constructor (
-    private readonly root: string,
+    root: string,
     private readonly files: readonly SampleFile[],
     private readonly log: Logger,
     /** Batches in flight at once, across all loads. */
     concurrency = 8
   ) {
     native()
+    this.prefix = path.join(path.resolve(root), '/')
     this.limit = pLimit(concurrency)
   }
 
@@ -44,7 +47,7 @@ export class DirectorySource implements ChunkSource {
     await Promise.all(batches.map(batch => this.limit(async () => {
       // Each file into a buffer one byte larger than its scanned size: one that fills it has grown.
       const targets = batch.map(id => sampleBuffers.take(this.files[id].size + 1))
-      const results = await native().readFiles(batch.map(id => path.join(this.root, this.files[id].path)), targets)
+      const results = await native().readFiles(batch.map(id => this.prefix + this.files[id].path), targets)
       results.forEach((result, i) => {
         if (result instanceof Error) {
           sampleBuffers.give(targets[i])

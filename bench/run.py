@@ -389,10 +389,21 @@ def measure_cluster(nodes, args, info, source, limits, memory, allowance):
            "deviceBytes": after[0] - before[0], "deviceOps": after[1] - before[1], "readAmplification": (after[0] - before[0]) / args.epochs / info["bytes"],
            "remoteShare": remote_opens / max(1, sum(s["cluster"]["remoteOpens"] + s["protocol"]["opens"] - s["protocol"]["remoteOpens"] for s in stats)),
            "requestsPerRemoteSample": sum(s["cluster"]["remoteRequests"] for s in stats) / max(1, remote_opens),
-           "prefetchUsed": sum(s["cluster"]["prefetchUsed"] for s in stats), "daemonPeakRssBytes": max(rss), "daemonCpuSecondsPerEpoch": cpu / args.epochs}
+           "prefetchUsed": sum(s["cluster"]["prefetchUsed"] for s in stats), "daemonPeakRssBytes": max(rss), "daemonCpuSecondsPerEpoch": cpu / args.epochs,
+           "samplesReceivedPerEpoch": sum(s["cluster"]["remoteSamplesReceived"] for s in stats) / args.epochs,
+           "samplesPerRequest": sum(s["cluster"]["remoteSamplesReceived"] for s in stats) / max(1, sum(s["cluster"]["remoteRequests"] for s in stats))}
+    # The RPC layer alone, moving samples of this dataset's mean size in calls as full as the cluster's were.
+    row["rpcAlone"] = rpc_cost(info["bytes"] / info["files"], row["samplesPerRequest"])
     log(f"cluster {nodes} nodes {row['samplesPerSecond']:8.0f} samples/s  device {row['deviceBytes'] / 2**20:8.0f} MiB in {row['deviceOps']} ops, "
         f"{row['requestsPerRemoteSample']:.2f} requests per remote sample")
     return row
+
+
+def rpc_cost(sample_bytes, per_call):
+    """CPU per sample moved between two nodes by redirfs's RPC layer alone (bench/grpc-cost.js), each end its own process."""
+    done = subprocess.run(["node", os.path.join(HERE, "grpc-cost.js"), "--sample-bytes", str(round(sample_bytes)), "--per-call", str(max(1, round(per_call)))],
+                          check=True, capture_output=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 # ---------------------------------------------------------------- hot path
@@ -574,6 +585,18 @@ def write_report(result, out):
         for r in result["cluster"]:
             lines.append(f"| {r['nodes']} nodes | {r['samplesPerSecond']:.0f} | {times(r['samplesPerSecond'], one)} | {r['deviceBytes'] / result['epochs'] / 2**20:.0f} | "
                          f"{r['readAmplification']:.2f} | {r['remoteShare']:.0%} | {r['requestsPerRemoteSample']:.2f} | {r['daemonPeakRssBytes'] / 2**20:.0f} MiB | {r.get('daemonCpuSecondsPerEpoch', 0):.1f} |")
+        for r in result["cluster"]:
+            rpc = r.get("rpcAlone")
+            if not (rpc and single and r.get("samplesReceivedPerEpoch")):
+                continue
+            extra = (r["daemonCpuSecondsPerEpoch"] - single["daemonCpuSecondsPerEpoch"]) / r["samplesReceivedPerEpoch"] * 1e6
+            alone = rpc["senderCpuMicrosecondsPerSample"] + rpc["receiverCpuMicrosecondsPerSample"]
+            lines += ["", f"What a sample moved between nodes costs ({r['nodes']} nodes): the daemons together spent "
+                      f"{r['daemonCpuSecondsPerEpoch'] - single['daemonCpuSecondsPerEpoch']:.1f} CPU-s per epoch more than one node's daemon, {extra:.0f} µs per sample "
+                      f"received from a peer ({r['samplesReceivedPerEpoch']:.0f} per epoch, {r['samplesPerRequest']:.1f} per request). "
+                      f"redirfs's RPC layer alone (`bench/grpc-cost.js`: its peer server and client, grpc-js, two processes on loopback, {rpc['sampleBytes'] / 1000:.0f} KB samples, "
+                      f"{rpc['samplesPerCall']} per call, nothing behind the server) costs {alone:.0f} µs per sample: {rpc['senderCpuMicrosecondsPerSample']:.0f} sending and "
+                      f"{rpc['receiverCpuMicrosecondsPerSample']:.0f} receiving ({alone / extra:.0%} of the daemons' extra), and moved {rpc['megabytesPerSecond']:.0f} MB/s with {rpc['concurrency']} calls in flight."]
         lines.append("")
     if result.get("hotPath"):
         h = result["hotPath"]

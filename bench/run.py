@@ -400,8 +400,8 @@ def measure_cluster(nodes, args, info, source, limits, memory, allowance):
 
 
 def rpc_cost(sample_bytes, per_call):
-    """CPU per sample moved between two nodes by redirfs's RPC layer alone (bench/grpc-cost.js), each end its own process."""
-    done = subprocess.run(["node", os.path.join(HERE, "grpc-cost.js"), "--sample-bytes", str(round(sample_bytes)), "--per-call", str(max(1, round(per_call)))],
+    """CPU per sample moved between two nodes by redirfs's RPC layer alone (bench/rpc-cost.js), each end its own process."""
+    done = subprocess.run(["node", os.path.join(HERE, "rpc-cost.js"), "--sample-bytes", str(round(sample_bytes)), "--per-call", str(max(1, round(per_call)))],
                           check=True, capture_output=True, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -594,7 +594,7 @@ def write_report(result, out):
             lines += ["", f"What a sample moved between nodes costs ({r['nodes']} nodes): the daemons together spent "
                       f"{r['daemonCpuSecondsPerEpoch'] - single['daemonCpuSecondsPerEpoch']:.1f} CPU-s per epoch more than one node's daemon, {extra:.0f} µs per sample "
                       f"received from a peer ({r['samplesReceivedPerEpoch']:.0f} per epoch, {r['samplesPerRequest']:.1f} per request). "
-                      f"redirfs's RPC layer alone (`bench/grpc-cost.js`: its peer server and client, grpc-js, two processes on loopback, {rpc['sampleBytes'] / 1000:.0f} KB samples, "
+                      f"redirfs's RPC layer alone (`bench/rpc-cost.js`: its peer server and client, reads on the data channel and their pings on gRPC, two processes on loopback, {rpc['sampleBytes'] / 1000:.0f} KB samples, "
                       f"{rpc['samplesPerCall']} per call, nothing behind the server) costs {alone:.0f} µs per sample: {rpc['senderCpuMicrosecondsPerSample']:.0f} sending and "
                       f"{rpc['receiverCpuMicrosecondsPerSample']:.0f} receiving ({alone / extra:.0%} of the daemons' extra), and moved {rpc['megabytesPerSecond']:.0f} MB/s with {rpc['concurrency']} calls in flight."]
         lines.append("")

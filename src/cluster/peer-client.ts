@@ -1,8 +1,11 @@
 /**
- * Calls to one peer. Every call carries the cluster token and a deadline,
- * and waits for the connection up to that deadline (so a peer restarting
- * its listener is not taken for dead at once); a peer that cannot be
- * reached within it is `unreachable`, which the node treats as dead.
+ * Calls to one peer. Every gRPC call carries the cluster token and a
+ * deadline, and waits for the connection up to that deadline (so a peer
+ * restarting its listener is not taken for dead at once); a peer that
+ * cannot be reached within it is `unreachable`, which the node treats as
+ * dead. Reads go over the peer's data channel (data-channel.ts), whose
+ * port each handshake reply names; a data connection that cannot be made,
+ * or breaks, fails its reads as unreachable too.
  *
  * A read may take long for good reasons: the owner may be loading a chunk,
  * or waiting on a third node that died. So a read is not judged by its own
@@ -13,22 +16,11 @@
  */
 import * as grpc from '@grpc/grpc-js'
 
-import { FsError } from '../errors'
 import type { PeerAddress } from './addresses'
+import { PeerCallError } from './call-error'
+import { DataClient } from './data-channel'
 import { TOKEN_METADATA, type Credentials } from './security'
 import { peerStub, type HandshakeReply, type HandshakeRequest, type PeerStub, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type StatsReply, type SyncReply, type SyncRequest, type TakeoverStateReply, type TakeoverStateRequest } from './wire'
-
-/** A call to a peer that failed; an open that needed it fails with EIO. */
-export class PeerCallError extends FsError {
-  constructor (readonly peer: string, readonly status: grpc.status, readonly details: string) {
-    super('EIO', `peer ${peer}: ${details}`)
-  }
-
-  /** The peer did not answer at all (not up, gone, or too slow). */
-  get unreachable (): boolean {
-    return this.status === grpc.status.UNAVAILABLE || this.status === grpc.status.DEADLINE_EXCEEDED || this.status === grpc.status.CANCELLED
-  }
-}
 
 /** One call on the stub, given what every call carries (the token's metadata, the deadline) and where its answer goes. */
 type Invoke<Rep> = (metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<Rep>) => grpc.ClientUnaryCall
@@ -38,46 +30,54 @@ const READ_DEADLINE_MS = 110_000
 
 export class PeerClient {
   private readonly client: PeerStub
+  private readonly data: DataClient
 
   constructor (readonly address: PeerAddress, credentials: Credentials, private readonly token: string, private readonly timeoutMs: number) {
     this.client = peerStub(address.text, credentials.client)
+    this.data = new DataClient(address.host, credentials, token, address.text)
   }
 
-  private async call<Rep> (invoke: Invoke<Rep>, timeoutMs = this.timeoutMs, watch?: { ping: HandshakeRequest }): Promise<Rep> {
+  private async call<Rep> (invoke: Invoke<Rep>, timeoutMs = this.timeoutMs): Promise<Rep> {
     // grpc-js fails fast by default; waiting for the connection is a metadata option.
     const metadata = new grpc.Metadata({ waitForReady: true })
     metadata.set(TOKEN_METADATA, this.token)
-    let watchdog: NodeJS.Timeout | undefined
-    try {
-      return await new Promise<Rep>((resolve, reject) => {
-        const call = invoke(metadata, { deadline: Date.now() + timeoutMs }, (err, reply) => {
-          if (err !== null) reject(new PeerCallError(this.address.text, err.code, err.details === '' ? err.message : err.details))
-          else resolve(reply as Rep)
-        })
-        if (watch === undefined) return
-        const check = (): void => {
-          this.handshake(watch.ping).then(
-            () => { watchdog = setTimeout(check, this.timeoutMs) },
-            (err: unknown) => {
-              if (!(err instanceof PeerCallError && err.unreachable)) { watchdog = setTimeout(check, this.timeoutMs); return }
-              call.cancel()
-              reject(new PeerCallError(this.address.text, grpc.status.UNAVAILABLE, `did not answer a ping within ${this.timeoutMs / 1000}s while a read was out`))
-            })
-        }
-        watchdog = setTimeout(check, this.timeoutMs)
+    return await new Promise<Rep>((resolve, reject) => {
+      invoke(metadata, { deadline: Date.now() + timeoutMs }, (err, reply) => {
+        if (err !== null) reject(new PeerCallError(this.address.text, err.code, err.details === '' ? err.message : err.details))
+        else resolve(reply as Rep)
       })
-    } finally {
-      clearTimeout(watchdog)
-    }
+    })
   }
 
+  /** Also learns where the peer's data channel listens. */
   async handshake (request: HandshakeRequest, timeoutMs?: number): Promise<HandshakeReply> {
-    return await this.call<HandshakeReply>((metadata, options, done) => this.client.handshake(request, metadata, options, done), timeoutMs)
+    const reply = await this.call<HandshakeReply>((metadata, options, done) => this.client.handshake(request, metadata, options, done), timeoutMs)
+    this.data.setPort(reply.dataPort)
+    return reply
   }
 
   /** `ping`: a handshake that the peer answers at once while the read is out. */
   async read (request: ReadRequest, ping: HandshakeRequest): Promise<ReadReply> {
-    return await this.call<ReadReply>((metadata, options, done) => this.client.read(request, metadata, options, done), READ_DEADLINE_MS, { ping })
+    if (this.data.knownPort === 0) await this.handshake(ping)
+    const { answer, cancel } = this.data.read(request, READ_DEADLINE_MS)
+    let watchdog: NodeJS.Timeout | undefined
+    let answered = false
+    const check = (): void => {
+      this.handshake(ping).then(
+        () => { if (!answered) watchdog = setTimeout(check, this.timeoutMs) },
+        (err: unknown) => {
+          if (answered) return
+          if (!(err instanceof PeerCallError && err.unreachable)) { watchdog = setTimeout(check, this.timeoutMs); return }
+          cancel(new PeerCallError(this.address.text, grpc.status.UNAVAILABLE, `did not answer a ping within ${this.timeoutMs / 1000}s while a read was out`))
+        })
+    }
+    watchdog = setTimeout(check, this.timeoutMs)
+    try {
+      return await answer
+    } finally {
+      answered = true // a ping still out when the answer came must not start another
+      clearTimeout(watchdog)
+    }
   }
 
   async reclaim (request: ReclaimRequest): Promise<ReclaimReply> {
@@ -96,5 +96,8 @@ export class PeerClient {
     return await this.call<SyncReply>((metadata, options, done) => this.client.sync(request, metadata, options, done))
   }
 
-  close (): void { this.client.close() }
+  close (): void {
+    this.client.close()
+    this.data.close()
+  }
 }

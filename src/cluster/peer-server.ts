@@ -1,13 +1,16 @@
 /**
- * The peer service a node runs for the others. It only checks and maps:
- * every call must carry the cluster token (refused and logged otherwise),
- * malformed requests get INVALID_ARGUMENT, refusals their own status, and
- * the work itself is the node's (`PeerHandler`).
+ * The peer service a node runs for the others, on gRPC and, for reads, on
+ * the data channel beside it (data-channel.ts; the handshake reply names
+ * its port). It only checks and maps: every call must carry the cluster
+ * token (refused and logged otherwise), malformed requests get
+ * INVALID_ARGUMENT, refusals their own status, and the work itself is the
+ * node's (`PeerHandler`).
  */
 import * as grpc from '@grpc/grpc-js'
 import type { Logger } from 'pino'
 import { UsageError } from '../errors'
 import type { PeerAddress } from './addresses'
+import { startDataServer, type StatusOf } from './data-channel'
 import { TOKEN_METADATA, tokenMatches, type Credentials } from './security'
 import type { PeerHandlers } from './generated/redirfs/v1/Peer'
 import { CHANNEL_OPTIONS, peerService, type HandshakeReply, type HandshakeRequest, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type StatsReply, type SyncReply, type SyncRequest, type TakeoverStateReply, type TakeoverStateRequest } from './wire'
@@ -18,8 +21,12 @@ export class PeerRefusal extends Error {
 }
 
 export interface PeerHandler {
-  handshake (request: HandshakeRequest): HandshakeReply
+  /** The server adds where its data channel listens. */
+  handshake (request: HandshakeRequest): Omit<HandshakeReply, 'dataPort'>
+  /** Served on the data channel. */
   read (request: ReadRequest): Promise<ReadReply>
+  /** A read's answer is on the wire: its bytes' buffers are the handler's again. */
+  shipped? (bytes: Buffer[]): void
   reclaim (request: ReclaimRequest): ReclaimReply
   takeoverState (request: TakeoverStateRequest): Promise<TakeoverStateReply>
   sync (request: SyncRequest): SyncReply
@@ -28,30 +35,37 @@ export interface PeerHandler {
 
 export interface RunningPeerServer {
   readonly port: number
+  readonly dataPort: number
   close (): Promise<void>
 }
 
 export async function startPeerServer (listen: PeerAddress, credentials: Credentials, token: string, handler: PeerHandler, log: Logger): Promise<RunningPeerServer> {
   const server = new grpc.Server(CHANNEL_OPTIONS)
   let refusedLogged = 0
+  const refusedCall = (call: string, peer: string): void => {
+    // One line per refusal, up to a point: a misconfigured peer retries a lot.
+    if (refusedLogged++ < 100) log.warn({ call, peer }, 'refused a peer call: wrong or missing cluster token')
+  }
+  const statusOf: StatusOf = (err, call) => {
+    const code = err instanceof PeerRefusal ? err.status : grpc.status.INTERNAL
+    if (code === grpc.status.INTERNAL) log.error({ call, err: (err as Error).message }, 'peer call failed')
+    return { code, details: (err as Error).message }
+  }
   const unary = <Req, Rep>(name: string, work: (request: Req) => Rep | Promise<Rep>): grpc.handleUnaryCall<Req, Rep> =>
     (call, callback) => {
       if (!tokenMatches(call.metadata.get(TOKEN_METADATA)[0], token)) {
-        // One line per refusal, up to a point: a misconfigured peer retries a lot.
-        if (refusedLogged++ < 100) log.warn({ call: name, peer: call.getPeer() }, 'refused a peer call: wrong or missing cluster token')
+        refusedCall(name, call.getPeer())
         return callback({ code: grpc.status.UNAUTHENTICATED, details: 'wrong or missing cluster token' })
       }
       Promise.resolve().then(() => work(call.request)).then(
         reply => callback(null, reply),
-        (err: unknown) => {
-          const status = err instanceof PeerRefusal ? err.status : grpc.status.INTERNAL
-          if (status === grpc.status.INTERNAL) log.error({ call: name, err: (err as Error).message }, 'peer call failed')
-          callback({ code: status, details: (err as Error).message })
-        })
+        (err: unknown) => callback(statusOf(err, name)))
     }
+  // First, so that every handshake can name its port (any free one: it cannot collide).
+  const data = await startDataServer(listen.host, credentials, token, handler, statusOf, peer => refusedCall('read', peer), log)
+    .catch((err: Error) => { throw new UsageError(`cannot listen for the data channel on ${listen.host}: ${err.message}`) })
   const handlers: PeerHandlers = {
-    Handshake: unary<HandshakeRequest, HandshakeReply>('handshake', request => handler.handshake(request)),
-    Read: unary<ReadRequest, ReadReply>('read', async request => await handler.read(request)),
+    Handshake: unary<HandshakeRequest, HandshakeReply>('handshake', request => ({ ...handler.handshake(request), dataPort: data.port })),
     Reclaim: unary<ReclaimRequest, ReclaimReply>('reclaim', request => handler.reclaim(request)),
     TakeoverState: unary<TakeoverStateRequest, TakeoverStateReply>('takeoverState', async request => await handler.takeoverState(request)),
     Sync: unary<SyncRequest, SyncReply>('sync', request => handler.sync(request)),
@@ -64,10 +78,12 @@ export async function startPeerServer (listen: PeerAddress, credentials: Credent
       else if (err.message.includes('EADDRINUSE')) reject(new UsageError(`cannot listen on ${listen.text}: the port is in use (by another program, or another node's mount on this machine); give this node a free port in --peers, or --listen`))
       else reject(new UsageError(`cannot listen on ${listen.text}: ${err.message}`))
     })
-  })
+  }).catch((err: Error) => { data.close(); throw err })
   return {
     port,
+    dataPort: data.port,
     close: async () => await new Promise<void>(resolve => {
+      data.close()
       // Give calls in flight a moment, then cut the rest.
       const timer = setTimeout(() => server.forceShutdown(), 2000)
       server.tryShutdown(() => { clearTimeout(timer); resolve() })

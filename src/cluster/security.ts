@@ -47,6 +47,8 @@ export interface Credentials {
   readonly server: grpc.ServerCredentials
   readonly client: grpc.ChannelCredentials
   readonly tls: boolean
+  /** The TLS files' contents, for the data channel (which is not gRPC); absent without TLS. */
+  readonly pem?: { readonly cert: Buffer, readonly key: Buffer, readonly ca: Buffer }
 }
 
 export async function loadCredentials (tls: Partial<TlsFiles>): Promise<Credentials> {
@@ -58,7 +60,8 @@ export async function loadCredentials (tls: Partial<TlsFiles>): Promise<Credenti
     return {
       server: grpc.ServerCredentials.createSsl(ca, [{ cert_chain: cert, private_key: key }], true),
       client: grpc.credentials.createSsl(ca, key, cert),
-      tls: true
+      tls: true,
+      pem: { cert, key, ca }
     }
   } catch (err) {
     throw new UsageError(`cannot use the TLS files: ${(err as Error).message}`)

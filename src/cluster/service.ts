@@ -7,6 +7,7 @@
  */
 import * as grpc from '@grpc/grpc-js'
 import type { Logger } from 'pino'
+import { sampleBuffers } from '../chunks/sample-buffers'
 import type { Engine, ServedFile } from '../engine/engine'
 import type { RemoteReader } from '../engine/remote-reader'
 import type { Layout, NodeId, VcId } from '../redirect/layout'
@@ -37,7 +38,7 @@ export class PeerService implements PeerHandler {
 
   private get node (): NodeId { return this.parts.membership.node }
 
-  handshake (request: HandshakeRequest): HandshakeReply {
+  handshake (request: HandshakeRequest): Omit<HandshakeReply, 'dataPort'> {
     const problem = this.parts.membership.refusalOf(request)
     if (problem !== undefined) {
       this.parts.log.warn({ peer: request.node, problem }, 'refused a peer handshake')
@@ -63,6 +64,11 @@ export class PeerService implements PeerHandler {
       lastBatch: request.lastBatch
     })
     return { served: answer.served === undefined ? null : data(answer.served), batch: answer.batch.map(data), batchNumber: answer.batchNumber, vcEpoch: answer.vcEpoch }
+  }
+
+  /** A read's answer went out: its bytes left this node's memory for good (engine.serveRequest took them), so their buffers serve the next load. */
+  shipped (bytes: Buffer[]): void {
+    for (const b of bytes) sampleBuffers.give(b)
   }
 
   /** The owner of a VC asks what this node's mirror holds of it, and maybe for one file back. */

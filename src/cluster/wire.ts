@@ -1,18 +1,21 @@
 /**
  * The peer protocol (proto/redirfs.proto) as TypeScript sees it: the
  * message types generated from the .proto (src/cluster/generated, by
- * scripts/proto-types.sh with the options `loadSync` gets below), and the
- * service grpc-js serves and calls.
+ * scripts/proto-types.sh with the options `loadSync` gets below), the
+ * service grpc-js serves and calls, and the encoding of the data channel's
+ * messages (data-channel.ts), which do not go through gRPC.
  */
 import path from 'node:path'
 import * as grpc from '@grpc/grpc-js'
 import * as protoLoader from '@grpc/proto-loader'
+import * as protobuf from 'protobufjs'
 import type { ProtoGrpcType } from './generated/redirfs'
 import type { FileData__Output } from './generated/redirfs/v1/FileData'
 import type { HandshakeReply__Output } from './generated/redirfs/v1/HandshakeReply'
 import type { HandshakeRequest__Output } from './generated/redirfs/v1/HandshakeRequest'
 import type { PeerClient as GeneratedPeerClient, PeerDefinition } from './generated/redirfs/v1/Peer'
-import type { ReadReply__Output } from './generated/redirfs/v1/ReadReply'
+import type { DataHello__Output } from './generated/redirfs/v1/DataHello'
+import type { ReadAnswer__Output } from './generated/redirfs/v1/ReadAnswer'
 import type { ReadRequest__Output } from './generated/redirfs/v1/ReadRequest'
 import type { ReclaimReply__Output } from './generated/redirfs/v1/ReclaimReply'
 import type { ReclaimRequest__Output } from './generated/redirfs/v1/ReclaimRequest'
@@ -25,8 +28,8 @@ import type { TakeoverStateReply__Output } from './generated/redirfs/v1/Takeover
 import type { TakeoverStateRequest__Output } from './generated/redirfs/v1/TakeoverStateRequest'
 import type { VcState__Output } from './generated/redirfs/v1/VcState'
 
-/** Bumped whenever a message or its meaning changes; checked at handshake. 2: ReadReply lost `unreadable`. */
-export const PROTOCOL_VERSION = 2
+/** Bumped whenever a message or its meaning changes; checked at handshake. 2: ReadReply lost `unreadable`. 3: Read left gRPC for the data channel. */
+export const PROTOCOL_VERSION = 3
 
 export const PROTO_FILE = path.resolve(__dirname, '../../proto/redirfs.proto')
 
@@ -36,7 +39,17 @@ export type HandshakeRequest = HandshakeRequest__Output
 export type HandshakeReply = HandshakeReply__Output
 export type ReadRequest = ReadRequest__Output
 export type FileData = FileData__Output
-export type ReadReply = ReadReply__Output
+/** A Read's answer as both ends handle it; on the data channel it is a ReadAnswer followed by the files' bytes. */
+export interface ReadReply {
+  /** The file the open is bound to; null when the owner could not read the data the open would have been given. */
+  readonly served: FileData | null
+  /** The opportunistic batch; each file lands on its offset's slot. */
+  readonly batch: FileData[]
+  readonly batchNumber: number
+  readonly vcEpoch: number
+}
+export type DataHello = DataHello__Output
+export type ReadAnswer = ReadAnswer__Output
 export type ReclaimRequest = ReclaimRequest__Output
 export type ReclaimReply = ReclaimReply__Output
 export type TakeoverStateRequest = TakeoverStateRequest__Output
@@ -49,12 +62,15 @@ export type SyncRequest = SyncRequest__Output
 export type SyncReply = SyncReply__Output
 export type PeerStub = GeneratedPeerClient
 
+/** The options both the gRPC loader and the data channel's codecs read the .proto with (scripts/proto-types.sh too). */
+const PROTO_OPTIONS = { keepCase: false, longs: Number, enums: String, defaults: true, oneofs: true }
+
 let loaded: ProtoGrpcType | undefined
 
 function peerPackage (): ProtoGrpcType['redirfs']['v1'] {
   if (loaded === undefined) {
     // The generator (scripts/proto-types.sh) is given the same options.
-    const definition = protoLoader.loadSync(PROTO_FILE, { keepCase: false, longs: Number, enums: String, defaults: true, oneofs: true })
+    const definition = protoLoader.loadSync(PROTO_FILE, PROTO_OPTIONS)
     loaded = grpc.loadPackageDefinition(definition) as unknown as ProtoGrpcType
   }
   return loaded.redirfs.v1
@@ -85,4 +101,26 @@ export function decodeOffsets (bits: Buffer): Set<number> {
   const offsets = new Set<number>()
   for (let i = 0; i < bits.length * 8; i++) if ((bits[i >> 3] & (1 << (i & 7))) !== 0) offsets.add(i)
   return offsets
+}
+
+/** Encodes and decodes one message of the .proto, for the data channel. */
+export interface MessageCodec<T> {
+  encode (message: T): Uint8Array
+  decode (bytes: Uint8Array): T
+}
+
+let root: protobuf.Root | undefined
+
+function codec<T> (name: string): MessageCodec<T> {
+  root ??= protobuf.loadSync(PROTO_FILE)
+  const type = root.lookupType(`redirfs.v1.${name}`)
+  return {
+    encode: message => type.encode(type.fromObject(message as Record<string, unknown>)).finish(),
+    decode: bytes => type.toObject(type.decode(bytes), PROTO_OPTIONS) as T
+  }
+}
+
+/** The data channel's messages (proto/redirfs.proto, "The data channel"). */
+export function dataMessages (): { hello: MessageCodec<DataHello>, request: MessageCodec<ReadRequest>, answer: MessageCodec<ReadAnswer> } {
+  return { hello: codec('DataHello'), request: codec('ReadRequest'), answer: codec('ReadAnswer') }
 }

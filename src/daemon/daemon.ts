@@ -148,7 +148,8 @@ export async function startMount (config: MountConfig, log: Logger): Promise<Run
   }
   // Before any sample is read: freed samples must leave the process (or be reused within --memory), or RSS drifts above it.
   native().tuneAllocator()
-  sampleBuffers.limitBytes = config.memoryBytes
+  // A cluster node's mirrors hold peers' samples in these buffers too (src/cluster/data-channel.ts), within --remote-memory.
+  sampleBuffers.limitBytes = config.memoryBytes + (config.cluster?.remoteMemoryBytes ?? 0)
   const dataset = await (await isPack(config.source) ? openPack(config, log) : openDirectory(config, log))
   try {
     return await serve(config, dataset, log)

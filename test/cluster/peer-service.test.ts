@@ -3,26 +3,25 @@
 // certificates made by openssl, and the offset bitmap of the wire format.
 // The handler is a small stand-in here; test/cluster/cluster.test.ts runs
 // the real nodes.
-import { execFile } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
-import { promisify } from 'node:util'
 import * as grpc from '@grpc/grpc-js'
 import pino from 'pino'
 import t from 'tap'
 import { parseAddress, parsePeers } from '../../src/cluster/addresses'
-import { PeerCallError, PeerClient } from '../../src/cluster/peer-client'
+import { PeerCallError } from '../../src/cluster/call-error'
+import { PeerClient } from '../../src/cluster/peer-client'
 import { PeerRefusal, startPeerServer, type PeerHandler } from '../../src/cluster/peer-server'
 import { loadCredentials, type Credentials } from '../../src/cluster/security'
 import { decodeOffsets, encodeOffsets, PROTOCOL_VERSION } from '../../src/cluster/wire'
 import { UsageError } from '../../src/errors'
+import { makeCertificates } from '../helpers/certificates'
 import { generateDataset } from '../helpers/dataset'
 import { mountCluster, readClusterEpoch } from '../helpers/cluster'
 import { readStats } from '../../src/cli/stats-command'
 
-const run = promisify(execFile)
 const TOKEN = 'the-cluster-token-0123456789'
 const log = pino({ level: 'silent' })
 const work = mkdtempSync(path.join(os.tmpdir(), 'redirfs-peer-'))
@@ -79,23 +78,8 @@ t.test('a peer that is not listening is unreachable within the timeout', async t
   t.ok(err instanceof PeerCallError && err.unreachable)
 })
 
-async function makeCertificates (): Promise<{ cert: string, key: string, ca: string, otherCa: string }> {
-  const script = `
-set -e
-cd "${work}"
-for ca in ca other-ca; do
-  openssl req -x509 -newkey rsa:2048 -nodes -keyout $ca.key -out $ca.pem -days 2 -subj /CN=redirfs-test-$ca 2>/dev/null
-done
-openssl req -newkey rsa:2048 -nodes -keyout node.key -out node.csr -subj /CN=127.0.0.1 2>/dev/null
-printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext
-openssl x509 -req -in node.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out node.pem -days 2 -extfile san.ext 2>/dev/null
-`
-  await run('bash', ['-c', script])
-  return { cert: path.join(work, 'node.pem'), key: path.join(work, 'node.key'), ca: path.join(work, 'ca.pem'), otherCa: path.join(work, 'other-ca.pem') }
-}
-
 t.test('mutual TLS: a peer with the cluster CA gets through; one that trusts another CA does not', async t => {
-  const files = await makeCertificates()
+  const files = await makeCertificates(work)
   const client = await serve(t, await loadCredentials(files))
   t.equal(JSON.parse((await client.stats()).json).ok, true, 'TLS call answered')
   const stranger = new PeerClient(client.address, await loadCredentials({ ...files, ca: files.otherCa }), TOKEN, 1500)
@@ -117,7 +101,7 @@ t.test('mutual TLS: a peer with the cluster CA gets through; one that trusts ano
 })
 
 t.test('two real nodes over mutual TLS read an epoch together', async t => {
-  const files = await makeCertificates()
+  const files = await makeCertificates(work)
   const dataset = generateDataset(12)
   t.teardown(() => rmSync(dataset.root, { recursive: true, force: true }))
   const cluster = await mountCluster(t, [dataset.root, dataset.root], ['--memory', '200K', '--chunk-size', '4', '--group-depth', '1', '--tls-cert', files.cert, '--tls-key', files.key, '--tls-ca', files.ca])

@@ -5,10 +5,18 @@ export interface HandshakeReply {
   'protocolVersion'?: (number);
   'node'?: (number);
   'layoutHash'?: (string);
+  /**
+   * Where this node's data channel listens (its peer service's host).
+   */
+  'dataPort'?: (number);
 }
 
 export interface HandshakeReply__Output {
   'protocolVersion': (number);
   'node': (number);
   'layoutHash': (string);
+  /**
+   * Where this node's data channel listens (its peer service's host).
+   */
+  'dataPort': (number);
 }

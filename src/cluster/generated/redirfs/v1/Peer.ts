@@ -4,8 +4,6 @@ import type * as grpc from '@grpc/grpc-js'
 import type { MethodDefinition } from '@grpc/proto-loader'
 import type { HandshakeReply as _redirfs_v1_HandshakeReply, HandshakeReply__Output as _redirfs_v1_HandshakeReply__Output } from '../../redirfs/v1/HandshakeReply';
 import type { HandshakeRequest as _redirfs_v1_HandshakeRequest, HandshakeRequest__Output as _redirfs_v1_HandshakeRequest__Output } from '../../redirfs/v1/HandshakeRequest';
-import type { ReadReply as _redirfs_v1_ReadReply, ReadReply__Output as _redirfs_v1_ReadReply__Output } from '../../redirfs/v1/ReadReply';
-import type { ReadRequest as _redirfs_v1_ReadRequest, ReadRequest__Output as _redirfs_v1_ReadRequest__Output } from '../../redirfs/v1/ReadRequest';
 import type { ReclaimReply as _redirfs_v1_ReclaimReply, ReclaimReply__Output as _redirfs_v1_ReclaimReply__Output } from '../../redirfs/v1/ReclaimReply';
 import type { ReclaimRequest as _redirfs_v1_ReclaimRequest, ReclaimRequest__Output as _redirfs_v1_ReclaimRequest__Output } from '../../redirfs/v1/ReclaimRequest';
 import type { StatsReply as _redirfs_v1_StatsReply, StatsReply__Output as _redirfs_v1_StatsReply__Output } from '../../redirfs/v1/StatsReply';
@@ -32,27 +30,6 @@ export interface PeerClient extends grpc.Client {
   handshake(argument: _redirfs_v1_HandshakeRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_redirfs_v1_HandshakeReply__Output>): grpc.ClientUnaryCall;
   handshake(argument: _redirfs_v1_HandshakeRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_HandshakeReply__Output>): grpc.ClientUnaryCall;
   handshake(argument: _redirfs_v1_HandshakeRequest, callback: grpc.requestCallback<_redirfs_v1_HandshakeReply__Output>): grpc.ClientUnaryCall;
-  
-  /**
-   * An open on the requesting node of a file whose VC this node owns: the
-   * file it is bound to, first, then an opportunistic batch of other valid
-   * slots of the same VC that land on empty slots of the requester's mirror,
-   * within the bytes it can take. The owner never reads its disk for a batch.
-   */
-  Read(argument: _redirfs_v1_ReadRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_ReadReply__Output>): grpc.ClientUnaryCall;
-  Read(argument: _redirfs_v1_ReadRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_redirfs_v1_ReadReply__Output>): grpc.ClientUnaryCall;
-  Read(argument: _redirfs_v1_ReadRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_ReadReply__Output>): grpc.ClientUnaryCall;
-  Read(argument: _redirfs_v1_ReadRequest, callback: grpc.requestCallback<_redirfs_v1_ReadReply__Output>): grpc.ClientUnaryCall;
-  /**
-   * An open on the requesting node of a file whose VC this node owns: the
-   * file it is bound to, first, then an opportunistic batch of other valid
-   * slots of the same VC that land on empty slots of the requester's mirror,
-   * within the bytes it can take. The owner never reads its disk for a batch.
-   */
-  read(argument: _redirfs_v1_ReadRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_ReadReply__Output>): grpc.ClientUnaryCall;
-  read(argument: _redirfs_v1_ReadRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_redirfs_v1_ReadReply__Output>): grpc.ClientUnaryCall;
-  read(argument: _redirfs_v1_ReadRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_ReadReply__Output>): grpc.ClientUnaryCall;
-  read(argument: _redirfs_v1_ReadRequest, callback: grpc.requestCallback<_redirfs_v1_ReadReply__Output>): grpc.ClientUnaryCall;
   
   /**
    * Before ending a VC's epoch, the owner asks each node that holds files of
@@ -136,14 +113,6 @@ export interface PeerHandlers extends grpc.UntypedServiceImplementation {
   Handshake: grpc.handleUnaryCall<_redirfs_v1_HandshakeRequest__Output, _redirfs_v1_HandshakeReply>;
   
   /**
-   * An open on the requesting node of a file whose VC this node owns: the
-   * file it is bound to, first, then an opportunistic batch of other valid
-   * slots of the same VC that land on empty slots of the requester's mirror,
-   * within the bytes it can take. The owner never reads its disk for a batch.
-   */
-  Read: grpc.handleUnaryCall<_redirfs_v1_ReadRequest__Output, _redirfs_v1_ReadReply>;
-  
-  /**
    * Before ending a VC's epoch, the owner asks each node that holds files of
    * that VC in its mirror what it still holds, and may ask for one back.
    */
@@ -173,7 +142,6 @@ export interface PeerHandlers extends grpc.UntypedServiceImplementation {
 
 export interface PeerDefinition extends grpc.ServiceDefinition {
   Handshake: MethodDefinition<_redirfs_v1_HandshakeRequest, _redirfs_v1_HandshakeReply, _redirfs_v1_HandshakeRequest__Output, _redirfs_v1_HandshakeReply__Output>
-  Read: MethodDefinition<_redirfs_v1_ReadRequest, _redirfs_v1_ReadReply, _redirfs_v1_ReadRequest__Output, _redirfs_v1_ReadReply__Output>
   Reclaim: MethodDefinition<_redirfs_v1_ReclaimRequest, _redirfs_v1_ReclaimReply, _redirfs_v1_ReclaimRequest__Output, _redirfs_v1_ReclaimReply__Output>
   Stats: MethodDefinition<_redirfs_v1_StatsRequest, _redirfs_v1_StatsReply, _redirfs_v1_StatsRequest__Output, _redirfs_v1_StatsReply__Output>
   Sync: MethodDefinition<_redirfs_v1_SyncRequest, _redirfs_v1_SyncReply, _redirfs_v1_SyncRequest__Output, _redirfs_v1_SyncReply__Output>

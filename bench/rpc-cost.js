@@ -1,12 +1,12 @@
 // What moving samples between two nodes costs in CPU through redirfs's own
-// RPC layer alone: the peer server and client of src/cluster (grpc-js, the
-// messages of proto/redirfs.proto, the token check, the read's watchdog),
-// each end in its own process, with nothing behind the server but samples
-// already in memory. It is a floor under the daemons' CPU per remote sample
+// RPC layer alone: the peer server and client of src/cluster (a read's
+// request and answer on the data channel, its watchdog's pings on gRPC,
+// the token check), each end in its own process, with nothing behind the
+// server but samples already in memory. It is a floor under the daemons' CPU per remote sample
 // in the cluster bench (bench/run.py --cluster), which runs it in the same
 // run with the sample size and the samples per call its cluster measured.
 //
-//   node bench/grpc-cost.js [--sample-bytes 113000] [--per-call 4] [--calls 600] [--concurrency 4]
+//   node bench/rpc-cost.js [--sample-bytes 113000] [--per-call 4] [--calls 600] [--concurrency 4]
 //
 // Prints one JSON line: CPU µs per sample on the sending end (the owner,
 // answering Read) and on the receiving end (the requester).
@@ -19,6 +19,7 @@ const { startPeerServer } = require(path.join(dist, 'cluster/peer-server.js'))
 const { PeerClient } = require(path.join(dist, 'cluster/peer-client.js'))
 const { loadCredentials } = require(path.join(dist, 'cluster/security.js'))
 const { parseAddress } = require(path.join(dist, 'cluster/addresses.js'))
+const { sampleBuffers } = require(path.join(dist, 'chunks/sample-buffers.js'))
 
 const args = process.argv.slice(2)
 /** A whole-number option of at least 1. */
@@ -26,7 +27,7 @@ function option (name, fallback) {
   const i = args.indexOf(name)
   const value = i < 0 ? fallback : Number(args[i + 1])
   if (!Number.isInteger(value) || value < 1) {
-    console.error(`grpc-cost: ${name} must be a whole number of at least 1, got '${args[i + 1]}'`)
+    console.error(`rpc-cost: ${name} must be a whole number of at least 1, got '${args[i + 1]}'`)
     process.exit(1)
   }
   return value
@@ -35,7 +36,7 @@ const sampleBytes = option('--sample-bytes', 113000)
 const perCall = option('--per-call', 4)
 const calls = option('--calls', 600)
 const concurrency = option('--concurrency', 4)
-const TOKEN = 'grpc-cost-bench-token-0123456789'
+const TOKEN = 'rpc-cost-bench-token-0123456789'
 const silent = { warn () {}, error () {}, info () {}, debug () {} }
 const cpuMicroseconds = () => { const u = process.cpuUsage(); return u.user + u.system }
 
@@ -58,7 +59,7 @@ async function serve () {
 
 async function measure () {
   const sender = fork(__filename, ['--serve', ...args])
-  sender.on('exit', code => { if (code !== 0) { console.error(`grpc-cost: the sending process failed (exit ${code})`); process.exit(1) } })
+  sender.on('exit', code => { if (code !== 0) { console.error(`rpc-cost: the sending process failed (exit ${code})`); process.exit(1) } })
   const ask = what => new Promise(resolve => { sender.once('message', resolve); if (what !== undefined) sender.send(what) })
   const { port } = await ask()
   const credentials = await loadCredentials({})
@@ -72,6 +73,8 @@ async function measure () {
       while (started < count) {
         started++
         const reply = await client.read(request, ping)
+        // As a daemon does once it has served them: the buffers go back for the next answer.
+        for (const file of [reply.served, ...reply.batch]) sampleBuffers.give(file.data)
         received += 1 + reply.batch.length
       }
     }))
@@ -102,5 +105,5 @@ async function measure () {
 if (args[0] === '--serve') {
   serve().catch(err => { console.error(err); process.exit(1) })
 } else {
-  measure().catch(err => { console.error(`grpc-cost: ${err.message}`); process.exit(1) })
+  measure().catch(err => { console.error(`rpc-cost: ${err.message}`); process.exit(1) })
 }

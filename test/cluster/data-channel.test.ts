@@ -1,0 +1,136 @@
+// The data channel (src/cluster/data-channel.ts) on real sockets on
+// 127.0.0.1: what a read's answer brings back, how refusals and failures
+// reach the requester, the token, TLS, and the buffers going back to the
+// owner once its answer is written. The handler is a small stand-in here;
+// test/cluster/cluster.test.ts runs the real nodes over it.
+import { mkdtempSync, rmSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import * as grpc from '@grpc/grpc-js'
+import pino from 'pino'
+import t from 'tap'
+import { PeerCallError } from '../../src/cluster/call-error'
+import { DataClient, startDataServer, type DataHandler, type StatusOf } from '../../src/cluster/data-channel'
+import { PeerRefusal } from '../../src/cluster/peer-server'
+import { loadCredentials, type Credentials } from '../../src/cluster/security'
+import type { ReadReply, ReadRequest } from '../../src/cluster/wire'
+import { makeCertificates } from '../helpers/certificates'
+
+const TOKEN = 'the-cluster-token-0123456789'
+const log = pino({ level: 'silent' })
+const work = mkdtempSync(path.join(os.tmpdir(), 'redirfs-data-'))
+t.teardown(() => rmSync(work, { recursive: true, force: true }))
+
+const statusOf: StatusOf = err => ({ code: err instanceof PeerRefusal ? err.status : grpc.status.INTERNAL, details: (err as Error).message })
+const request = (file: number): ReadRequest => ({ node: 0, file, emptyOffsets: Buffer.alloc(1), freeBytes: 1e9, lastBatch: 0 })
+
+/** File n's bytes: n repeated, `size` of them. */
+const bytesOf = (file: number, size: number): Buffer => Buffer.alloc(size, file % 251)
+
+async function serve (t: Tap.Test, handler: DataHandler, credentials?: Credentials, refused: string[] = []): Promise<{ client: (token?: string, as?: Credentials) => DataClient, close: () => void }> {
+  const own = credentials ?? await loadCredentials({})
+  const server = await startDataServer('127.0.0.1', own, TOKEN, handler, statusOf, peer => refused.push(peer), log)
+  t.teardown(() => server.close())
+  return {
+    client: (token = TOKEN, as = own) => {
+      const client = new DataClient('127.0.0.1', as, token, 'the owner')
+      client.setPort(server.port)
+      t.teardown(() => client.close())
+      return client
+    },
+    close: () => server.close()
+  }
+}
+
+const failure = async (promise: Promise<unknown>): Promise<PeerCallError> => await promise.then(() => { throw new Error('the read succeeded') }, (err: unknown) => err as PeerCallError)
+
+t.test('an answer brings the served file first, then the batch, each with its own bytes, whatever their sizes', async t => {
+  // Sizes around the requester's 256 KiB read buffer, and an empty file, so files straddle reads.
+  const sizes = [113_000, 0, 300_000, 1, 262_144, 700_000]
+  const { client } = await serve(t, {
+    read: async r => ({ served: { file: r.file, data: bytesOf(r.file, 5000) }, batch: sizes.map((size, i) => ({ file: 100 + i, data: bytesOf(100 + i, size) })), batchNumber: 7, vcEpoch: 2 })
+  })
+  const reply = await client().read(request(3), 5000).answer
+  t.same({ file: reply.served?.file, ok: reply.served?.data.equals(bytesOf(3, 5000)) }, { file: 3, ok: true })
+  t.same(reply.batch.map(f => f.file), [100, 101, 102, 103, 104, 105])
+  t.same(reply.batch.map((f, i) => f.data.equals(bytesOf(100 + i, sizes[i]))), sizes.map(() => true), 'every file\'s bytes intact')
+  t.same([reply.batchNumber, reply.vcEpoch], [7, 2])
+})
+
+t.test('an owner that could not read the file answers without it', async t => {
+  const { client } = await serve(t, { read: async () => ({ served: null, batch: [], batchNumber: 0, vcEpoch: 4 }) })
+  t.same(await client().read(request(1), 5000).answer, { served: null, batch: [], batchNumber: 0, vcEpoch: 4 })
+})
+
+t.test('many reads at once on one connection each get their own answer, in whatever order they are ready', async t => {
+  const { client } = await serve(t, {
+    // Later files answer sooner, so answers come back out of order.
+    read: async r => await new Promise<ReadReply>(resolve => setTimeout(() => resolve({ served: { file: r.file, data: bytesOf(r.file, 50_000 + r.file) }, batch: [], batchNumber: 0, vcEpoch: 0 }), 40 - r.file))
+  })
+  const one = client()
+  const replies = await Promise.all(Array.from({ length: 40 }, async (_, file) => await one.read(request(file), 5000).answer))
+  t.same(replies.map(r => r.served?.file), Array.from({ length: 40 }, (_, file) => file))
+  t.ok(replies.every(r => r.served?.data.equals(bytesOf(r.served.file, 50_000 + r.served.file))), 'no answer has another\'s bytes')
+})
+
+t.test('a refusal reaches the requester with its status, a handler bug as INTERNAL, and the connection still serves', async t => {
+  const { client } = await serve(t, {
+    read: async r => {
+      if (r.file === 1) throw new PeerRefusal(grpc.status.FAILED_PRECONDITION, 'does not answer for that chunk')
+      if (r.file === 2) throw new Error('boom')
+      return { served: { file: r.file, data: Buffer.from('ok') }, batch: [], batchNumber: 0, vcEpoch: 0 }
+    }
+  })
+  const one = client()
+  const refused = await failure(one.read(request(1), 5000).answer)
+  t.same([refused.status, refused.details, refused.unreachable], [grpc.status.FAILED_PRECONDITION, 'does not answer for that chunk', false])
+  t.equal((await failure(one.read(request(2), 5000).answer)).status, grpc.status.INTERNAL)
+  t.equal((await one.read(request(3), 5000).answer).served?.data.toString(), 'ok')
+})
+
+t.test('a wrong token is refused, noted, and no read goes through', async t => {
+  const refused: string[] = []
+  let reads = 0
+  const { client } = await serve(t, { read: async r => { reads++; return { served: { file: r.file, data: Buffer.from('x') }, batch: [], batchNumber: 0, vcEpoch: 0 } } }, undefined, refused)
+  const err = await failure(client('not-the-cluster-token').read(request(1), 5000).answer)
+  t.same([err.status, err.details], [grpc.status.UNAUTHENTICATED, 'wrong or missing cluster token'])
+  t.equal(refused.length, 1, 'the owner noted the refusal once')
+  t.equal(reads, 0)
+})
+
+t.test('an owner that goes away mid-read fails the read as unreachable; a deadline too', async t => {
+  const { client, close } = await serve(t, { read: async () => await new Promise<ReadReply>(() => {}) })
+  const one = client()
+  const pending = one.read(request(1), 60_000).answer
+  const late = one.read(request(2), 200).answer
+  const timedOut = await failure(late)
+  t.same([timedOut.status, timedOut.unreachable], [grpc.status.DEADLINE_EXCEEDED, true])
+  close()
+  t.ok((await failure(pending)).unreachable, 'the connection\'s end fails the read as unreachable')
+  t.ok((await failure(one.read(request(3), 5000).answer)).unreachable, 'a new connection to a closed port too')
+})
+
+t.test('an answer\'s buffers go back to the owner once written, and a cancelled read\'s bytes are dropped', async t => {
+  const shipped: Buffer[][] = []
+  const { client } = await serve(t, {
+    read: async r => await new Promise<ReadReply>(resolve => setTimeout(() => resolve({ served: { file: r.file, data: bytesOf(1, 10) }, batch: [{ file: 9, data: bytesOf(9, 20) }], batchNumber: 0, vcEpoch: 0 }), r.file === 2 ? 100 : r.file === 3 ? 200 : 0)),
+    shipped: bytes => shipped.push(bytes)
+  })
+  const one = client()
+  await one.read(request(1), 5000).answer
+  const cancelled = one.read(request(2), 5000)
+  cancelled.cancel(new PeerCallError('the owner', grpc.status.CANCELLED, 'the opener gave up'))
+  t.equal((await failure(cancelled.answer)).details, 'the opener gave up')
+  t.equal((await one.read(request(3), 5000).answer).served?.file, 3, 'the connection goes on after the dropped answer')
+  await new Promise(resolve => setTimeout(resolve, 50)) // the owner's last write callback
+  t.same(shipped.map(list => list.map(b => b.length)), [[10, 20], [10, 20], [10, 20]], 'every answer\'s buffers, the cancelled one\'s too')
+})
+
+t.test('over mutual TLS: a peer with the cluster CA reads; one that trusts another CA does not', async t => {
+  const files = await makeCertificates(work)
+  const credentials = await loadCredentials(files)
+  const { client } = await serve(t, { read: async r => ({ served: { file: r.file, data: bytesOf(r.file, 400_000) }, batch: [], batchNumber: 0, vcEpoch: 0 }) }, credentials)
+  t.ok((await client().read(request(5), 5000).answer).served?.data.equals(bytesOf(5, 400_000)), 'bytes intact over TLS')
+  const stranger = await failure(client(TOKEN, await loadCredentials({ ...files, ca: files.otherCa })).read(request(5), 5000).answer)
+  t.ok(stranger.unreachable, `refused at the TLS handshake (${stranger.details})`)
+})

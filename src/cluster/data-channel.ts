@@ -181,7 +181,8 @@ export async function startDataServer (
         socket.write(frame(ANSWER, id, messages().answer.encode(answerHead(grpc.status.INVALID_ARGUMENT, `a malformed read: ${(err as Error).message}`))))
         return undefined
       }
-      handler.read(request).then(reply => writeAnswer(socket, id, reply, handler), (err: unknown) => {
+      // A failure of the read or of its answer's encoding is the requester's error, never this process's.
+      handler.read(request).then(reply => writeAnswer(socket, id, reply, handler)).catch((err: unknown) => {
         const { code, details } = statusOf(err, 'read')
         if (!socket.destroyed) socket.write(frame(ANSWER, id, messages().answer.encode(answerHead(code, details))))
       })

@@ -52,6 +52,8 @@ export interface ClusterStats extends ClusterCounters, MirrorCounters {
   nodes: number
   storage: string
   listen: string
+  /** Where this node's data channel listens, on the listen host. */
+  dataPort: number
   remoteMemoryBytes: number
   tls: boolean
   peers: Array<{ node: number, address: string, state: 'self' | 'alive' | 'dead' }>

@@ -76,6 +76,7 @@ program.command('mount')
   .option('--node <i>', 'this node\'s id: its index in --peers', wholeNumber('--node', 0, 65535))
   .option('--peers <list>', 'every node\'s address, host:port, in node-id order, this node included')
   .option('--listen <host:port>', 'where to listen (default: this node\'s --peers entry; a wildcard only if given here)')
+  .option('--data-port <port>', 'the port of the data channel that carries samples between nodes, on the --listen host (default: any free port, which the handshake tells peers)', wholeNumber('--data-port', 1, 65535))
   .option('--remote-memory <size>', 'memory for mirrors of other nodes\' chunks (default: a quarter of --memory)', size('--remote-memory'))
   .option('--token-file <path>', 'the cluster token every call carries (required; e.g. openssl rand -hex 32)')
   .option('--tls-cert <path>', 'mutual TLS between nodes: this node\'s certificate (give all three --tls options, or none)')
@@ -191,7 +192,7 @@ function seconds (what: string) {
   }
 }
 
-const CLUSTER_FLAGS = ['node', 'listen', 'remoteMemory', 'tokenFile', 'tlsCert', 'tlsKey', 'tlsCa', 'peerTimeout', 'peerWait']
+const CLUSTER_FLAGS = ['node', 'listen', 'dataPort', 'remoteMemory', 'tokenFile', 'tlsCert', 'tlsKey', 'tlsCa', 'peerTimeout', 'peerWait']
 
 /** The cluster options, checked together; undefined for a single mount. */
 function clusterConfig (options: Record<string, any>, command: Command): ClusterConfig | undefined {
@@ -208,6 +209,7 @@ function clusterConfig (options: Record<string, any>, command: Command): Cluster
     node: options.node,
     peers: options.peers,
     listen: options.listen,
+    dataPort: options.dataPort ?? 0,
     remoteMemoryBytes: options.remoteMemory ?? Math.floor(options.memory / 4),
     tokenFile: path.resolve(options.tokenFile),
     tls: { cert: resolve(options.tlsCert), key: resolve(options.tlsKey), ca: resolve(options.tlsCa) },

@@ -35,6 +35,8 @@ export type { Storage } from './membership'
 export interface ClusterNodeOptions {
   /** Where the peer service listens (this node's entry in --peers unless --listen says otherwise). */
   listen: PeerAddress
+  /** The data channel's port on the same host; 0: any free one. */
+  dataPort: number
   /** The node's stats as JSON, for the Stats call. */
   statsJson: () => string
 }
@@ -91,7 +93,7 @@ export class ClusterNode {
   /** Listens, then handshakes with every peer; throws a one-line reason on any mismatch. */
   async start (): Promise<void> {
     const { credentials, token } = this.membership.options
-    this.server = await startPeerServer(this.options.listen, credentials, token, this.service, this.log)
+    this.server = await startPeerServer(this.options.listen, credentials, token, this.service, this.log, this.options.dataPort)
     await this.membership.handshakeAll()
     this.sync.start()
   }
@@ -159,6 +161,7 @@ export class ClusterNode {
       nodes: this.layout.nodes,
       storage,
       listen: this.options.listen.text,
+      dataPort: this.server?.dataPort ?? 0,
       remoteMemoryBytes: this.remote.limitBytes,
       tls: credentials.tls,
       peers: peers.map((address, peer) => ({ node: peer, address: address.text, state: this.membership.stateOf(peer) })),

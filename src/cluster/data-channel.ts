@@ -140,6 +140,7 @@ export type StatusOf = (err: unknown, call: string) => { code: grpc.status, deta
 
 export async function startDataServer (
   host: string,
+  port: number,
   credentials: Credentials,
   token: string,
   handler: DataHandler,
@@ -204,7 +205,7 @@ export async function startDataServer (
   server.on('tlsClientError', (err: Error) => log.debug({ err: err.message }, 'a data channel TLS handshake failed'))
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
-    server.listen(0, unbracketed(host), () => { server.off('error', reject); resolve() })
+    server.listen(port, unbracketed(host), () => { server.off('error', reject); resolve() })
   })
   return {
     port: (server.address() as net.AddressInfo).port,

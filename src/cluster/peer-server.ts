@@ -39,7 +39,8 @@ export interface RunningPeerServer {
   close (): Promise<void>
 }
 
-export async function startPeerServer (listen: PeerAddress, credentials: Credentials, token: string, handler: PeerHandler, log: Logger): Promise<RunningPeerServer> {
+/** `dataPort`: where the data channel listens on the same host; 0, any free port. */
+export async function startPeerServer (listen: PeerAddress, credentials: Credentials, token: string, handler: PeerHandler, log: Logger, dataPort = 0): Promise<RunningPeerServer> {
   const server = new grpc.Server(CHANNEL_OPTIONS)
   let refusedLogged = 0
   const refusedCall = (call: string, peer: string): void => {
@@ -61,9 +62,13 @@ export async function startPeerServer (listen: PeerAddress, credentials: Credent
         reply => callback(null, reply),
         (err: unknown) => callback(statusOf(err, name)))
     }
-  // First, so that every handshake can name its port (any free one: it cannot collide).
-  const data = await startDataServer(listen.host, credentials, token, handler, statusOf, peer => refusedCall('read', peer), log)
-    .catch((err: Error) => { throw new UsageError(`cannot listen for the data channel on ${listen.host}: ${err.message}`) })
+  // First, so that every handshake can name its port.
+  const data = await startDataServer(listen.host, dataPort, credentials, token, handler, statusOf, peer => refusedCall('read', peer), log)
+    .catch((err: NodeJS.ErrnoException) => {
+      throw new UsageError(err.code === 'EADDRINUSE'
+        ? `cannot listen for the data channel on port ${dataPort} of ${listen.host}: the port is in use; give --data-port a free port, or leave it out for any free one`
+        : `cannot listen for the data channel on ${listen.host}: ${err.message}`)
+    })
   const handlers: PeerHandlers = {
     Handshake: unary<HandshakeRequest, HandshakeReply>('handshake', request => ({ ...handler.handshake(request), dataPort: data.port })),
     Reclaim: unary<ReclaimRequest, ReclaimReply>('reclaim', request => handler.reclaim(request)),

@@ -38,6 +38,8 @@ export interface ClusterConfig {
   peers: string
   /** Where to listen; default this node's entry of `peers`. */
   listen?: string
+  /** The data channel's port on the listen host; 0: any free one. */
+  dataPort: number
   remoteMemoryBytes: number
   tokenFile: string
   tls: { cert?: string, key?: string, ca?: string }

@@ -203,6 +203,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
     : new ClusterNode(layout, engine, new MirrorTable(layout, config.cluster.remoteMemoryBytes, config.mode, config.seed + shape.node), membership, {
       // parsePeers refuses wildcard entries, so only an explicit --listen listens on one.
       listen: config.cluster.listen !== undefined ? parseAddress(config.cluster.listen, '--listen') : shape.peers[shape.node],
+      dataPort: config.cluster.dataPort,
       statsJson: () => JSON.stringify(stats())
     }, log)
   let mounted: MountedFilesystem | undefined

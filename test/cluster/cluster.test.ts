@@ -14,7 +14,7 @@ import { PeerClient } from '../../src/cluster/peer-client'
 import { loadCredentials } from '../../src/cluster/security'
 import { cutPhysicalChunks, homeOfChunk } from '../../src/redirect/layout'
 import { defaultLogFile } from '../../src/daemon/registry'
-import { epochWithKill, mountCluster, readClusterEpoch, tokenFile, type NodeRead } from '../helpers/cluster'
+import { epochWithKill, freePorts, mountCluster, readClusterEpoch, tokenFile, type NodeRead } from '../helpers/cluster'
 import { classOf, generateDataset, splitClassOf } from '../helpers/dataset'
 import { emptyDir, forceUnmount, isMounted, redirfs } from '../helpers/mount'
 import { changeAttempts } from '../helpers/read-only'
@@ -54,9 +54,10 @@ t.test('3 nodes over a train/val root with the default grouping: every split and
   const splits = generateDataset(8, { splits: true })
   t.teardown(async () => { await fs.rm(splits.root, { recursive: true, force: true }) })
   // The busiest node is home to about two thirds of the ~70 directories; each needs one chunk of 2.
-  // Node 1 listens on every interface (its --peers entry stays 127.0.0.1); node 2 has a small mirror.
+  // Node 1 listens on every interface (its --peers entry stays 127.0.0.1), its data channel on a port it is given; node 2 has a small mirror.
+  const [dataPort] = await freePorts(1)
   const cluster = await mountCluster(t, [splits.root, splits.root, splits.root], ['--memory', '250K', '--chunk-size', '2', '--redirect', 'pool', '--peer-timeout', '3'],
-    (node, ports) => node === 1 ? ['--listen', `0.0.0.0:${ports[1]}`] : node === 2 ? ['--remote-memory', '8K'] : [])
+    (node, ports) => node === 1 ? ['--listen', `0.0.0.0:${ports[1]}`, '--data-port', String(dataPort)] : node === 2 ? ['--remote-memory', '8K'] : [])
   t.same(cluster.results.map(r => r.code), [0, 0, 0], cluster.results.map(r => r.stderr).join(''))
   for (const [what, attempt] of changeAttempts(cluster.mountpoints[0], splits.samples[0], 'train')) await t.rejects(attempt(), { code: 'EROFS' }, `cluster mount: ${what}`)
   t.match(cluster.results[0].stdout, /samples in \d+ groups \(train\/ant, /)
@@ -71,6 +72,8 @@ t.test('3 nodes over a train/val root with the default grouping: every split and
   t.ok(sum(stats, s => s.protocol.redirects) > 0, 'redirection happened')
   t.ok(sum(stats, s => s.cluster.remoteRequests) > 0, 'nodes asked each other')
   t.equal(stats[1].cluster.listen, `0.0.0.0:${cluster.peers.split(',')[1].split(':')[1]}`, '--listen: node 1 listens where it was told, and its peers reached it')
+  t.equal(stats[1].cluster.dataPort, dataPort, '--data-port: node 1\'s data channel is where it was told')
+  t.ok(stats[0].cluster.dataPort > 0 && stats[0].cluster.dataPort !== dataPort, 'without it, a node\'s data channel takes a free port')
   t.ok(stats[2].cluster.remoteRequests > 0, 'node 2 asked for remote samples')
   t.equal(stats[2].cluster.remoteMemoryBytes, 8192, '--remote-memory')
   t.ok(stats[2].cluster.peakMirrorBytes <= 8192, `node 2's mirrors stayed within --remote-memory (peak ${stats[2].cluster.peakMirrorBytes})`)
@@ -137,7 +140,9 @@ t.test('cluster flags: bad input gets one line and a non-zero exit', async t => 
     ['a bad address', ['--peers', 'nohost,127.0.0.1:2', '--node', '0', '--token-file', '/etc/hostname'], /not an address like host:port/],
     ['a short token', ['--peers', '127.0.0.1:1,127.0.0.1:2', '--node', '0', '--token-file', '/etc/hostname'], /token of at least 16 characters/],
     ['half the TLS files', ['--peers', '127.0.0.1:1,127.0.0.1:2', '--node', '0', '--token-file', tokenFile(), '--tls-cert', '/etc/hostname'], /needs all three of --tls-cert, --tls-key and --tls-ca/],
-    ['a cluster flag without --peers', ['--node', '1'], /--node applies only to a cluster/]
+    ['a cluster flag without --peers', ['--node', '1'], /--node applies only to a cluster/],
+    ['--data-port without --peers', ['--data-port', '7071'], /--data-port applies only to a cluster/],
+    ['--data-port 0', ['--peers', '127.0.0.1:1,127.0.0.1:2', '--node', '0', '--token-file', tokenFile(), '--data-port', '0'], /--data-port/]
   ]
   for (const [what, args, message] of cases) {
     const result = await redirfs('mount', dataset.root, mountpoint, ...args)

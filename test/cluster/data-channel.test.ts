@@ -29,7 +29,7 @@ const bytesOf = (file: number, size: number): Buffer => Buffer.alloc(size, file 
 
 async function serve (t: Tap.Test, handler: DataHandler, credentials?: Credentials, refused: string[] = []): Promise<{ client: (token?: string, as?: Credentials) => DataClient, close: () => void }> {
   const own = credentials ?? await loadCredentials({})
-  const server = await startDataServer('127.0.0.1', own, TOKEN, handler, statusOf, peer => refused.push(peer), log)
+  const server = await startDataServer('127.0.0.1', 0, own, TOKEN, handler, statusOf, peer => refused.push(peer), log)
   t.teardown(() => server.close())
   return {
     client: (token = TOKEN, as = own) => {

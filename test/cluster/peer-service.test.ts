@@ -71,6 +71,15 @@ t.test('a port another program holds: the node refuses to start, saying the port
   t.match((error as Error).message, `cannot listen on 127.0.0.1:${port}: the port is in use`)
 })
 
+t.test('a data port another program holds: the node refuses to start, naming --data-port', async t => {
+  const holder = await new Promise<net.Server>(resolve => { const server = net.createServer().listen(0, '127.0.0.1', () => resolve(server)) })
+  t.teardown(() => { holder.close() })
+  const port = (holder.address() as net.AddressInfo).port
+  const error = await startPeerServer({ host: '127.0.0.1', port: 0, text: '127.0.0.1:0' }, await loadCredentials({}), TOKEN, handler, log, port).then(async server => { await server.close() }, (err: unknown) => err)
+  t.ok(error instanceof UsageError, 'a usage error, not a crash')
+  t.match((error as Error).message, `cannot listen for the data channel on port ${port} of 127.0.0.1: the port is in use; give --data-port a free port`)
+})
+
 t.test('a peer that is not listening is unreachable within the timeout', async t => {
   const client = new PeerClient(parseAddress('127.0.0.1:1', 'peer'), await loadCredentials({}), TOKEN, 500)
   t.teardown(() => client.close())

@@ -54,7 +54,7 @@ export function reclaimFromHolders (membership: Membership, log: Logger): Reclai
       if (membership.isDead(holder)) { reports.push({ node: holder, dead: true }); return }
       const giveBack = plan.giveBack?.node === holder
       try {
-        const reply = await membership.client(holder).reclaim({ node: membership.node, vc: plan.vc, giveBack, offsets: giveBack ? [...(plan.giveBack!.offsets ?? [])] : [] })
+        const reply = await membership.client(holder).reclaim({ node: membership.node, vc: plan.vc, giveBack, offsets: giveBack ? [...(plan.giveBack!.offsets ?? [])] : [] }, membership.handshakeRequest())
         if (reply.returned != null) returned = { file: reply.returned.file, bytes: reply.returned.data }
         reports.push({ node: holder, held: reply.held, lastBatch: reply.lastBatch, returned: reply.returned?.file })
       } catch (err) {

@@ -1,17 +1,19 @@
 /**
- * The data channel: how a Read (an open of a file another node owns)
- * travels between peers, beside the gRPC peer service (docs/design.md,
- * "The data channel"). Sample bytes are most of what peers exchange, and
- * through grpc-js each one was copied three times in JavaScript, into a
- * fresh buffer each time (bench/grpc-cost.js measures what that costs).
- * Here the owner writes a file's bytes straight from the buffer it held
- * them in, and the requester reads them straight into a sample buffer
- * (src/chunks/sample-buffers.ts): one copy, and no buffer made per message.
+ * The data channel: how the two calls that carry sample bytes, Read (an
+ * open of a file another node owns) and Reclaim (an owner taking a file
+ * back from a holder's mirror), travel between peers, beside the gRPC peer
+ * service (docs/design.md, "The data channel"). Sample bytes are most of
+ * what peers exchange, and through grpc-js each one was copied three times
+ * in JavaScript, into a fresh buffer each time (bench/rpc-cost.js measures
+ * what a read costs). Here the answering node writes a file's bytes
+ * straight from the buffer it held them in, and the caller reads them
+ * straight into a sample buffer (src/chunks/sample-buffers.ts): one copy,
+ * and no buffer made per message.
  *
  * Frames and messages: proto/redirfs.proto, "The data channel". A
  * connection is TLS when the cluster uses TLS, and its first frame carries
  * the cluster token; a wrong one is answered with a refusal and closed.
- * One connection per peer carries any number of reads at once; answers
+ * One connection per peer carries any number of calls at once; answers
  * come back in the order they are ready.
  */
 import net from 'node:net'
@@ -21,23 +23,31 @@ import type { Logger } from 'pino'
 import { sampleBuffers } from '../chunks/sample-buffers'
 import { PeerCallError } from './call-error'
 import { tokenMatches, type Credentials } from './security'
-import { dataMessages, PROTOCOL_VERSION, type FileData, type ReadAnswer, type ReadReply, type ReadRequest } from './wire'
+import { dataMessages, PROTOCOL_VERSION, type FileData, type MessageCodec, type ReadAnswer, type ReadReply, type ReadRequest, type ReclaimAnswer, type ReclaimReply, type ReclaimRequest } from './wire'
 
 /** Frame kinds (proto/redirfs.proto). */
 const HELLO = 1
 const READ = 2
-const ANSWER = 3
+const READ_ANSWER = 3
 const REFUSED = 4
+const RECLAIM = 5
+const RECLAIM_ANSWER = 6
 
 /** u32 message length, u8 kind, u32 call id. */
 const FRAME_HEAD = 9
 /** No message of the data channel comes near this; a length above it is not one of ours. */
 const MAX_MESSAGE = 16 * 2 ** 20
-/** Bytes the requester's socket reads at a time, into one buffer it reuses. */
+/** Bytes the caller's socket reads at a time, into one buffer it reuses. */
 const READ_BUFFER = 256 * 1024
 
 let codecs: ReturnType<typeof dataMessages> | undefined
 const messages = (): ReturnType<typeof dataMessages> => (codecs ??= dataMessages())
+
+/** What every answer starts with (both answers share their first four fields). */
+type AnswerHead = Pick<ReadAnswer, 'status' | 'details' | 'files' | 'sizes'>
+
+const answerCodec = (kind: number): MessageCodec<AnswerHead> | undefined =>
+  kind === READ_ANSWER || kind === REFUSED ? messages().readAnswer : kind === RECLAIM_ANSWER ? messages().reclaimAnswer : undefined
 
 function frame (kind: number, id: number, message: Uint8Array): Buffer {
   const out = Buffer.allocUnsafe(FRAME_HEAD + message.length)
@@ -47,6 +57,10 @@ function frame (kind: number, id: number, message: Uint8Array): Buffer {
   out.set(message, FRAME_HEAD)
   return out
 }
+
+/** An answer that says why there is none: the status and details, nothing else. */
+const errorFrame = (kind: number, id: number, code: grpc.status, details: string): Buffer =>
+  frame(kind, id, answerCodec(kind)!.encode({ status: code, details, files: [], sizes: [] }))
 
 /** What a frame's receiver expects after it: raw bytes to fill these buffers, then `done`. */
 interface Expect { readonly targets: Buffer[], readonly done: () => void }
@@ -122,11 +136,12 @@ class FrameReader {
   }
 }
 
-// ---------------------------------------------------------------- owner side
+// ---------------------------------------------------------------- answering side
 
 export interface DataHandler {
   read (request: ReadRequest): Promise<ReadReply>
-  /** An answer's bytes are on the wire (or its requester is gone): the buffers are the handler's again. */
+  reclaim (request: ReclaimRequest): ReclaimReply
+  /** An answer's bytes are on the wire (or its caller is gone): the buffers are the handler's again. */
   shipped? (bytes: Buffer[]): void
 }
 
@@ -135,8 +150,47 @@ export interface RunningDataServer {
   close (): void
 }
 
-/** How a failed read is told to its requester: a refusal's own status, anything else INTERNAL. */
+/** How a failed call is told to its caller: a refusal's own status, anything else INTERNAL. */
 export type StatusOf = (err: unknown, call: string) => { code: grpc.status, details: string }
+
+/** An answer ready to go: its encoded head and the bytes that follow it. */
+interface Answer { readonly head: Uint8Array, readonly bytes: Buffer[] }
+
+function readAnswer (reply: ReadReply): Answer {
+  const files: FileData[] = reply.served === null ? reply.batch : [reply.served, ...reply.batch]
+  const bytes = files.map(f => f.data)
+  const head = messages().readAnswer.encode({
+    status: grpc.status.OK,
+    details: '',
+    files: files.map(f => f.file),
+    sizes: bytes.map(b => b.length),
+    servedAbsent: reply.served === null,
+    batchNumber: reply.batchNumber,
+    vcEpoch: reply.vcEpoch
+  })
+  return { head, bytes }
+}
+
+function reclaimAnswer (reply: ReclaimReply): Answer {
+  const bytes = reply.returned === null ? [] : [reply.returned.data]
+  const head = messages().reclaimAnswer.encode({
+    status: grpc.status.OK,
+    details: '',
+    files: reply.returned === null ? [] : [reply.returned.file],
+    sizes: bytes.map(b => b.length),
+    held: reply.held,
+    lastBatch: reply.lastBatch
+  })
+  return { head, bytes }
+}
+
+/** Each call the channel serves: its request's codec, its answer's kind, and the work. */
+function calls (handler: DataHandler): Map<number, { name: string, request: MessageCodec<any>, answerKind: number, answer: (request: any) => Promise<Answer> }> {
+  return new Map([
+    [READ, { name: 'read', request: messages().read, answerKind: READ_ANSWER, answer: async (request: ReadRequest) => readAnswer(await handler.read(request)) }],
+    [RECLAIM, { name: 'reclaim', request: messages().reclaim, answerKind: RECLAIM_ANSWER, answer: async (request: ReclaimRequest) => reclaimAnswer(handler.reclaim(request)) }]
+  ])
+}
 
 export async function startDataServer (
   host: string,
@@ -148,6 +202,7 @@ export async function startDataServer (
   onRefused: (peer: string) => void,
   log: Logger
 ): Promise<RunningDataServer> {
+  const served = calls(handler)
   const sockets = new Set<net.Socket>()
   const serve = (socket: net.Socket): void => {
     sockets.add(socket)
@@ -158,7 +213,7 @@ export async function startDataServer (
     let refused = false
     const refuse = (code: grpc.status, details: string): void => {
       refused = true
-      socket.end(frame(REFUSED, 0, messages().answer.encode(answerHead(code, details))))
+      socket.end(errorFrame(REFUSED, 0, code, details))
     }
     const reader = new FrameReader((kind, id, message) => {
       if (refused) return undefined
@@ -174,18 +229,19 @@ export async function startDataServer (
         }
         return undefined
       }
-      if (kind !== READ) throw new Error(`a frame of kind ${kind} where a read was expected`)
-      let request: ReadRequest
+      const call = served.get(kind)
+      if (call === undefined) throw new Error(`a frame of kind ${kind} where a call was expected`)
+      let request: unknown
       try {
-        request = messages().request.decode(message)
+        request = call.request.decode(message)
       } catch (err) {
-        socket.write(frame(ANSWER, id, messages().answer.encode(answerHead(grpc.status.INVALID_ARGUMENT, `a malformed read: ${(err as Error).message}`))))
+        socket.write(errorFrame(call.answerKind, id, grpc.status.INVALID_ARGUMENT, `a malformed ${call.name}: ${(err as Error).message}`))
         return undefined
       }
-      // A failure of the read or of its answer's encoding is the requester's error, never this process's.
-      handler.read(request).then(reply => writeAnswer(socket, id, reply, handler)).catch((err: unknown) => {
-        const { code, details } = statusOf(err, 'read')
-        if (!socket.destroyed) socket.write(frame(ANSWER, id, messages().answer.encode(answerHead(code, details))))
+      // A failure of the work or of its answer's encoding is the caller's error, never this process's.
+      call.answer(request).then(answer => writeAnswer(socket, call.answerKind, id, answer, handler)).catch((err: unknown) => {
+        const { code, details } = statusOf(err, call.name)
+        if (!socket.destroyed) socket.write(errorFrame(call.answerKind, id, code, details))
       })
       return undefined
     })
@@ -216,29 +272,14 @@ export async function startDataServer (
   }
 }
 
-function answerHead (status: grpc.status, details: string): ReadAnswer {
-  return { status, details, files: [], sizes: [], servedAbsent: true, batchNumber: 0, vcEpoch: 0 }
-}
-
-/** The answer's head, then each file's bytes from where the owner held them; the buffers go back once written. */
-function writeAnswer (socket: net.Socket, id: number, reply: ReadReply, handler: DataHandler): void {
-  const files: FileData[] = reply.served === null ? reply.batch : [reply.served, ...reply.batch]
-  const bytes = files.map(f => f.data)
+/** The answer's head, then each file's bytes from where this node held them; the buffers go back once written. */
+function writeAnswer (socket: net.Socket, kind: number, id: number, { head, bytes }: Answer, handler: DataHandler): void {
   if (socket.destroyed) {
     handler.shipped?.(bytes)
     return
   }
-  const head = messages().answer.encode({
-    status: grpc.status.OK,
-    details: '',
-    files: files.map(f => f.file),
-    sizes: bytes.map(b => b.length),
-    servedAbsent: reply.served === null,
-    batchNumber: reply.batchNumber,
-    vcEpoch: reply.vcEpoch
-  })
   socket.cork()
-  socket.write(frame(ANSWER, id, head))
+  socket.write(frame(kind, id, head))
   // Writes complete in order: once the last is done, no write holds any of these buffers.
   bytes.forEach((b, i) => socket.write(b, i === bytes.length - 1 ? () => handler.shipped?.(bytes) : undefined))
   socket.uncork()
@@ -246,17 +287,21 @@ function writeAnswer (socket: net.Socket, id: number, reply: ReadReply, handler:
 
 function unbracketed (host: string): string { return host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host }
 
-// ---------------------------------------------------------------- requester side
+// ---------------------------------------------------------------- calling side
 
-interface PendingRead {
-  resolve (reply: ReadReply): void
+/** A call in flight, and how its answer's head and bytes become its reply. */
+interface PendingCall {
+  finish (head: any, files: Buffer[]): void
   reject (err: Error): void
   timer: NodeJS.Timeout
 }
 
-/** One connection to a peer's data channel; any failure fails every read it carries. */
+/** A call in flight on a connection, and how to give up on it. */
+export interface CallInFlight<T> { readonly answer: Promise<T>, cancel: (err: Error) => void }
+
+/** One connection to a peer's data channel; any failure fails every call it carries. */
 class Connection {
-  private readonly pending = new Map<number, PendingRead>()
+  private readonly pending = new Map<number, PendingCall>()
   private readonly socket: net.Socket
   private nextId = 1
   closed = false
@@ -286,14 +331,15 @@ class Connection {
     this.socket.write(frame(HELLO, 0, messages().hello.encode({ token, protocolVersion: PROTOCOL_VERSION })))
   }
 
-  read (request: ReadRequest, deadlineMs: number): { answer: Promise<ReadReply>, cancel: (err: Error) => void } {
+  /** Sends a request of `kind`; `finish` makes the reply of the answer's head and its files' bytes. */
+  call<T, Head> (kind: number, message: Uint8Array, deadlineMs: number, finish: (head: Head, files: Buffer[]) => T): CallInFlight<T> {
     const id = this.nextId++
     if (this.nextId > 0xffffffff) this.nextId = 1
-    const answer = new Promise<ReadReply>((resolve, reject) => {
+    const answer = new Promise<T>((resolve, reject) => {
       const timer = setTimeout(() => this.settle(id)?.reject(new PeerCallError(this.peer, grpc.status.DEADLINE_EXCEEDED, `no answer within ${deadlineMs / 1000}s`)), deadlineMs)
-      this.pending.set(id, { resolve, reject, timer })
+      this.pending.set(id, { finish: (head: Head, files: Buffer[]) => resolve(finish(head, files)), reject, timer })
     })
-    this.socket.write(frame(READ, id, messages().request.encode(request)))
+    this.socket.write(frame(kind, id, message))
     return { answer, cancel: err => this.settle(id)?.reject(err) }
   }
 
@@ -301,38 +347,37 @@ class Connection {
     this.fail(new PeerCallError(this.peer, grpc.status.CANCELLED, 'data channel: closed'))
   }
 
-  private settle (id: number): PendingRead | undefined {
-    const read = this.pending.get(id)
-    if (read === undefined) return undefined
+  private settle (id: number): PendingCall | undefined {
+    const call = this.pending.get(id)
+    if (call === undefined) return undefined
     this.pending.delete(id)
-    clearTimeout(read.timer)
-    return read
+    clearTimeout(call.timer)
+    return call
   }
 
   private onFrame (kind: number, id: number, message: Buffer): Expect | undefined {
-    const answer = messages().answer.decode(message)
+    const codec = answerCodec(kind)
+    if (codec === undefined) throw new Error(`a frame of kind ${kind} where an answer was expected`)
+    const head = codec.decode(message)
     if (kind === REFUSED) {
-      this.fail(new PeerCallError(this.peer, answer.status, answer.details))
+      this.fail(new PeerCallError(this.peer, head.status, head.details))
       return undefined
     }
-    if (kind !== ANSWER) throw new Error(`a frame of kind ${kind} where an answer was expected`)
-    if (answer.status !== grpc.status.OK) {
-      this.settle(id)?.reject(new PeerCallError(this.peer, answer.status, answer.details))
+    if (head.status !== grpc.status.OK) {
+      this.settle(id)?.reject(new PeerCallError(this.peer, head.status, head.details))
       return undefined
     }
-    const targets = answer.sizes.map(size => sampleBuffers.take(size))
+    const targets = head.sizes.map(size => sampleBuffers.take(size))
     return {
       targets,
       done: () => {
-        const read = this.settle(id)
-        if (read === undefined) {
-          // Its open gave up waiting (cancelled, or past its deadline): nobody takes these bytes.
+        const call = this.settle(id)
+        if (call === undefined) {
+          // Its caller gave up waiting (cancelled, or past its deadline): nobody takes these bytes.
           for (const bytes of targets) sampleBuffers.give(bytes)
           return
         }
-        const files = answer.files.map((file, i) => ({ file, data: targets[i] }))
-        const served = answer.servedAbsent ? null : files.shift() ?? null
-        read.resolve({ served, batch: files, batchNumber: answer.batchNumber, vcEpoch: answer.vcEpoch })
+        call.finish(head, targets)
       }
     }
   }
@@ -347,7 +392,7 @@ class Connection {
   }
 }
 
-/** Reads from one peer's data channel, over one connection made when first needed and made again after a failure. */
+/** Calls to one peer's data channel, over one connection made when first needed and made again after a failure. */
 export class DataClient {
   private port?: number
   private connection?: Connection
@@ -363,7 +408,22 @@ export class DataClient {
     this.connection?.close()
   }
 
-  read (request: ReadRequest, deadlineMs: number): { answer: Promise<ReadReply>, cancel: (err: Error) => void } {
+  read (request: ReadRequest, deadlineMs: number): CallInFlight<ReadReply> {
+    return this.connected().call(READ, messages().read.encode(request), deadlineMs, (head: ReadAnswer, bytes): ReadReply => {
+      const files = head.files.map((file, i) => ({ file, data: bytes[i] }))
+      const served = head.servedAbsent ? null : files.shift() ?? null
+      return { served, batch: files, batchNumber: head.batchNumber, vcEpoch: head.vcEpoch }
+    })
+  }
+
+  reclaim (request: ReclaimRequest, deadlineMs: number): CallInFlight<ReclaimReply> {
+    return this.connected().call(RECLAIM, messages().reclaim.encode(request), deadlineMs, (head: ReclaimAnswer, bytes): ReclaimReply =>
+      ({ held: head.held, lastBatch: head.lastBatch, returned: head.files.length > 0 ? { file: head.files[0], data: bytes[0] } : null }))
+  }
+
+  close (): void { this.connection?.close() }
+
+  private connected (): Connection {
     if (this.port === undefined) throw new Error('the peer\'s data port is not known before a handshake')
     if (this.connection === undefined || this.connection.closed) {
       const connection: Connection = new Connection(this.host, this.port, this.credentials, this.token, this.peer, () => {
@@ -371,8 +431,6 @@ export class DataClient {
       })
       this.connection = connection
     }
-    return this.connection.read(request, deadlineMs)
+    return this.connection
   }
-
-  close (): void { this.connection?.close() }
 }

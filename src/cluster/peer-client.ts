@@ -3,9 +3,10 @@
  * deadline, and waits for the connection up to that deadline (so a peer
  * restarting its listener is not taken for dead at once); a peer that
  * cannot be reached within it is `unreachable`, which the node treats as
- * dead. Reads go over the peer's data channel (data-channel.ts), whose
- * port each handshake reply names; a data connection that cannot be made,
- * or breaks, fails its reads as unreachable too.
+ * dead. Reads and reclaims go over the peer's data channel
+ * (data-channel.ts), whose port each handshake reply names; a data
+ * connection that cannot be made, or breaks, fails its calls as
+ * unreachable too.
  *
  * A read may take long for good reasons: the owner may be loading a chunk,
  * or waiting on a third node that died. So a read is not judged by its own
@@ -80,8 +81,10 @@ export class PeerClient {
     }
   }
 
-  async reclaim (request: ReclaimRequest): Promise<ReclaimReply> {
-    return await this.call<ReclaimReply>((metadata, options, done) => this.client.reclaim(request, metadata, options, done))
+  /** On the data channel, within the peer timeout; `ping`: the handshake that names the channel, if none has yet. */
+  async reclaim (request: ReclaimRequest, ping: HandshakeRequest): Promise<ReclaimReply> {
+    if (this.data.knownPort === 0) await this.handshake(ping)
+    return await this.data.reclaim(request, this.timeoutMs).answer
   }
 
   async takeoverState (request: TakeoverStateRequest): Promise<TakeoverStateReply> {

@@ -23,9 +23,9 @@ export class PeerRefusal extends Error {
 export interface PeerHandler {
   /** The server adds where its data channel listens. */
   handshake (request: HandshakeRequest): Omit<HandshakeReply, 'dataPort'>
-  /** Served on the data channel. */
+  /** Served on the data channel, as is `reclaim`. */
   read (request: ReadRequest): Promise<ReadReply>
-  /** A read's answer is on the wire: its bytes' buffers are the handler's again. */
+  /** An answer on the data channel is on the wire: its bytes' buffers are the handler's again. */
   shipped? (bytes: Buffer[]): void
   reclaim (request: ReclaimRequest): ReclaimReply
   takeoverState (request: TakeoverStateRequest): Promise<TakeoverStateReply>
@@ -71,7 +71,6 @@ export async function startPeerServer (listen: PeerAddress, credentials: Credent
     })
   const handlers: PeerHandlers = {
     Handshake: unary<HandshakeRequest, HandshakeReply>('handshake', request => ({ ...handler.handshake(request), dataPort: data.port })),
-    Reclaim: unary<ReclaimRequest, ReclaimReply>('reclaim', request => handler.reclaim(request)),
     TakeoverState: unary<TakeoverStateRequest, TakeoverStateReply>('takeoverState', async request => await handler.takeoverState(request)),
     Sync: unary<SyncRequest, SyncReply>('sync', request => handler.sync(request)),
     Stats: unary<object, StatsReply>('stats', () => handler.stats())

@@ -10,14 +10,13 @@ import * as grpc from '@grpc/grpc-js'
 import * as protoLoader from '@grpc/proto-loader'
 import * as protobuf from 'protobufjs'
 import type { ProtoGrpcType } from './generated/redirfs'
-import type { FileData__Output } from './generated/redirfs/v1/FileData'
 import type { HandshakeReply__Output } from './generated/redirfs/v1/HandshakeReply'
 import type { HandshakeRequest__Output } from './generated/redirfs/v1/HandshakeRequest'
 import type { PeerClient as GeneratedPeerClient, PeerDefinition } from './generated/redirfs/v1/Peer'
 import type { DataHello__Output } from './generated/redirfs/v1/DataHello'
 import type { ReadAnswer__Output } from './generated/redirfs/v1/ReadAnswer'
+import type { ReclaimAnswer__Output } from './generated/redirfs/v1/ReclaimAnswer'
 import type { ReadRequest__Output } from './generated/redirfs/v1/ReadRequest'
-import type { ReclaimReply__Output } from './generated/redirfs/v1/ReclaimReply'
 import type { ReclaimRequest__Output } from './generated/redirfs/v1/ReclaimRequest'
 import type { ServedNotice__Output } from './generated/redirfs/v1/ServedNotice'
 import type { StandbyVc__Output } from './generated/redirfs/v1/StandbyVc'
@@ -28,7 +27,7 @@ import type { TakeoverStateReply__Output } from './generated/redirfs/v1/Takeover
 import type { TakeoverStateRequest__Output } from './generated/redirfs/v1/TakeoverStateRequest'
 import type { VcState__Output } from './generated/redirfs/v1/VcState'
 
-/** Bumped whenever a message or its meaning changes; checked at handshake. 2: ReadReply lost `unreadable`. 3: Read left gRPC for the data channel. */
+/** Bumped whenever a message or its meaning changes; checked at handshake. 2: ReadReply lost `unreadable`. 3: Read and Reclaim left gRPC for the data channel. */
 export const PROTOCOL_VERSION = 3
 
 export const PROTO_FILE = path.resolve(__dirname, '../../proto/redirfs.proto')
@@ -38,7 +37,11 @@ export const PROTO_FILE = path.resolve(__dirname, '../../proto/redirfs.proto')
 export type HandshakeRequest = HandshakeRequest__Output
 export type HandshakeReply = HandshakeReply__Output
 export type ReadRequest = ReadRequest__Output
-export type FileData = FileData__Output
+/** A file's bytes, as a data-channel answer brings them. */
+export interface FileData {
+  readonly file: number
+  readonly data: Buffer
+}
 /** A Read's answer as both ends handle it; on the data channel it is a ReadAnswer followed by the files' bytes. */
 export interface ReadReply {
   /** The file the open is bound to; null when the owner could not read the data the open would have been given. */
@@ -51,7 +54,15 @@ export interface ReadReply {
 export type DataHello = DataHello__Output
 export type ReadAnswer = ReadAnswer__Output
 export type ReclaimRequest = ReclaimRequest__Output
-export type ReclaimReply = ReclaimReply__Output
+/** A Reclaim's answer as both ends handle it; on the data channel it is a ReclaimAnswer followed by the returned file's bytes. */
+export interface ReclaimReply {
+  /** What the holder still holds of the VC. */
+  readonly held: number[]
+  readonly lastBatch: number
+  /** The file given back, if one was. */
+  readonly returned: FileData | null
+}
+export type ReclaimAnswer = ReclaimAnswer__Output
 export type TakeoverStateRequest = TakeoverStateRequest__Output
 export type VcState = VcState__Output
 export type TakeoverStateReply = TakeoverStateReply__Output
@@ -121,6 +132,12 @@ function codec<T> (name: string): MessageCodec<T> {
 }
 
 /** The data channel's messages (proto/redirfs.proto, "The data channel"). */
-export function dataMessages (): { hello: MessageCodec<DataHello>, request: MessageCodec<ReadRequest>, answer: MessageCodec<ReadAnswer> } {
-  return { hello: codec('DataHello'), request: codec('ReadRequest'), answer: codec('ReadAnswer') }
+export function dataMessages (): {
+  hello: MessageCodec<DataHello>
+  read: MessageCodec<ReadRequest>
+  readAnswer: MessageCodec<ReadAnswer>
+  reclaim: MessageCodec<ReclaimRequest>
+  reclaimAnswer: MessageCodec<ReclaimAnswer>
+} {
+  return { hello: codec('DataHello'), read: codec('ReadRequest'), readAnswer: codec('ReadAnswer'), reclaim: codec('ReclaimRequest'), reclaimAnswer: codec('ReclaimAnswer') }
 }

@@ -1,5 +1,5 @@
 // The data channel (src/cluster/data-channel.ts) on real sockets on
-// 127.0.0.1: what a read's answer brings back, how refusals and failures
+// 127.0.0.1: what a read's and a reclaim's answers bring back, how refusals and failures
 // reach the requester, the token, TLS, and the buffers going back to the
 // owner once its answer is written. The handler is a small stand-in here;
 // test/cluster/cluster.test.ts runs the real nodes over it.
@@ -13,7 +13,7 @@ import { PeerCallError } from '../../src/cluster/call-error'
 import { DataClient, startDataServer, type DataHandler, type StatusOf } from '../../src/cluster/data-channel'
 import { PeerRefusal } from '../../src/cluster/peer-server'
 import { loadCredentials, type Credentials } from '../../src/cluster/security'
-import type { ReadReply, ReadRequest } from '../../src/cluster/wire'
+import type { ReadReply, ReadRequest, ReclaimReply } from '../../src/cluster/wire'
 import { makeCertificates } from '../helpers/certificates'
 
 const TOKEN = 'the-cluster-token-0123456789'
@@ -23,6 +23,8 @@ t.teardown(() => rmSync(work, { recursive: true, force: true }))
 
 const statusOf: StatusOf = err => ({ code: err instanceof PeerRefusal ? err.status : grpc.status.INTERNAL, details: (err as Error).message })
 const request = (file: number): ReadRequest => ({ node: 0, file, emptyOffsets: Buffer.alloc(1), freeBytes: 1e9, lastBatch: 0 })
+
+const noReclaim = (): ReclaimReply => { throw new Error('no reclaim in this test') }
 
 /** File n's bytes: n repeated, `size` of them. */
 const bytesOf = (file: number, size: number): Buffer => Buffer.alloc(size, file % 251)
@@ -48,6 +50,7 @@ t.test('an answer brings the served file first, then the batch, each with its ow
   // Sizes around the requester's 256 KiB read buffer, and an empty file, so files straddle reads.
   const sizes = [113_000, 0, 300_000, 1, 262_144, 700_000]
   const { client } = await serve(t, {
+    reclaim: noReclaim,
     read: async r => ({ served: { file: r.file, data: bytesOf(r.file, 5000) }, batch: sizes.map((size, i) => ({ file: 100 + i, data: bytesOf(100 + i, size) })), batchNumber: 7, vcEpoch: 2 })
   })
   const reply = await client().read(request(3), 5000).answer
@@ -57,8 +60,24 @@ t.test('an answer brings the served file first, then the batch, each with its ow
   t.same([reply.batchNumber, reply.vcEpoch], [7, 2])
 })
 
+t.test('a reclaim brings back what the holder holds, and the file it gives back with its bytes, or none', async t => {
+  const shipped: Buffer[][] = []
+  const { client } = await serve(t, {
+    read: async () => { throw new Error('no read in this test') },
+    reclaim: r => ({ held: [4, 5, 6], lastBatch: 9, returned: r.giveBack ? { file: 5, data: bytesOf(5, 120_000) } : null }),
+    shipped: bytes => shipped.push(bytes)
+  })
+  const one = client()
+  const given = await one.reclaim({ node: 0, vc: 1, giveBack: true, offsets: [] }, 5000).answer
+  t.same({ held: given.held, lastBatch: given.lastBatch, file: given.returned?.file }, { held: [4, 5, 6], lastBatch: 9, file: 5 })
+  t.ok(given.returned?.data.equals(bytesOf(5, 120_000)), 'the returned file\'s bytes intact')
+  t.same(await one.reclaim({ node: 0, vc: 1, giveBack: false, offsets: [] }, 5000).answer, { held: [4, 5, 6], lastBatch: 9, returned: null })
+  await new Promise(resolve => setTimeout(resolve, 50)) // the holder's last write callback
+  t.same(shipped.map(list => list.map(b => b.length)), [[120_000]], 'the returned file\'s buffer went back to the holder once written')
+})
+
 t.test('an owner that could not read the file answers without it', async t => {
-  const { client } = await serve(t, { read: async () => ({ served: null, batch: [], batchNumber: 0, vcEpoch: 4 }) })
+  const { client } = await serve(t, { reclaim: noReclaim, read: async () => ({ served: null, batch: [], batchNumber: 0, vcEpoch: 4 }) })
   t.same(await client().read(request(1), 5000).answer, { served: null, batch: [], batchNumber: 0, vcEpoch: 4 })
 })
 
@@ -75,6 +94,7 @@ t.test('many reads at once on one connection each get their own answer, in whate
 
 t.test('a refusal reaches the requester with its status, a handler bug as INTERNAL, and the connection still serves', async t => {
   const { client } = await serve(t, {
+    reclaim: noReclaim,
     read: async r => {
       if (r.file === 1) throw new PeerRefusal(grpc.status.FAILED_PRECONDITION, 'does not answer for that chunk')
       if (r.file === 2) throw new Error('boom')
@@ -91,7 +111,7 @@ t.test('a refusal reaches the requester with its status, a handler bug as INTERN
 t.test('a wrong token is refused, noted, and no read goes through', async t => {
   const refused: string[] = []
   let reads = 0
-  const { client } = await serve(t, { read: async r => { reads++; return { served: { file: r.file, data: Buffer.from('x') }, batch: [], batchNumber: 0, vcEpoch: 0 } } }, undefined, refused)
+  const { client } = await serve(t, { reclaim: noReclaim, read: async r => { reads++; return { served: { file: r.file, data: Buffer.from('x') }, batch: [], batchNumber: 0, vcEpoch: 0 } } }, undefined, refused)
   const err = await failure(client('not-the-cluster-token').read(request(1), 5000).answer)
   t.same([err.status, err.details], [grpc.status.UNAUTHENTICATED, 'wrong or missing cluster token'])
   t.equal(refused.length, 1, 'the owner noted the refusal once')
@@ -99,7 +119,7 @@ t.test('a wrong token is refused, noted, and no read goes through', async t => {
 })
 
 t.test('an owner that goes away mid-read fails the read as unreachable; a deadline too', async t => {
-  const { client, close } = await serve(t, { read: async () => await new Promise<ReadReply>(() => {}) })
+  const { client, close } = await serve(t, { reclaim: noReclaim, read: async () => await new Promise<ReadReply>(() => {}) })
   const one = client()
   const pending = one.read(request(1), 60_000).answer
   const late = one.read(request(2), 200).answer
@@ -113,6 +133,7 @@ t.test('an owner that goes away mid-read fails the read as unreachable; a deadli
 t.test('an answer\'s buffers go back to the owner once written, and a cancelled read\'s bytes are dropped', async t => {
   const shipped: Buffer[][] = []
   const { client } = await serve(t, {
+    reclaim: noReclaim,
     read: async r => await new Promise<ReadReply>(resolve => setTimeout(() => resolve({ served: { file: r.file, data: bytesOf(1, 10) }, batch: [{ file: 9, data: bytesOf(9, 20) }], batchNumber: 0, vcEpoch: 0 }), r.file === 2 ? 100 : r.file === 3 ? 200 : 0)),
     shipped: bytes => shipped.push(bytes)
   })
@@ -129,7 +150,7 @@ t.test('an answer\'s buffers go back to the owner once written, and a cancelled 
 t.test('over mutual TLS: a peer with the cluster CA reads; one that trusts another CA does not', async t => {
   const files = await makeCertificates(work)
   const credentials = await loadCredentials(files)
-  const { client } = await serve(t, { read: async r => ({ served: { file: r.file, data: bytesOf(r.file, 400_000) }, batch: [], batchNumber: 0, vcEpoch: 0 }) }, credentials)
+  const { client } = await serve(t, { reclaim: noReclaim, read: async r => ({ served: { file: r.file, data: bytesOf(r.file, 400_000) }, batch: [], batchNumber: 0, vcEpoch: 0 }) }, credentials)
   t.ok((await client().read(request(5), 5000).answer).served?.data.equals(bytesOf(5, 400_000)), 'bytes intact over TLS')
   const stranger = await failure(client(TOKEN, await loadCredentials({ ...files, ca: files.otherCa })).read(request(5), 5000).answer)
   t.ok(stranger.unreachable, `refused at the TLS handshake (${stranger.details})`)

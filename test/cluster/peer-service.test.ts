@@ -59,7 +59,7 @@ t.test('calls go through with the token; refusals and malformed requests get the
   t.equal((await client.read({ node: 0, file: 3, emptyOffsets: Buffer.alloc(1), freeBytes: 0, lastBatch: 0 }, ping)).served?.data.toString(), 'bytes')
   t.equal(await statusOf(client.read({ node: 0, file: 99, emptyOffsets: Buffer.alloc(1), freeBytes: 0, lastBatch: 0 }, ping)), grpc.status.INVALID_ARGUMENT)
   t.equal(await statusOf(client.handshake({ ...ping, layoutHash: 'other' })), grpc.status.FAILED_PRECONDITION)
-  t.equal(await statusOf(client.reclaim({ node: 0, vc: 0, giveBack: false, offsets: [] })), grpc.status.INTERNAL, 'a handler bug is INTERNAL, not a crash')
+  t.equal(await statusOf(client.reclaim({ node: 0, vc: 0, giveBack: false, offsets: [] }, ping)), grpc.status.INTERNAL, 'a handler bug is INTERNAL, not a crash')
 })
 
 t.test('a port another program holds: the node refuses to start, saying the port is in use', async t => {

@@ -2,13 +2,12 @@ import type * as grpc from '@grpc/grpc-js';
 import type { MessageTypeDefinition } from '@grpc/proto-loader';
 
 import type { DataHello as _redirfs_v1_DataHello, DataHello__Output as _redirfs_v1_DataHello__Output } from './redirfs/v1/DataHello';
-import type { FileData as _redirfs_v1_FileData, FileData__Output as _redirfs_v1_FileData__Output } from './redirfs/v1/FileData';
 import type { HandshakeReply as _redirfs_v1_HandshakeReply, HandshakeReply__Output as _redirfs_v1_HandshakeReply__Output } from './redirfs/v1/HandshakeReply';
 import type { HandshakeRequest as _redirfs_v1_HandshakeRequest, HandshakeRequest__Output as _redirfs_v1_HandshakeRequest__Output } from './redirfs/v1/HandshakeRequest';
 import type { PeerClient as _redirfs_v1_PeerClient, PeerDefinition as _redirfs_v1_PeerDefinition } from './redirfs/v1/Peer';
 import type { ReadAnswer as _redirfs_v1_ReadAnswer, ReadAnswer__Output as _redirfs_v1_ReadAnswer__Output } from './redirfs/v1/ReadAnswer';
 import type { ReadRequest as _redirfs_v1_ReadRequest, ReadRequest__Output as _redirfs_v1_ReadRequest__Output } from './redirfs/v1/ReadRequest';
-import type { ReclaimReply as _redirfs_v1_ReclaimReply, ReclaimReply__Output as _redirfs_v1_ReclaimReply__Output } from './redirfs/v1/ReclaimReply';
+import type { ReclaimAnswer as _redirfs_v1_ReclaimAnswer, ReclaimAnswer__Output as _redirfs_v1_ReclaimAnswer__Output } from './redirfs/v1/ReclaimAnswer';
 import type { ReclaimRequest as _redirfs_v1_ReclaimRequest, ReclaimRequest__Output as _redirfs_v1_ReclaimRequest__Output } from './redirfs/v1/ReclaimRequest';
 import type { ServedNotice as _redirfs_v1_ServedNotice, ServedNotice__Output as _redirfs_v1_ServedNotice__Output } from './redirfs/v1/ServedNotice';
 import type { StandbyVc as _redirfs_v1_StandbyVc, StandbyVc__Output as _redirfs_v1_StandbyVc__Output } from './redirfs/v1/StandbyVc';
@@ -28,13 +27,12 @@ export interface ProtoGrpcType {
   redirfs: {
     v1: {
       DataHello: MessageTypeDefinition<_redirfs_v1_DataHello, _redirfs_v1_DataHello__Output>
-      FileData: MessageTypeDefinition<_redirfs_v1_FileData, _redirfs_v1_FileData__Output>
       HandshakeReply: MessageTypeDefinition<_redirfs_v1_HandshakeReply, _redirfs_v1_HandshakeReply__Output>
       HandshakeRequest: MessageTypeDefinition<_redirfs_v1_HandshakeRequest, _redirfs_v1_HandshakeRequest__Output>
       Peer: SubtypeConstructor<typeof grpc.Client, _redirfs_v1_PeerClient> & { service: _redirfs_v1_PeerDefinition }
       ReadAnswer: MessageTypeDefinition<_redirfs_v1_ReadAnswer, _redirfs_v1_ReadAnswer__Output>
       ReadRequest: MessageTypeDefinition<_redirfs_v1_ReadRequest, _redirfs_v1_ReadRequest__Output>
-      ReclaimReply: MessageTypeDefinition<_redirfs_v1_ReclaimReply, _redirfs_v1_ReclaimReply__Output>
+      ReclaimAnswer: MessageTypeDefinition<_redirfs_v1_ReclaimAnswer, _redirfs_v1_ReclaimAnswer__Output>
       ReclaimRequest: MessageTypeDefinition<_redirfs_v1_ReclaimRequest, _redirfs_v1_ReclaimRequest__Output>
       ServedNotice: MessageTypeDefinition<_redirfs_v1_ServedNotice, _redirfs_v1_ServedNotice__Output>
       StandbyVc: MessageTypeDefinition<_redirfs_v1_StandbyVc, _redirfs_v1_StandbyVc__Output>

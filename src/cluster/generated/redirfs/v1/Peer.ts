@@ -4,8 +4,6 @@ import type * as grpc from '@grpc/grpc-js'
 import type { MethodDefinition } from '@grpc/proto-loader'
 import type { HandshakeReply as _redirfs_v1_HandshakeReply, HandshakeReply__Output as _redirfs_v1_HandshakeReply__Output } from '../../redirfs/v1/HandshakeReply';
 import type { HandshakeRequest as _redirfs_v1_HandshakeRequest, HandshakeRequest__Output as _redirfs_v1_HandshakeRequest__Output } from '../../redirfs/v1/HandshakeRequest';
-import type { ReclaimReply as _redirfs_v1_ReclaimReply, ReclaimReply__Output as _redirfs_v1_ReclaimReply__Output } from '../../redirfs/v1/ReclaimReply';
-import type { ReclaimRequest as _redirfs_v1_ReclaimRequest, ReclaimRequest__Output as _redirfs_v1_ReclaimRequest__Output } from '../../redirfs/v1/ReclaimRequest';
 import type { StatsReply as _redirfs_v1_StatsReply, StatsReply__Output as _redirfs_v1_StatsReply__Output } from '../../redirfs/v1/StatsReply';
 import type { StatsRequest as _redirfs_v1_StatsRequest, StatsRequest__Output as _redirfs_v1_StatsRequest__Output } from '../../redirfs/v1/StatsRequest';
 import type { SyncReply as _redirfs_v1_SyncReply, SyncReply__Output as _redirfs_v1_SyncReply__Output } from '../../redirfs/v1/SyncReply';
@@ -30,23 +28,6 @@ export interface PeerClient extends grpc.Client {
   handshake(argument: _redirfs_v1_HandshakeRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_redirfs_v1_HandshakeReply__Output>): grpc.ClientUnaryCall;
   handshake(argument: _redirfs_v1_HandshakeRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_HandshakeReply__Output>): grpc.ClientUnaryCall;
   handshake(argument: _redirfs_v1_HandshakeRequest, callback: grpc.requestCallback<_redirfs_v1_HandshakeReply__Output>): grpc.ClientUnaryCall;
-  
-  /**
-   * Before ending a VC's epoch, the owner asks each node that holds files of
-   * that VC in its mirror what it still holds, and may ask for one back.
-   */
-  Reclaim(argument: _redirfs_v1_ReclaimRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_ReclaimReply__Output>): grpc.ClientUnaryCall;
-  Reclaim(argument: _redirfs_v1_ReclaimRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_redirfs_v1_ReclaimReply__Output>): grpc.ClientUnaryCall;
-  Reclaim(argument: _redirfs_v1_ReclaimRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_ReclaimReply__Output>): grpc.ClientUnaryCall;
-  Reclaim(argument: _redirfs_v1_ReclaimRequest, callback: grpc.requestCallback<_redirfs_v1_ReclaimReply__Output>): grpc.ClientUnaryCall;
-  /**
-   * Before ending a VC's epoch, the owner asks each node that holds files of
-   * that VC in its mirror what it still holds, and may ask for one back.
-   */
-  reclaim(argument: _redirfs_v1_ReclaimRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_ReclaimReply__Output>): grpc.ClientUnaryCall;
-  reclaim(argument: _redirfs_v1_ReclaimRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_redirfs_v1_ReclaimReply__Output>): grpc.ClientUnaryCall;
-  reclaim(argument: _redirfs_v1_ReclaimRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_ReclaimReply__Output>): grpc.ClientUnaryCall;
-  reclaim(argument: _redirfs_v1_ReclaimRequest, callback: grpc.requestCallback<_redirfs_v1_ReclaimReply__Output>): grpc.ClientUnaryCall;
   
   /**
    * The node's counters, as the JSON `<mnt>/.redirfs/stats` shows.
@@ -113,12 +94,6 @@ export interface PeerHandlers extends grpc.UntypedServiceImplementation {
   Handshake: grpc.handleUnaryCall<_redirfs_v1_HandshakeRequest__Output, _redirfs_v1_HandshakeReply>;
   
   /**
-   * Before ending a VC's epoch, the owner asks each node that holds files of
-   * that VC in its mirror what it still holds, and may ask for one back.
-   */
-  Reclaim: grpc.handleUnaryCall<_redirfs_v1_ReclaimRequest__Output, _redirfs_v1_ReclaimReply>;
-  
-  /**
    * The node's counters, as the JSON `<mnt>/.redirfs/stats` shows.
    */
   Stats: grpc.handleUnaryCall<_redirfs_v1_StatsRequest__Output, _redirfs_v1_StatsReply>;
@@ -142,7 +117,6 @@ export interface PeerHandlers extends grpc.UntypedServiceImplementation {
 
 export interface PeerDefinition extends grpc.ServiceDefinition {
   Handshake: MethodDefinition<_redirfs_v1_HandshakeRequest, _redirfs_v1_HandshakeReply, _redirfs_v1_HandshakeRequest__Output, _redirfs_v1_HandshakeReply__Output>
-  Reclaim: MethodDefinition<_redirfs_v1_ReclaimRequest, _redirfs_v1_ReclaimReply, _redirfs_v1_ReclaimRequest__Output, _redirfs_v1_ReclaimReply__Output>
   Stats: MethodDefinition<_redirfs_v1_StatsRequest, _redirfs_v1_StatsReply, _redirfs_v1_StatsRequest__Output, _redirfs_v1_StatsReply__Output>
   Sync: MethodDefinition<_redirfs_v1_SyncRequest, _redirfs_v1_SyncReply, _redirfs_v1_SyncRequest__Output, _redirfs_v1_SyncReply__Output>
   TakeoverState: MethodDefinition<_redirfs_v1_TakeoverStateRequest, _redirfs_v1_TakeoverStateReply, _redirfs_v1_TakeoverStateRequest__Output, _redirfs_v1_TakeoverStateReply__Output>

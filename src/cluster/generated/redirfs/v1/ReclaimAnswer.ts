@@ -1,0 +1,39 @@
+// Original file: proto/redirfs.proto
+
+import type { Long } from '@grpc/proto-loader';
+
+export interface ReclaimAnswer {
+  /**
+   * As in ReadAnswer.
+   */
+  'status'?: (number);
+  'details'?: (string);
+  /**
+   * The file given back, if one is (at most one), and its size.
+   */
+  'files'?: (number)[];
+  'sizes'?: (number)[];
+  /**
+   * What the holder still holds of the VC, and the last batch it received.
+   */
+  'held'?: (number)[];
+  'lastBatch'?: (number | string | Long);
+}
+
+export interface ReclaimAnswer__Output {
+  /**
+   * As in ReadAnswer.
+   */
+  'status': (number);
+  'details': (string);
+  /**
+   * The file given back, if one is (at most one), and its size.
+   */
+  'files': (number)[];
+  'sizes': (number)[];
+  /**
+   * What the holder still holds of the VC, and the last batch it received.
+   */
+  'held': (number)[];
+  'lastBatch': (number);
+}

@@ -38,7 +38,7 @@ const FRAME_HEAD = 9
 /** No message of the data channel comes near this; a length above it is not one of ours. */
 const MAX_MESSAGE = 16 * 2 ** 20
 /** Bytes the caller's socket reads at a time, into one buffer it reuses. */
-const READ_BUFFER = 256 * 1024
+const SOCKET_READ_BYTES = 256 * 1024
 
 let codecs: ReturnType<typeof dataMessages> | undefined
 const messages = (): ReturnType<typeof dataMessages> => (codecs ??= dataMessages())
@@ -322,7 +322,7 @@ class Connection {
       this.socket.on('data', (chunk: Buffer) => feed(chunk, chunk.length))
     } else {
       // Plain TCP reads into one buffer, reused: no buffer is made per read.
-      const readBuffer = Buffer.allocUnsafe(READ_BUFFER)
+      const readBuffer = Buffer.allocUnsafe(SOCKET_READ_BYTES)
       this.socket = net.connect({ host: unbracketed(host), port, onread: { buffer: readBuffer, callback: length => feed(readBuffer, length) } })
     }
     this.socket.setNoDelay(true)

@@ -59,8 +59,7 @@ export class PeerClient {
 
   /** `ping`: a handshake that the peer answers at once while the read is out. */
   async read (request: ReadRequest, ping: HandshakeRequest): Promise<ReadReply> {
-    if (this.data.knownPort === 0) await this.handshake(ping)
-    const { answer, cancel } = this.data.read(request, READ_DEADLINE_MS)
+    const { answer, cancel } = (await this.dataChannel(ping)).read(request, READ_DEADLINE_MS)
     let watchdog: NodeJS.Timeout | undefined
     let answered = false
     const check = (): void => {
@@ -83,8 +82,13 @@ export class PeerClient {
 
   /** On the data channel, within the peer timeout; `ping`: the handshake that names the channel, if none has yet. */
   async reclaim (request: ReclaimRequest, ping: HandshakeRequest): Promise<ReclaimReply> {
+    return await (await this.dataChannel(ping)).reclaim(request, this.timeoutMs).answer
+  }
+
+  /** The peer's data channel, after the handshake (`ping`) that names its port, if none has yet. */
+  private async dataChannel (ping: HandshakeRequest): Promise<DataClient> {
     if (this.data.knownPort === 0) await this.handshake(ping)
-    return await this.data.reclaim(request, this.timeoutMs).answer
+    return this.data
   }
 
   async takeoverState (request: TakeoverStateRequest): Promise<TakeoverStateReply> {

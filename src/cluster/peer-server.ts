@@ -1,6 +1,6 @@
 /**
- * The peer service a node runs for the others, on gRPC and, for reads, on
- * the data channel beside it (data-channel.ts; the handshake reply names
+ * The peer service a node runs for the others, on gRPC and, for reads and
+ * reclaims, on the data channel beside it (data-channel.ts; the handshake reply names
  * its port). It only checks and maps: every call must carry the cluster
  * token (refused and logged otherwise), malformed requests get
  * INVALID_ARGUMENT, refusals their own status, and the work itself is the
@@ -63,7 +63,7 @@ export async function startPeerServer (listen: PeerAddress, credentials: Credent
         (err: unknown) => callback(statusOf(err, name)))
     }
   // First, so that every handshake can name its port.
-  const data = await startDataServer(listen.host, dataPort, credentials, token, handler, statusOf, peer => refusedCall('read', peer), log)
+  const data = await startDataServer(listen.host, dataPort, credentials, token, handler, statusOf, peer => refusedCall('data channel', peer), log)
     .catch((err: NodeJS.ErrnoException) => {
       throw new UsageError(err.code === 'EADDRINUSE'
         ? `cannot listen for the data channel on port ${dataPort} of ${listen.host}: the port is in use; give --data-port a free port, or leave it out for any free one`

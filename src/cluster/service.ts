@@ -66,7 +66,7 @@ export class PeerService implements PeerHandler {
     return { served: answer.served === undefined ? null : data(answer.served), batch: answer.batch.map(data), batchNumber: answer.batchNumber, vcEpoch: answer.vcEpoch }
   }
 
-  /** A read's answer went out: its bytes left this node's memory for good (engine.serveRequest took them), so their buffers serve the next load. */
+  /** A read's or reclaim's answer went out: its bytes left this node's memory for good (engine.serveRequest and the remote reader took them), so their buffers serve the next load. */
   shipped (bytes: Buffer[]): void {
     for (const b of bytes) sampleBuffers.give(b)
   }

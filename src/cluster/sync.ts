@@ -15,6 +15,7 @@ import { ownerOrder } from '../redirect/takeover'
 import type { Membership } from './membership'
 import type { Takeover } from './takeover'
 import type { StandbyVc, SyncRequest } from './wire'
+import { appendTo } from '../util/lists'
 
 /** How often standby copies and served notices go out. */
 const SYNC_PERIOD_MS = 250
@@ -64,11 +65,11 @@ export class Sync {
     for (const update of this.engine.takeStandbyUpdates()) {
       const next = ownerOrder(this.layout, update.vc).find(peer => peer !== node && !this.membership.isDead(peer))
       const wire = { vc: update.vc, epoch: update.epoch, servedFiles: update.served.map(s => s.file), servedNodes: update.served.map(s => s.node) }
-      if (next !== undefined) standbyFor.set(next, [...(standbyFor.get(next) ?? []), wire])
+      if (next !== undefined) appendTo(standbyFor, next, wire)
     }
     for (const notice of this.remote.takeServedNotices()) {
       const owner = this.membership.ownerOf(notice.vc)
-      if (owner !== undefined && owner !== node) this.unsentNotices.set(owner, [...(this.unsentNotices.get(owner) ?? []), notice])
+      if (owner !== undefined && owner !== node) appendTo(this.unsentNotices, owner, notice)
     }
     await Promise.all(this.membership.livePeers().map(async peer => {
       const standby = standbyFor.get(peer) ?? []
@@ -85,7 +86,8 @@ export class Sync {
       } catch (err) {
         this.log.debug({ peer, err: (err as Error).message }, 'sync failed; will send again')
         for (const update of standby) this.engine.resendStandby(update.vc)
-        this.unsentNotices.set(peer, [...served, ...(this.unsentNotices.get(peer) ?? [])])
+        // Oldest first: the failed call's notices, then any queued while it was out.
+        this.unsentNotices.set(peer, served.concat(this.unsentNotices.get(peer) ?? []))
       } finally {
         this.syncing.delete(peer)
       }

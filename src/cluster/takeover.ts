@@ -19,6 +19,7 @@ import type { Layout, NodeId, VcId } from '../redirect/layout'
 import { ownerOrder, planAdoption, type StandbyCopy } from '../redirect/takeover'
 import type { Membership } from './membership'
 import type { TakeoverStateReply, VcState } from './wire'
+import { appendTo } from '../util/lists'
 
 export class Takeover {
   /** VCs being taken over, so that each is adopted once. */
@@ -65,7 +66,7 @@ export class Takeover {
     const byHome = new Map<NodeId, VcId[]>()
     for (const vc of ours.filter(vc => !this.engine.owns(vc) && !this.adopting.has(vc))) {
       const home = this.layout.vcs[vc].home
-      byHome.set(home, [...(byHome.get(home) ?? []), vc])
+      appendTo(byHome, home, vc)
     }
     for (const [home, vcs] of byHome) {
       const work = this.adopt(home, vcs)

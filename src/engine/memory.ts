@@ -5,6 +5,7 @@
  */
 import { sampleBuffers } from '../chunks/sample-buffers'
 import type { FileId, VcId } from '../redirect/layout'
+import { appendTo } from '../util/lists'
 
 export class ResidentBytes {
   private readonly bytes = new Map<FileId, Buffer>()
@@ -36,7 +37,7 @@ export class VcWaiters {
 
   /** Resolves when `wake(vc)` is next called. */
   async wait (vc: VcId): Promise<void> {
-    await new Promise<void>(resolve => this.waiting.set(vc, [...(this.waiting.get(vc) ?? []), resolve]))
+    await new Promise<void>(resolve => appendTo(this.waiting, vc, resolve))
   }
 
   wake (vc: VcId): void {

@@ -12,6 +12,7 @@ import { MirrorTable, type RemoteRequest } from './mirror'
 import { Protocol, type LoadPlan, type MirrorReport, type ReclaimPlan, type ReclaimReport, type RedirectMode } from './protocol'
 import { SeededRandom } from './random'
 import { ownerOrder, planAdoption, type StandbyCopy } from './takeover'
+import { appendTo } from '../util/lists'
 
 export interface ClusterSimulationOptions {
   mode: RedirectMode
@@ -65,7 +66,7 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
   const tasks: Task[] = []
   const homeWaiters = new Map<string, Task[]>()
   const mirrorWaiters = new Map<string, Task[]>()
-  const park = (waiters: Map<string, Task[]>, key: string, task: Task): void => { waiters.set(key, [...(waiters.get(key) ?? []), task]) }
+  const park = (waiters: Map<string, Task[]>, key: string, task: Task): void => { appendTo(waiters, key, task) }
   const wake = (waiters: Map<string, Task[]>, key: string): void => { const woken = waiters.get(key) ?? []; waiters.delete(key); tasks.push(...woken) }
   const vcOf = (file: FileId): VcId => layout.pcs[layout.filePc[file]].vc
   const ownerOf = (vc: VcId): NodeId => protocols.findIndex((p, node) => !dead.has(node) && p.owns(vc))

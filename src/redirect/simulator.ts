@@ -11,6 +11,7 @@ import type { FileId, Layout, VcId } from './layout'
 import { Protocol, type LoadPlan, type RedirectMode } from './protocol'
 import type { ProtocolCounters } from './counters'
 import { SeededRandom } from './random'
+import { appendTo } from '../util/lists'
 
 export interface SimulationOptions {
   mode: RedirectMode
@@ -87,7 +88,7 @@ export function simulate (layout: Layout, options: SimulationOptions): Simulatio
       options.onStep?.(protocol)
       if (decision.kind === 'serve') answer(open, decision.file)
       else if (decision.kind === 'load') inFlight.push({ plan: decision.plan, opener: open })
-      else if (decision.kind === 'wait') waiting.set(decision.vc, [...(waiting.get(decision.vc) ?? []), open])
+      else if (decision.kind === 'wait') appendTo(waiting, decision.vc, open)
       else throw new Error('a single node never ships files, so it never reclaims')
     }
 

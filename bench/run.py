@@ -30,6 +30,7 @@ import tempfile
 import time
 
 import limits as cgroups
+from cpu import Sampler, cpu_by_thread_kind, cpu_seconds, thread_cpu, thread_kinds
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -207,39 +208,6 @@ class Infeasible(Exception):
     """A configuration redirfs refuses (e.g. memory too small for the chunk size)."""
 
 
-def cpu_seconds(pid):
-    """User + system CPU a process used so far."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def thread_cpu(pid):
-    """CPU seconds so far of each thread of a process, and what it waits on now (its wchan)."""
-    threads = {}
-    for task in glob.glob(f"/proc/{pid}/task/*"):
-        try:
-            with open(os.path.join(task, "stat")) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            with open(os.path.join(task, "wchan")) as f:
-                wchan = f.read()
-        except OSError:
-            continue  # the thread ended
-        threads[int(os.path.basename(task))] = ((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), wchan)
-    return threads
-
-
-def cpu_by_thread_kind(pid, before, after, files):
-    """µs of CPU per file between two thread_cpu snapshots, by kind of thread: FUSE threads (idle in a read of
-    /dev/fuse when the second snapshot is taken), the main thread (JS, in the daemon), and the others (the thread
-    pool, V8's helpers)."""
-    split = {"fuse": 0.0, "main": 0.0, "other": 0.0}
-    for tid, (cpu, wchan) in after.items():
-        kind = "main" if tid == pid else "fuse" if "fuse_dev" in wchan else "other"
-        split[kind] += (cpu - before.get(tid, (0.0, ""))[0]) / files * 1e6
-    return split
-
-
 def peak_rss(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -303,7 +271,9 @@ def measure(name, pipeline, args, info, sources, limits, memory):
             mode = name.split("-")[-1]
             source = sources["pack"] if name.startswith("pack-") else sources["dir"]
             mount = Mount(source, mode, memory, limits, () if name.startswith("pack-") else ("--chunk-size", str(args.chunk_size)))
-            epochs, _ = run_trainer(limits, mount.mountpoint, "imagefolder", pipeline, args, info)
+            with Sampler([mount.pid]) as sampler:
+                epochs, _ = run_trainer(limits, mount.mountpoint, "imagefolder", pipeline, args, info)
+            extra["cpu"] = measured_window(sampler, [epochs], {mount.pid: thread_kinds(mount.pid, thread_cpu(mount.pid))})
             stats = mount.stats()
             p = stats["protocol"]
             extra.update({"openWaitFraction": p["waitedOpens"] / max(1, p["opens"]), "chunkLoadsPerPcPerEpoch": p["chunkLoads"] / stats["layout"]["physicalChunks"] / args.epochs,
@@ -363,10 +333,11 @@ def measure_cluster(nodes, args, info, source, limits, memory, allowance):
                 pids.append(json.load(f)["pid"])
         for pid in pids:
             limits.add(pid)
-        trainers = [subprocess.Popen(limits.wrap([PYTHON, TRAINER, mountpoints[rank], "--loader", "imagefolder", "--pipeline", "read", "--epochs", str(args.epochs),
-                                                  "--workers", str(args.workers), "--batch-size", str(args.batch_size), "--world", str(nodes), "--rank", str(rank),
-                                                  "--port", str(ports[nodes])]), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(nodes)]
-        outputs = [trainer.communicate() for trainer in trainers]
+        with Sampler(pids) as sampler:
+            trainers = [subprocess.Popen(limits.wrap([PYTHON, TRAINER, mountpoints[rank], "--loader", "imagefolder", "--pipeline", "read", "--epochs", str(args.epochs),
+                                                      "--workers", str(args.workers), "--batch-size", str(args.batch_size), "--world", str(nodes), "--rank", str(rank),
+                                                      "--port", str(ports[nodes])]), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(nodes)]
+            outputs = [trainer.communicate() for trainer in trainers]
         if any(trainer.returncode != 0 for trainer in trainers):
             raise RuntimeError("a cluster trainer failed: " + " | ".join(err[-500:] for _, err in outputs))
         per_rank = [[json.loads(line) for line in out.splitlines() if line.startswith("{") and "epoch" in line] for out, _ in outputs]
@@ -376,6 +347,7 @@ def measure_cluster(nodes, args, info, source, limits, memory, allowance):
             with open(os.path.join(mountpoint, ".redirfs", "stats")) as f:
                 stats.append(json.load(f))
         rss = [peak_rss(pid) for pid in pids]
+        cpu_window = measured_window(sampler, per_rank, {pid: thread_kinds(pid, thread_cpu(pid)) for pid in pids})
         cpu = sum(cpu_seconds(pid) for pid in pids)
     finally:
         for mountpoint in mountpoints:
@@ -391,12 +363,22 @@ def measure_cluster(nodes, args, info, source, limits, memory, allowance):
            "requestsPerRemoteSample": sum(s["cluster"]["remoteRequests"] for s in stats) / max(1, remote_opens),
            "prefetchUsed": sum(s["cluster"]["prefetchUsed"] for s in stats), "daemonPeakRssBytes": max(rss), "daemonCpuSecondsPerEpoch": cpu / args.epochs,
            "samplesReceivedPerEpoch": sum(s["cluster"]["remoteSamplesReceived"] for s in stats) / args.epochs,
-           "samplesPerRequest": sum(s["cluster"]["remoteSamplesReceived"] for s in stats) / max(1, sum(s["cluster"]["remoteRequests"] for s in stats))}
+           "samplesPerRequest": sum(s["cluster"]["remoteSamplesReceived"] for s in stats) / max(1, sum(s["cluster"]["remoteRequests"] for s in stats)),
+           "cpu": cpu_window}
     # The RPC layer alone, moving samples of this dataset's mean size in calls as full as the cluster's were.
     row["rpcAlone"] = rpc_cost(info["bytes"] / info["files"], row["samplesPerRequest"])
     log(f"cluster {nodes} nodes {row['samplesPerSecond']:8.0f} samples/s  device {row['deviceBytes'] / 2**20:8.0f} MiB in {row['deviceOps']} ops, "
         f"{row['requestsPerRemoteSample']:.2f} requests per remote sample")
     return row
+
+
+def measured_window(sampler, per_rank, kinds):
+    """Where the CPU went over the measured epochs (all but the first, as samples/s), from the first rank's start of
+    the first of them to the last rank's end: see bench/cpu.py."""
+    measured = [epochs[1:] or epochs for epochs in per_rank]
+    start = min(rank[0]["started"] for rank in measured)
+    end = max(rank[-1]["ended"] for rank in measured)
+    return sampler.window(start, end, sum(e["samples"] for rank in measured for e in rank), kinds)
 
 
 def rpc_cost(sample_bytes, per_call):
@@ -585,6 +567,16 @@ def write_report(result, out):
         for r in result["cluster"]:
             lines.append(f"| {r['nodes']} nodes | {r['samplesPerSecond']:.0f} | {times(r['samplesPerSecond'], one)} | {r['deviceBytes'] / result['epochs'] / 2**20:.0f} | "
                          f"{r['readAmplification']:.2f} | {r['remoteShare']:.0%} | {r['requestsPerRemoteSample']:.2f} | {r['daemonPeakRssBytes'] / 2**20:.0f} MiB | {r.get('daemonCpuSecondsPerEpoch', 0):.1f} |")
+        cpu_rows = [(f"{r['nodes']} nodes", r["cpu"]) for r in result["cluster"] if r.get("cpu")]
+        if cpu_rows and single and single.get("cpu"):
+            cores = single["cpu"]["cores"]
+            lines += ["", f"Where the CPU went over the measured epochs (µs of CPU per sample; the machine's {cores} cores serve everything; "
+                      "the trainers' share is the machine's busy CPU less the daemons', as the run holds nothing else):", "",
+                      "| setup | cores busy | all processes | trainers | daemons: FUSE threads | main threads (JS) | other threads |", "|---|---|---|---|---|---|---|"]
+            for label, c in [("1 node", single["cpu"])] + cpu_rows:
+                d = c["daemonsMicrosecondsPerSample"]
+                lines.append(f"| {label} | {c['coresBusy']:.0%} | {c['machineMicrosecondsPerSample']:.0f} | {c['restMicrosecondsPerSample']:.0f} | "
+                             f"{d['fuse']:.0f} | {d['main']:.0f} | {d['other']:.0f} |")
         for r in result["cluster"]:
             rpc = r.get("rpcAlone")
             if not (rpc and single and r.get("samplesReceivedPerEpoch")):

@@ -12,7 +12,7 @@ Runs inside the benchmark's cgroups (bench/run.py puts it there). Loaders:
 Pipelines:
   read         the sample's bytes only (a pure I/O test)
   full         decode + RandomResizedCrop(224) + ToTensor
-Prints one JSON line per epoch: {"epoch", "samples", "seconds"}.
+Prints one JSON line per epoch: {"epoch", "samples", "seconds", "started", "ended"} (the last two wall-clock).
 """
 import argparse
 import json
@@ -162,7 +162,8 @@ def main():
                 samples += len(batch)
             if sampler is not None:
                 torch.distributed.barrier()
-            print(json.dumps({"epoch": epoch, "samples": samples, "seconds": time.time() - started}), flush=True)
+            ended = time.time()
+            print(json.dumps({"epoch": epoch, "samples": samples, "seconds": ended - started, "started": started, "ended": ended}), flush=True)
         if args.loader == "static":
             print(json.dumps({"staticHits": dataset.hits.value, "staticBytes": dataset.used.value}), flush=True)
     finally:

@@ -1,9 +1,10 @@
-"""Where the CPU goes during a run: per thread of the servers, and the whole machine.
+"""Where the CPU and the disk go during a run: per thread of the servers, and the whole machine.
 
-The cluster bench asks whether a run was limited by the cores, and if so what spent them: the machine's busy
-CPU over the measured epochs, the daemons' share split by kind of thread, and what is left (the trainers:
-the bench runs nothing else). A sampler thread records both every PERIOD seconds so that the window of the
-measured epochs (their wall-clock bounds come from the trainer) can be cut out afterwards.
+The cluster bench asks whether a run was limited by the cores or by the disk, and what spent the cores:
+the machine's busy CPU over the measured epochs, the daemons' share split by kind of thread, what is left
+(the trainers: the bench runs nothing else), and the bytes the throttled device served. A sampler thread
+records them every PERIOD seconds so that the window of the measured epochs (their wall-clock bounds come
+from the trainer) can be cut out afterwards.
 """
 import bisect
 import glob
@@ -59,11 +60,13 @@ def machine_busy():
 
 
 class Sampler:
-    """Records the machine's busy CPU and every thread's CPU of `pids` every PERIOD seconds, on a thread."""
+    """Records the machine's busy CPU, every thread's CPU of `pids` and the bytes `device_reads()` (a callable
+    giving (bytes, operations) so far, as bench/limits.py's) says the device served, every PERIOD seconds."""
 
-    def __init__(self, pids):
+    def __init__(self, pids, device_reads=lambda: (0, 0)):
         self.pids = list(pids)
-        self.times, self.busy, self.threads = [], [], []
+        self.device_reads = device_reads
+        self.times, self.busy, self.threads, self.device = [], [], [], []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -85,6 +88,7 @@ class Sampler:
         self.times.append(time.time())
         self.busy.append(machine_busy())
         self.threads.append({pid: thread_cpu(pid) for pid in self.pids})
+        self.device.append(self.device_reads()[0])
 
     def _at(self, moment):
         """The index of the sample nearest to a wall-clock moment."""
@@ -93,8 +97,8 @@ class Sampler:
 
     def window(self, start, end, samples, kinds):
         """µs of CPU per sample between two wall-clock moments: the machine's, the servers' by kind of thread
-        (`kinds`: each pid's thread kinds, from thread_kinds on an idle snapshot), and the rest; and the
-        share of the cores the machine kept busy."""
+        (`kinds`: each pid's thread kinds, from thread_kinds on an idle snapshot), and the rest; the share of
+        the cores the machine kept busy; and the device's bytes per second."""
         a, b = self._at(start), self._at(end)
         seconds = self.times[b] - self.times[a]
         per_sample = 1e6 / max(1, samples)
@@ -106,4 +110,17 @@ class Sampler:
         machine = (self.busy[b] - self.busy[a]) * per_sample
         return {"seconds": seconds, "coresBusy": (self.busy[b] - self.busy[a]) / max(1e-9, seconds) / os.cpu_count(), "cores": os.cpu_count(),
                 "machineMicrosecondsPerSample": machine, "daemonsMicrosecondsPerSample": split,
-                "restMicrosecondsPerSample": machine - sum(split.values())}
+                "restMicrosecondsPerSample": machine - sum(split.values()),
+                "deviceBytesPerSecond": (self.device[b] - self.device[a]) / max(1e-9, seconds)}
+
+    def timeline(self, start, end, step=0.5):
+        """[seconds from start, the device's MB/s, the share of the cores busy] every `step` seconds of a window:
+        when the disk idled, and whether the cores did then too."""
+        points, at = [], start
+        while at < end:
+            a, b = self._at(at), self._at(min(at + step, end))
+            seconds = max(1e-9, self.times[b] - self.times[a])
+            points.append([round(at - start, 2), round((self.device[b] - self.device[a]) / seconds / 1e6, 1),
+                           round((self.busy[b] - self.busy[a]) / seconds / os.cpu_count(), 2)])
+            at += step
+        return points

@@ -271,7 +271,7 @@ def measure(name, pipeline, args, info, sources, limits, memory):
             mode = name.split("-")[-1]
             source = sources["pack"] if name.startswith("pack-") else sources["dir"]
             mount = Mount(source, mode, memory, limits, () if name.startswith("pack-") else ("--chunk-size", str(args.chunk_size)))
-            with Sampler([mount.pid]) as sampler:
+            with Sampler([mount.pid], limits.device_reads) as sampler:
                 epochs, _ = run_trainer(limits, mount.mountpoint, "imagefolder", pipeline, args, info)
             extra["cpu"] = measured_window(sampler, [epochs], {mount.pid: thread_kinds(mount.pid, thread_cpu(mount.pid))})
             stats = mount.stats()
@@ -333,7 +333,7 @@ def measure_cluster(nodes, args, info, source, limits, memory, allowance):
                 pids.append(json.load(f)["pid"])
         for pid in pids:
             limits.add(pid)
-        with Sampler(pids) as sampler:
+        with Sampler(pids, limits.device_reads) as sampler:
             trainers = [subprocess.Popen(limits.wrap([PYTHON, TRAINER, mountpoints[rank], "--loader", "imagefolder", "--pipeline", "read", "--epochs", str(args.epochs),
                                                       "--workers", str(args.workers), "--batch-size", str(args.batch_size), "--world", str(nodes), "--rank", str(rank),
                                                       "--port", str(ports[nodes])]), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(nodes)]
@@ -364,6 +364,7 @@ def measure_cluster(nodes, args, info, source, limits, memory, allowance):
            "prefetchUsed": sum(s["cluster"]["prefetchUsed"] for s in stats), "daemonPeakRssBytes": max(rss), "daemonCpuSecondsPerEpoch": cpu / args.epochs,
            "samplesReceivedPerEpoch": sum(s["cluster"]["remoteSamplesReceived"] for s in stats) / args.epochs,
            "samplesPerRequest": sum(s["cluster"]["remoteSamplesReceived"] for s in stats) / max(1, sum(s["cluster"]["remoteRequests"] for s in stats)),
+           "openWaitFraction": sum(s["protocol"]["waitedOpens"] for s in stats) / max(1, sum(s["protocol"]["opens"] for s in stats)),
            "cpu": cpu_window}
     # The RPC layer alone, moving samples of this dataset's mean size in calls as full as the cluster's were.
     row["rpcAlone"] = rpc_cost(info["bytes"] / info["files"], row["samplesPerRequest"])
@@ -378,7 +379,10 @@ def measured_window(sampler, per_rank, kinds):
     measured = [epochs[1:] or epochs for epochs in per_rank]
     start = min(rank[0]["started"] for rank in measured)
     end = max(rank[-1]["ended"] for rank in measured)
-    return sampler.window(start, end, sum(e["samples"] for rank in measured for e in rank), kinds)
+    window = sampler.window(start, end, sum(e["samples"] for rank in measured for e in rank), kinds)
+    window["timeline"] = sampler.timeline(start, end)
+    window["epochEnds"] = [round(max(rank[i]["ended"] for rank in measured) - start, 2) for i in range(len(measured[0]))]
+    return window
 
 
 def rpc_cost(sample_bytes, per_call):
@@ -570,12 +574,14 @@ def write_report(result, out):
         cpu_rows = [(f"{r['nodes']} nodes", r["cpu"]) for r in result["cluster"] if r.get("cpu")]
         if cpu_rows and single and single.get("cpu"):
             cores = single["cpu"]["cores"]
-            lines += ["", f"Where the CPU went over the measured epochs (µs of CPU per sample; the machine's {cores} cores serve everything; "
-                      "the trainers' share is the machine's busy CPU less the daemons', as the run holds nothing else):", "",
-                      "| setup | cores busy | all processes | trainers | daemons: FUSE threads | main threads (JS) | other threads |", "|---|---|---|---|---|---|---|"]
+            lines += ["", f"Where the disk and the CPU went over the measured epochs (the disk's reads against the profile's {result['bps'] / 1e6:.0f} MB/s; "
+                      f"µs of CPU per sample, of the machine's {cores} cores, which serve everything; the trainers' share is the machine's busy CPU "
+                      "less the daemons', as the run holds nothing else):", "",
+                      "| setup | disk busy | cores busy | all processes | trainers | daemons: FUSE threads | main threads (JS) | other threads |", "|---|---|---|---|---|---|---|---|"]
             for label, c in [("1 node", single["cpu"])] + cpu_rows:
                 d = c["daemonsMicrosecondsPerSample"]
-                lines.append(f"| {label} | {c['coresBusy']:.0%} | {c['machineMicrosecondsPerSample']:.0f} | {c['restMicrosecondsPerSample']:.0f} | "
+                disk = f"{c['deviceBytesPerSecond'] / result['bps']:.0%}" if result["bps"] else f"{c['deviceBytesPerSecond'] / 1e6:.0f} MB/s"
+                lines.append(f"| {label} | {disk} | {c['coresBusy']:.0%} | {c['machineMicrosecondsPerSample']:.0f} | {c['restMicrosecondsPerSample']:.0f} | "
                              f"{d['fuse']:.0f} | {d['main']:.0f} | {d['other']:.0f} |")
         for r in result["cluster"]:
             rpc = r.get("rpcAlone")

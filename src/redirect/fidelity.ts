@@ -60,7 +60,7 @@ export function measureFidelity (layout: Layout, result: SimulationResult, batch
   const uniformRepeated = (batchSize * (batchSize - 1) / 2) * (batchSize - 1) / (F - 1)
 
   return {
-    chunkLoadsPerPcPerEpoch: counters.chunkLoads / layout.pcs.length / epochs,
+    chunkLoadsPerPcPerEpoch: (counters.chunkLoads - result.loadsPastTheEnd) / layout.pcs.length / epochs,
     readAmplification: (placedBytes + counters.wastedBytes) / layout.totalBytes / epochs,
     wastedBytesPerEpoch: counters.wastedBytes / epochs,
     sameChunkPairsPerBatch: measured,

@@ -53,6 +53,8 @@ export interface LoadPlan {
   readonly requester?: FileId
   /** The node that open came from, when not this one. */
   readonly forNode?: NodeId
+  /** Readahead of files already served this epoch, to be staged for the VC's next one. */
+  readonly forNextEpoch?: boolean
 }
 
 /**
@@ -138,6 +140,7 @@ interface LoadFor {
   readonly requester?: FileId
   readonly exact?: boolean
   readonly forNode?: NodeId
+  readonly forNextEpoch?: boolean
 }
 
 export interface ProtocolOptions {
@@ -171,6 +174,8 @@ export class Protocol {
   private readonly failedPcs = new Set<PcId>()
   /** Files this node shipped into other nodes' mirrors. */
   readonly ledger = new ShippedLedger()
+  /** VCs whose staged chunk was read for their next epoch: it waits for the rollover. */
+  private readonly stagedForNextEpoch = new Set<VcId>()
   /** VCs this node answers for: its own, and any it took over from a dead home. */
   private readonly owned: Uint8Array
   /** Sequence number of the last batch shipped. */
@@ -261,7 +266,7 @@ export class Protocol {
   private decidePool (file: FileId, asking: Asking): OpenDecision {
     const vc = this.vcOf(file)
     const offset = this.offsetOf(file)
-    if (this.slots.validSlots(vc) === 0) this.slots.installStaged(vc)
+    this.installStagedWhenEmpty(vc)
     if (!this.slots.isSlotEmpty(vc, offset)) return { kind: 'serve', file: this.slots.take(vc, offset) }
     if (this.slots.validSlots(vc) > 0) return { kind: 'serve', file: this.takeRandom(vc) }
     if (this.slots.isLoading(vc)) return { kind: 'wait', vc }
@@ -269,6 +274,10 @@ export class Protocol {
       const reclaim = this.planReclaim(vc, undefined, asking)
       if (reclaim !== undefined) return reclaim
       this.rollOver(vc)
+      // A chunk read ahead for this new epoch answers at once.
+      this.installStagedWhenEmpty(vc)
+      if (!this.slots.isSlotEmpty(vc, offset)) return { kind: 'serve', file: this.slots.take(vc, offset) }
+      if (this.slots.validSlots(vc) > 0) return { kind: 'serve', file: this.takeRandom(vc) }
     }
     const plan = this.options.mode === 'mix'
       ? this.startLoad(vc, this.chooseMixPieces(vc)!, { requester: file, forNode: asking.forNode })
@@ -295,9 +304,14 @@ export class Protocol {
   private decideExact (file: FileId, asking: Asking): OpenDecision {
     if (this.options.mode === 'off') return this.decideOff(file, asking)
     const vc = this.vcOf(file)
-    if (this.slots.takeStaged(vc, file)) return { kind: 'serve', file }
+    // Only from a chunk staged for this epoch: one staged for the next waits for the rollover.
+    const fromStaged = (): boolean => !this.stagedForNextEpoch.has(vc) && this.slots.takeStaged(vc, file)
+    if (fromStaged()) return { kind: 'serve', file }
     if (this.slots.fileAt(vc, this.offsetOf(file)) !== file && !this.slots.isLoading(vc) && this.slots.isConsumed(file)) {
-      if (this.slots.allConsumed(vc)) this.rollOver(vc)
+      if (this.slots.allConsumed(vc)) {
+        this.rollOver(vc)
+        if (fromStaged()) return { kind: 'serve', file }
+      }
       if (this.slots.isConsumed(file)) this.counters.exactRepeats++
     }
     return this.decideOff(file, asking)
@@ -310,11 +324,18 @@ export class Protocol {
    */
   private rollOver (vc: VcId): void {
     this.vcEpochs[vc]++
+    // A chunk staged for this epoch holds files served in the one ending; they stay consumed below, now as this epoch's.
+    this.stagedForNextEpoch.delete(vc)
     this.slots.clearConsumed(vc, this.ledger.files(vc))
     for (const pc of this.layout.vcs[vc].pcs) for (const file of this.layout.pcs[pc].files) this.servedTo[file] = 0
     this.standbyDirty.add(vc)
     for (const pc of this.layout.vcs[vc].pcs) this.failedPcs.delete(pc)
     this.counters.rollovers++
+  }
+
+  /** Moves the staged chunk into an empty VC, unless it waits for the VC's next epoch. */
+  private installStagedWhenEmpty (vc: VcId): void {
+    if (this.slots.validSlots(vc) === 0 && !this.stagedForNextEpoch.has(vc)) this.slots.installStaged(vc)
   }
 
   private takeRandom (vc: VcId): FileId {
@@ -325,6 +346,18 @@ export class Protocol {
   private randomUnconsumedPc (vc: VcId, exclude?: ReadonlySet<PcId>): PcId | undefined {
     const candidates = this.layout.vcs[vc].pcs.filter(pc => exclude?.has(pc) !== true && this.slots.unconsumedFilesOf(pc).length > 0)
     return candidates.length === 0 ? undefined : candidates[this.random.below(candidates.length)]
+  }
+
+  /**
+   * Whether a file can be read now for the VC's next epoch: served in this
+   * one already (consumed, and neither in a slot nor in a mirror), so
+   * nothing can serve it again before the rollover, which keeps it consumed
+   * as the new epoch's (slots.clearConsumed keeps staged files).
+   */
+  private servedThisEpoch (vc: VcId): (file: FileId) => boolean {
+    const stillHeld = new Set(this.ledger.files(vc))
+    for (const offset of this.slots.validOffsets(vc)) stillHeld.add(this.slots.fileAt(vc, offset)!)
+    return file => this.slots.isConsumed(file) && !stillHeld.has(file)
   }
 
   /**
@@ -340,13 +373,13 @@ export class Protocol {
     return this.startLoad(vc, [{ pc, files }], load)
   }
 
-  private startLoad (vc: VcId, pieces: readonly LoadPiece[], { requester, exact = false, forNode }: LoadFor = {}): LoadPlan {
+  private startLoad (vc: VcId, pieces: readonly LoadPiece[], { requester, exact = false, forNode, forNextEpoch = false }: LoadFor = {}): LoadPlan {
     const files = pieces.flatMap(piece => piece.files)
     let bytes = 0
     for (const file of files) bytes += this.layout.files[file].size
     this.slots.setLoading(vc, true)
     this.counters.inflightBytes += bytes
-    return { id: this.nextPlanId++, vc, pieces, files, bytes, requester, exact, forNode }
+    return { id: this.nextPlanId++, vc, pieces, files, bytes, requester, exact, forNode, forNextEpoch }
   }
 
   /** pool and mix keep a chunk that arrives while the VC still serves staged, whole. */
@@ -362,18 +395,35 @@ export class Protocol {
    * offsets, so the files of one load never want the same slot.
    * Undefined when no PC (outside `exclude`) has an unconsumed file.
    */
-  private chooseMixPieces (vc: VcId, exclude?: ReadonlySet<PcId>): LoadPiece[] | undefined {
+  private chooseMixPieces (vc: VcId, exclude?: ReadonlySet<PcId>, wholeBlocksOf?: (file: FileId) => boolean): LoadPiece[] | undefined {
     const block = Math.max(1, this.options.mixBlock ?? 1)
     const pieces: LoadPiece[] = []
     for (let start = 0; start < this.slots.capacity[vc]; start += block) {
-      const unconsumedBlock = (pc: PcId): FileId[] =>
-        this.layout.pcs[pc].files.slice(start, start + block).filter(file => !this.slots.isConsumed(file))
-      const candidates = this.layout.vcs[vc].pcs.filter(pc => exclude?.has(pc) !== true && unconsumedBlock(pc).length > 0)
+      // A block of this epoch's unconsumed files; for the next epoch, only a block every file of which can go (a block is one read).
+      const wantedBlock = wholeBlocksOf === undefined
+        ? (pc: PcId): FileId[] => this.layout.pcs[pc].files.slice(start, start + block).filter(file => !this.slots.isConsumed(file))
+        : (pc: PcId): FileId[] => { const files = this.layout.pcs[pc].files.slice(start, start + block); return files.every(wholeBlocksOf) ? files : [] }
+      const candidates = this.layout.vcs[vc].pcs.filter(pc => exclude?.has(pc) !== true && wantedBlock(pc).length > 0)
       if (candidates.length === 0) continue
       const pc = candidates[this.random.below(candidates.length)]
-      pieces.push({ pc, files: unconsumedBlock(pc) })
+      pieces.push({ pc, files: wantedBlock(pc) })
     }
     return pieces.length === 0 ? undefined : pieces
+  }
+
+  /**
+   * pool and mix: what to read for the VC's next epoch once nothing is left
+   * to read in this one: a whole PC (pool) or whole blocks (mix) every file
+   * of which was served this epoch, so that the next epoch still reads each
+   * of them once, in one piece.
+   */
+  private nextEpochPieces (vc: VcId): LoadPiece[] | undefined {
+    const served = this.servedThisEpoch(vc)
+    if (this.options.mode === 'mix') return this.chooseMixPieces(vc, this.failedPcs, served)
+    const candidates = this.layout.vcs[vc].pcs.filter(pc => !this.failedPcs.has(pc) && this.layout.pcs[pc].files.every(served))
+    if (candidates.length === 0) return undefined
+    const pc = candidates[this.random.below(candidates.length)]
+    return [{ pc, files: [...this.layout.pcs[pc].files] }]
   }
 
   /**
@@ -401,7 +451,16 @@ export class Protocol {
     const mode = this.options.mode
     const arrived = plan.files.filter(file => delivered.has(file))
 
-    if (this.stagesWhole() && (plan.requester === undefined && this.slots.validSlots(vc) > 0)) {
+    if (plan.forNextEpoch === true) {
+      // Staged even into an empty VC: these files were served this epoch, so they wait for the rollover. A file
+      // a reset made unconsumed meanwhile is this epoch's again and is left for a load of this epoch.
+      const served = arrived.filter(file => this.slots.isConsumed(file))
+      if (served.length > 0) {
+        this.slots.stage(vc, served)
+        this.stagedForNextEpoch.add(vc)
+        placed.push(...served)
+      }
+    } else if (this.stagesWhole() && (plan.requester === undefined && this.slots.validSlots(vc) > 0)) {
       // Readahead while the VC still serves: keep the chunk staged.
       for (const file of arrived) this.slots.consume(file)
       this.slots.stage(vc, arrived)
@@ -677,6 +736,12 @@ export class Protocol {
       if (pc !== undefined) pieces = [{ pc, files: this.slots.unconsumedFilesOf(pc) }]
     } else if (this.stagesWhole()) {
       if (this.slots.staged(vc) !== undefined || this.slots.validSlots(vc) * 4 > capacity) return undefined
+      if (this.slots.allConsumed(vc)) {
+        // Nothing left to read this epoch: read for the next one while this one's last files are served.
+        const next = this.nextEpochPieces(vc)
+        if (next === undefined || !this.fitsInMemory(next)) return undefined
+        return this.startLoad(vc, next, { forNextEpoch: true })
+      }
       if (this.options.mode === 'mix') {
         pieces = this.chooseMixPieces(vc, this.failedPcs)
       } else {
@@ -684,11 +749,14 @@ export class Protocol {
         if (pc !== undefined) pieces = [{ pc, files: this.slots.unconsumedFilesOf(pc) }]
       }
     }
-    if (pieces === undefined) return undefined
+    if (pieces === undefined || !this.fitsInMemory(pieces)) return undefined
+    return this.options.mode === 'mix' ? this.startLoad(vc, pieces) : this.planLoad(vc, pieces[0].pc)
+  }
+
+  private fitsInMemory (pieces: readonly LoadPiece[]): boolean {
     let bytes = 0
     for (const piece of pieces) for (const file of piece.files) bytes += this.layout.files[file].size
-    if (this.slots.residentBytes + this.counters.inflightBytes + bytes > this.options.memoryBytes) return undefined
-    return this.options.mode === 'mix' ? this.startLoad(vc, pieces) : this.planLoad(vc, pieces[0].pc)
+    return this.slots.residentBytes + this.counters.inflightBytes + bytes <= this.options.memoryBytes
   }
 
   /**
@@ -699,6 +767,7 @@ export class Protocol {
    */
   reset (): FileId[] {
     const dropped = this.slots.reset()
+    this.stagedForNextEpoch.clear()
     this.failedPcs.clear()
     this.ledger.clear()
     this.servedTo.fill(0)

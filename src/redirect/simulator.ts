@@ -48,9 +48,11 @@ export interface ServedOpen {
 export interface SimulationResult {
   /** Per epoch, every open in the order it was answered. */
   readonly epochs: ServedOpen[][]
-  /** Per epoch, every file whose bytes entered memory, once per load. */
+  /** Per epoch, every file whose bytes entered memory for it, once per load (a chunk read ahead for the next epoch counts there). */
   readonly loaded: FileId[][]
   readonly counters: ProtocolCounters
+  /** Chunk loads the last epoch made for the epoch after it, which the run never has (at most one per VC). */
+  readonly loadsPastTheEnd: number
 }
 
 interface PendingOpen { file: FileId, exact: boolean }
@@ -64,13 +66,21 @@ export function simulate (layout: Layout, options: SimulationOptions): Simulatio
   const loaded: FileId[][] = []
   const readOf = new Map<FileId, string>()
   const noteRead = (plan: LoadPlan, file: FileId): void => { readOf.set(file, `${plan.id}/${layout.filePc[file]}`) }
+  let loadedForNextEpoch: FileId[] = []
+  let loadsForNextEpoch = 0
 
   for (let epoch = 0; epoch < options.epochs; epoch++) {
     const trace = random.shuffle(layout.files.map((_, id) => id))
     for (let i = 0; i < (options.extraOpensPerEpoch ?? 0); i++) trace.push(random.below(layout.files.length))
     if (options.opensPerEpoch !== undefined) trace.length = Math.min(trace.length, options.opensPerEpoch)
     const answered: ServedOpen[] = []
-    const loadedThisEpoch: FileId[] = []
+    const loadedThisEpoch: FileId[] = loadedForNextEpoch
+    loadedForNextEpoch = []
+    loadsForNextEpoch = 0
+    const noteLoaded = (plan: LoadPlan, files: readonly FileId[]): void => {
+      if (plan.forNextEpoch === true) loadsForNextEpoch++
+      ;(plan.forNextEpoch === true ? loadedForNextEpoch : loadedThisEpoch).push(...files)
+    }
     const inFlight: { plan: LoadPlan, opener?: PendingOpen }[] = []
     const waiting = new Map<VcId, PendingOpen[]>()
     let outstanding = 0
@@ -104,7 +114,7 @@ export function simulate (layout: Layout, options: SimulationOptions): Simulatio
       const delivered = new Set(plan.files.filter(file => !unreadable.has(file)))
       const outcome = protocol.finishLoad(plan, delivered)
       for (const file of [...outcome.placed, ...(outcome.served === undefined ? [] : [outcome.served])]) noteRead(plan, file)
-      loadedThisEpoch.push(...outcome.placed)
+      noteLoaded(plan, outcome.placed)
       if (outcome.served !== undefined && !outcome.placed.includes(outcome.served)) loadedThisEpoch.push(outcome.served)
       options.onStep?.(protocol)
       if (opener !== undefined) answer(opener, outcome.served)
@@ -116,10 +126,10 @@ export function simulate (layout: Layout, options: SimulationOptions): Simulatio
     for (const { plan } of inFlight.splice(0)) {
       const outcome = protocol.finishLoad(plan, new Set(plan.files.filter(file => !unreadable.has(file))))
       for (const file of outcome.placed) noteRead(plan, file)
-      loadedThisEpoch.push(...outcome.placed)
+      noteLoaded(plan, outcome.placed)
     }
     epochs.push(answered)
     loaded.push(loadedThisEpoch)
   }
-  return { epochs, loaded, counters: { ...protocol.counters } }
+  return { epochs, loaded, counters: { ...protocol.counters }, loadsPastTheEnd: loadsForNextEpoch }
 }

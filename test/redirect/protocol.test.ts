@@ -140,11 +140,43 @@ t.test('strict with memory for the whole dataset reads each file once per epoch 
   for (const [e, loaded] of result.loaded.entries()) t.same([...loaded].sort((a, b) => a - b), everyFile, `epoch ${e}: every file loaded exactly once`)
 })
 
+for (const mode of ['pool', 'mix'] as RedirectMode[]) {
+  t.test(`${mode}: while an epoch's last files are served, chunks are read for the next one, served only after the rollover`, async t => {
+    const { layout, memoryBytes } = layoutFor(0.5)
+    const protocol = new Protocol(layout, { mode, memoryBytes, seed: 1 })
+    let readForNextEpoch = 0
+    /** One epoch, file by file; each load, and the readahead asked for after each answer, carried out at once. */
+    const serveAll = (record: (vc: number, kind: string) => void): (FileId | undefined)[] => everyFile.map(file => {
+      const vc = protocol.vcOf(file)
+      const decision = protocol.open(file)
+      record(vc, decision.kind)
+      let served: FileId | undefined
+      if (decision.kind === 'serve') served = decision.file
+      else if (decision.kind === 'load') served = protocol.finishLoad(decision.plan, new Set(decision.plan.files)).served
+      else throw new Error(`unexpected ${decision.kind}`)
+      const ahead = protocol.readahead(vc)
+      if (ahead !== undefined) {
+        if (ahead.forNextEpoch === true) readForNextEpoch++
+        protocol.finishLoad(ahead, new Set(ahead.files))
+      }
+      return served
+    })
+    t.same(multiset(serveAll(() => {})), everyFile, 'epoch 1 serves the dataset')
+    t.ok(readForNextEpoch > 0, 'chunks were read for epoch 2 during epoch 1')
+    const staged = layout.vcs.map((_, vc) => vc).filter(vc => protocol.slots.staged(vc) !== undefined)
+    t.ok(staged.length > 0, 'epoch 1 ends with chunks staged for epoch 2')
+    const firstDecision = new Map<number, string>()
+    t.same(multiset(serveAll((vc, kind) => { if (!firstDecision.has(vc)) firstDecision.set(vc, kind) })), everyFile, 'epoch 2 serves the dataset, staged chunks included, each file once')
+    t.ok(staged.every(vc => firstDecision.get(vc) === 'serve'), 'a VC with a chunk staged for epoch 2 answers its first open of epoch 2 without a load')
+  })
+}
+
 t.test('pool reads every chunk exactly once per epoch (no waste)', async t => {
   const { layout, memoryBytes } = layoutFor(0.25)
   const result = simulate(layout, { mode: 'pool', memoryBytes, epochs: 3, seed: 1, readers: 8 })
   t.equal(result.counters.wastedFiles, 0)
-  t.equal(result.counters.chunkLoads, 3 * layout.pcs.length, 'one load per chunk per epoch')
+  t.equal(result.counters.chunkLoads - result.loadsPastTheEnd, 3 * layout.pcs.length, 'one load per chunk per epoch')
+  t.ok(result.loadsPastTheEnd <= layout.vcs.length, 'past the last epoch, at most one chunk per VC was read ahead')
 })
 
 

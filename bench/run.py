@@ -563,26 +563,29 @@ def write_report(result, out):
         one = next((r["samplesPerSecond"] for r in result["rows"] if r["loader"] == "pack-pool" and r["pipeline"] == "read" and "infeasible" not in r), 0)
         lines += [f"**Cluster** (read pipeline, one pack on the shared throttled disk, pool; every node has the memory one node has above; "
                   "all nodes, trainers and daemons on this one machine and in one cgroup)", "",
-                  "| setup | samples/s (all ranks) | vs 1 node | device MiB/epoch | read amplification | remote samples | requests per remote sample | daemon peak RSS | daemons' CPU s/epoch |", "|---|---|---|---|---|---|---|---|---|"]
+                  "| setup | samples/s (all ranks) | vs 1 node | device MiB/epoch | read amplification | remote samples | requests per remote sample | opens waited | daemon peak RSS | daemons' CPU s/epoch |", "|---|---|---|---|---|---|---|---|---|---|"]
         single = next((r for r in result["rows"] if r["loader"] == "pack-pool" and r["pipeline"] == "read" and "infeasible" not in r), None)
         if single:
             lines.append(f"| 1 node (pack-pool above) | {one:.0f} | 1.00x | {single['deviceBytes'] / result['epochs'] / 2**20:.0f} | {single['readAmplification']:.2f} | 0% | - | "
-                         f"{single['daemonPeakRssBytes'] / 2**20:.0f} MiB | {single['daemonCpuSecondsPerEpoch']:.1f} |")
+                         f"{single['openWaitFraction']:.1%} | {single['daemonPeakRssBytes'] / 2**20:.0f} MiB | {single['daemonCpuSecondsPerEpoch']:.1f} |")
         for r in result["cluster"]:
+            waited = f"{r['openWaitFraction']:.1%}" if "openWaitFraction" in r else "-"
             lines.append(f"| {r['nodes']} nodes | {r['samplesPerSecond']:.0f} | {times(r['samplesPerSecond'], one)} | {r['deviceBytes'] / result['epochs'] / 2**20:.0f} | "
-                         f"{r['readAmplification']:.2f} | {r['remoteShare']:.0%} | {r['requestsPerRemoteSample']:.2f} | {r['daemonPeakRssBytes'] / 2**20:.0f} MiB | {r.get('daemonCpuSecondsPerEpoch', 0):.1f} |")
+                         f"{r['readAmplification']:.2f} | {r['remoteShare']:.0%} | {r['requestsPerRemoteSample']:.2f} | {waited} | {r['daemonPeakRssBytes'] / 2**20:.0f} MiB | {r.get('daemonCpuSecondsPerEpoch', 0):.1f} |")
         cpu_rows = [(f"{r['nodes']} nodes", r["cpu"]) for r in result["cluster"] if r.get("cpu")]
         if cpu_rows and single and single.get("cpu"):
             cores = single["cpu"]["cores"]
             lines += ["", f"Where the disk and the CPU went over the measured epochs (the disk's reads against the profile's {result['bps'] / 1e6:.0f} MB/s; "
                       f"µs of CPU per sample, of the machine's {cores} cores, which serve everything; the trainers' share is the machine's busy CPU "
                       "less the daemons', as the run holds nothing else):", "",
-                      "| setup | disk busy | cores busy | all processes | trainers | daemons: FUSE threads | main threads (JS) | other threads |", "|---|---|---|---|---|---|---|---|"]
+                      "| setup | disk busy | disk idle | cores busy | all processes | trainers | daemons: FUSE threads | main threads (JS) | other threads |", "|---|---|---|---|---|---|---|---|---|"]
             for label, c in [("1 node", single["cpu"])] + cpu_rows:
                 d = c["daemonsMicrosecondsPerSample"]
                 disk = f"{c['deviceBytesPerSecond'] / result['bps']:.0%}" if result["bps"] else f"{c['deviceBytesPerSecond'] / 1e6:.0f} MB/s"
-                lines.append(f"| {label} | {disk} | {c['coresBusy']:.0%} | {c['machineMicrosecondsPerSample']:.0f} | {c['restMicrosecondsPerSample']:.0f} | "
+                lines.append(f"| {label} | {disk} | {idle_seconds(c, result['bps'])} | {c['coresBusy']:.0%} | {c['machineMicrosecondsPerSample']:.0f} | {c['restMicrosecondsPerSample']:.0f} | "
                              f"{d['fuse']:.0f} | {d['main']:.0f} | {d['other']:.0f} |")
+            lines += ["", "Disk idle: the half-seconds of the measured epochs in which the disk served under a tenth of the profile's bandwidth, "
+                      "out of their length (the run's JSON keeps the timeline: the disk's MB/s and the cores' busy share every half-second)."]
         for r in result["cluster"]:
             rpc = r.get("rpcAlone")
             if not (rpc and single and r.get("samplesReceivedPerEpoch")):
@@ -619,6 +622,16 @@ def write_report(result, out):
     with open(os.path.join(out, "latest.svg"), "w") as f:
         f.write(svg_chart(result))
     return "\n".join(lines)
+
+
+def idle_seconds(cpu, bps):
+    """How long the disk idled over a measured window, from its half-second timeline: "3.0 s of 14.0 s"."""
+    timeline = cpu.get("timeline")
+    if not timeline or not bps:
+        return "-"
+    step = timeline[1][0] - timeline[0][0] if len(timeline) > 1 else 0.5
+    idle = sum(step for _, megabytes, _ in timeline if megabytes * 1e6 < bps / 10)
+    return f"{idle:.1f} s of {cpu['seconds']:.1f} s"
 
 
 def split_cells(split):

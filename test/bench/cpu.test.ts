@@ -41,7 +41,7 @@ try:
 finally:
     child.stdin.close()
     child.wait()
-print(json.dumps({"window": window, "totalMicrosecondsPerSample": total * 1e6 / 1000, "tick": 1e6 / cpu.TICK / 1000}))
+print(json.dumps({"window": window, "timeline": sampler.timeline(start, end, 0.2), "totalMicrosecondsPerSample": total * 1e6 / 1000, "tick": 1e6 / cpu.TICK / 1000}))
 `
   const { stdout } = await run('/usr/bin/python3', ['-c', script])
   return JSON.parse(stdout)
@@ -64,4 +64,24 @@ t.test('the machine\'s busy CPU over the window holds the process\'s, and the re
   t.ok(Math.abs(window.restMicrosecondsPerSample - (window.machineMicrosecondsPerSample - servers)) < 1e-6)
   t.ok(window.coresBusy > 0 && window.coresBusy <= 1.05, 'a share of the cores')
   t.equal(window.cores, (await import('node:os')).cpus().length)
+})
+
+t.test('the timeline covers the window in steps, each with the device\'s MB/s and the cores\' busy share', async t => {
+  const { timeline } = await sampleSpinner()
+  t.ok(timeline.length >= 2, `${timeline.length} steps`)
+  t.same(timeline.map((point: number[]) => point[0]), timeline.map((_: number[], i: number) => Math.round(i * 0.2 * 100) / 100), 'one point per step from the start')
+  t.ok(timeline.every((point: number[]) => point[1] === 0), 'no device was given: no bytes')
+  t.ok(timeline.every((point: number[]) => point[2] >= 0 && point[2] <= 1.05), 'a share of the cores')
+})
+
+t.test('the disk\'s idle time is the steps under a tenth of the profile\'s bandwidth', async t => {
+  const script = `
+import json, sys
+sys.path.insert(0, ${JSON.stringify(BENCH)})
+import run
+cpu = {"seconds": 2.0, "timeline": [[0.0, 190.0, 0.5], [0.5, 19.0, 0.9], [1.0, 21.0, 0.9], [1.5, 0.0, 1.0]]}
+print(json.dumps([run.idle_seconds(cpu, 200e6), run.idle_seconds(cpu, 0), run.idle_seconds({"seconds": 1.0}, 200e6)]))
+`
+  const { stdout } = await run('/usr/bin/python3', ['-c', script])
+  t.same(JSON.parse(stdout), ['1.0 s of 2.0 s', '-', '-'], 'two half-seconds under 20 MB/s; none without a throttle or a timeline')
 })

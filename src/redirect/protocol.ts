@@ -412,10 +412,10 @@ export class Protocol {
   }
 
   /**
-   * pool and mix: what to read for the VC's next epoch once nothing is left
-   * to read in this one: a whole PC (pool) or whole blocks (mix) every file
-   * of which was served this epoch, so that the next epoch still reads each
-   * of them once, in one piece.
+   * pool and mix: what to read for the VC's next epoch once it has served
+   * this one's files: a whole PC (pool) or whole blocks (mix) every file of
+   * which was served this epoch (none still in a mirror), so that the next
+   * epoch still reads each of them once, in one piece.
    */
   private nextEpochPieces (vc: VcId): LoadPiece[] | undefined {
     const served = this.servedThisEpoch(vc)
@@ -737,7 +737,10 @@ export class Protocol {
     } else if (this.stagesWhole()) {
       if (this.slots.staged(vc) !== undefined || this.slots.validSlots(vc) * 4 > capacity) return undefined
       if (this.slots.allConsumed(vc)) {
-        // Nothing left to read this epoch: read for the next one while this one's last files are served.
+        // Nothing left to read this epoch: once the VC has served its last file, read for the next one while
+        // other VCs serve theirs. Not sooner: with every PC of PCS(v) to choose from, as at any epoch's first
+        // load, an epoch does not start with the PCs the last one started with (with few PCs per VC it would).
+        if (this.slots.validSlots(vc) > 0) return undefined
         const next = this.nextEpochPieces(vc)
         if (next === undefined || !this.fitsInMemory(next)) return undefined
         return this.startLoad(vc, next, { forNextEpoch: true })

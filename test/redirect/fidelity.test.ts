@@ -45,3 +45,12 @@ t.test('strict trades extra chunk reads for batches closer to a uniform shuffle 
   t.ok(strict.readAmplification > 1, `strict read amplification ${strict.readAmplification}`)
   t.ok(strict.sameChunkRatio < pool.sameChunkRatio, `strict ${strict.sameChunkRatio} < pool ${pool.sameChunkRatio}`)
 })
+
+t.test('with half the dataset in memory (two chunks per VC), reading across an epoch\'s end does not make epochs repeat each other\'s batches', async t => {
+  const halfMemory = memoryBytes * 2
+  const halfLayout = buildLayout(samples, { chunkSize: 16, seed: 1, vcCount: planMemory(samples, 16, halfMemory).vcCount })
+  for (const [name, mixBlock] of [['pool', undefined], ['mix', undefined], ['mix', 4]] as const) {
+    const figures = measureFidelity(halfLayout, simulate(halfLayout, { mode: name, memoryBytes: halfMemory, epochs: 3, seed: 2, readers: 8, mixBlock }), 256)
+    t.ok(figures.repeatedPairsRatio < 1.15, `${name}${mixBlock === undefined ? '' : ` blocks of ${mixBlock}`}: pairs repeated from the epoch before ${figures.repeatedPairsRatio.toFixed(2)}x of uniform`)
+  }
+})

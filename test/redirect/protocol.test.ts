@@ -141,7 +141,7 @@ t.test('strict with memory for the whole dataset reads each file once per epoch 
 })
 
 for (const mode of ['pool', 'mix'] as RedirectMode[]) {
-  t.test(`${mode}: while an epoch's last files are served, chunks are read for the next one, served only after the rollover`, async t => {
+  t.test(`${mode}: a VC that has served its epoch reads a chunk for its next one while others serve theirs; it is served only after the rollover`, async t => {
     const { layout, memoryBytes } = layoutFor(0.5)
     const protocol = new Protocol(layout, { mode, memoryBytes, seed: 1 })
     let readForNextEpoch = 0

@@ -349,15 +349,14 @@ export class Protocol {
   }
 
   /**
-   * Whether a file can be read now for the VC's next epoch: served in this
-   * one already (consumed, and neither in a slot nor in a mirror), so
-   * nothing can serve it again before the rollover, which keeps it consumed
-   * as the new epoch's (slots.clearConsumed keeps staged files).
+   * Whether a file of an emptied VC can be read now for its next epoch:
+   * served in this one already (consumed, and not in a mirror), so nothing
+   * can serve it again before the rollover, which keeps it consumed as the
+   * new epoch's (slots.clearConsumed keeps staged files).
    */
   private servedThisEpoch (vc: VcId): (file: FileId) => boolean {
-    const stillHeld = new Set(this.ledger.files(vc))
-    for (const offset of this.slots.validOffsets(vc)) stillHeld.add(this.slots.fileAt(vc, offset)!)
-    return file => this.slots.isConsumed(file) && !stillHeld.has(file)
+    const inMirrors = new Set(this.ledger.files(vc))
+    return file => this.slots.isConsumed(file) && !inMirrors.has(file)
   }
 
   /**
@@ -413,7 +412,7 @@ export class Protocol {
 
   /**
    * pool and mix: what to read for the VC's next epoch once it has served
-   * this one's files: a whole PC (pool) or whole blocks (mix) every file of
+   * this one's files (its slots are empty): a whole PC (pool) or whole blocks (mix) every file of
    * which was served this epoch (none still in a mirror), so that the next
    * epoch still reads each of them once, in one piece.
    */

@@ -78,8 +78,12 @@ export function simulate (layout: Layout, options: SimulationOptions): Simulatio
     loadedForNextEpoch = []
     loadsForNextEpoch = 0
     const noteLoaded = (plan: LoadPlan, files: readonly FileId[]): void => {
-      if (plan.forNextEpoch === true) loadsForNextEpoch++
-      ;(plan.forNextEpoch === true ? loadedForNextEpoch : loadedThisEpoch).push(...files)
+      if (plan.forNextEpoch !== true) {
+        loadedThisEpoch.push(...files)
+        return
+      }
+      loadedForNextEpoch.push(...files)
+      loadsForNextEpoch++
     }
     const inFlight: { plan: LoadPlan, opener?: PendingOpen }[] = []
     const waiting = new Map<VcId, PendingOpen[]>()

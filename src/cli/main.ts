@@ -4,7 +4,7 @@
  */
 import { Command, InvalidArgumentError, Option } from 'commander'
 import path from 'node:path'
-import { FUSE_BACKENDS, type ClusterConfig, type FuseBackend, type MountConfig } from '../daemon/config'
+import { defaultFuseThreads, FUSE_BACKENDS, type ClusterConfig, type FuseBackend, type MountConfig } from '../daemon/config'
 import { isForUser, UsageError } from '../errors'
 import { REDIRECT_MODES, type RedirectMode } from '../redirect/protocol'
 import { SingleBar, Presets } from 'cli-progress'
@@ -68,6 +68,8 @@ program.command('mount')
     'that stats a sample path and opens it within a second (or the window) gets the file itself (torchvision read_file). 0 turns both off, for a job whose ' +
     'loader opens each file once and whose persistent workers may open one path last in an epoch and first in the next (native backend)',
   wholeNumber('--reopen-window', 0, 60_000), 50)
+  .addOption(new Option('--fuse-threads <n>', 'threads answering the kernel in the native backend; they never wait on storage, so one per core is enough')
+    .argParser(wholeNumber('--fuse-threads', 1, 64)).default(defaultFuseThreads(), 'one per core, 2 to 16'))
   .option('--foreground', 'stay attached; Ctrl-C unmounts', false)
   .option('--allow-other', 'let other users read the mount (needs user_allow_other in /etc/fuse.conf for non-root)', false)
   .option('--log-file <path>', 'daemon log (default: next to the runtime record in /run/redirfs)')
@@ -104,6 +106,7 @@ samples fail with EIO.`)
       allowOther: options.allowOther,
       fuseBackend: options.fuseBackend as FuseBackend,
       reopenWindowMs: options.reopenWindow,
+      fuseThreads: options.fuseThreads,
       includeFile: options.include !== undefined ? path.resolve(options.include) : undefined,
       extensions: parseExtensions(options.extensions),
       logFile: options.logFile !== undefined ? path.resolve(options.logFile) : undefined,

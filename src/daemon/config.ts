@@ -1,4 +1,5 @@
 /** Everything a mount is made from, as validated by the CLI. */
+import { availableParallelism } from 'node:os'
 import type { RedirectMode } from '../redirect/protocol'
 
 export const FUSE_BACKENDS = ['native', 'fuse-native'] as const
@@ -24,11 +25,22 @@ export interface MountConfig {
   fuseBackend: FuseBackend
   /** `--reopen-window`: how long after closing a sample its thread may re-open it and get the same bytes (native backend; 0: never). */
   reopenWindowMs: number
+  /** `--fuse-threads`: the native server's FUSE threads. */
+  fuseThreads: number
   includeFile?: string
   extensions?: string[]
   logFile?: string
   logLevel: string
   cluster?: ClusterConfig
+}
+
+/**
+ * The native server's FUSE threads by default: one per core. Nothing they
+ * do waits (docs/design.md, "The FUSE layer"), so more only add wake-ups;
+ * at least two, so one thread's reply overlaps the next request's arrival.
+ */
+export function defaultFuseThreads (): number {
+  return Math.min(16, Math.max(2, availableParallelism()))
 }
 
 /** `--node`, `--peers` and the rest: present only in a cluster. */

@@ -226,7 +226,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
     memory: { budgetBytes: config.memoryBytes, boundBytes: adapter.handles.boundBytes, ...processMemory() },
     ...engine.stats(),
     // The native server counts the kernel's open handles itself (the adapter's table also holds bytes kept for a re-open).
-    fs: { backend: config.fuseBackend, openHandles: adapter.handles.size, ...adapter.counters, ...(mounted?.counters?.() ?? {}) },
+    fs: { backend: config.fuseBackend, ...(config.fuseBackend === 'native' ? { fuseThreads: config.fuseThreads } : {}), openHandles: adapter.handles.size, ...adapter.counters, ...(mounted?.counters?.() ?? {}) },
     ...(cluster !== undefined ? { cluster: cluster.describe() } : {})
   })
   const adapter: FsAdapter = new FsAdapter({
@@ -247,7 +247,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
   try {
     const options = { allowOther: config.allowOther, overSource: config.mountpoint === config.source }
     mounted = config.fuseBackend === 'native'
-      ? await mountNative(config.mountpoint, adapter, tree, { ...options, statfsPath: dataset.statfsPath, reopenWindowMs: config.reopenWindowMs })
+      ? await mountNative(config.mountpoint, adapter, tree, { ...options, statfsPath: dataset.statfsPath, reopenWindowMs: config.reopenWindowMs, fuseThreads: config.fuseThreads })
       : await mountFilesystem(config.mountpoint, adapter.operations(), options)
   } catch (err) {
     await cluster?.close()

@@ -30,7 +30,7 @@ interface NativeServer {
   sweep (): void
 }
 
-type ServerClass = new (tree: object, onEvents: (opens: number[], releases: number[]) => void, options: { reopenWindowMs: number }) => NativeServer
+type ServerClass = new (tree: object, onEvents: (opens: number[], releases: number[]) => void, options: { reopenWindowMs: number, fuseThreads: number }) => NativeServer
 
 const ADDON = path.resolve(__dirname, '../../native/build/Release/redirfs_fuse.node')
 
@@ -43,7 +43,7 @@ export function loadNativeServer (): ServerClass {
   }
 }
 
-export async function mountNative (mountpoint: string, adapter: FsAdapter, tree: DatasetTree, options: MountOptions & { statfsPath: string, reopenWindowMs: number }): Promise<MountedFilesystem> {
+export async function mountNative (mountpoint: string, adapter: FsAdapter, tree: DatasetTree, options: MountOptions & { statfsPath: string, reopenWindowMs: number, fuseThreads: number }): Promise<MountedFilesystem> {
   const FuseServer = loadNativeServer()
   // Inode i + 1 is the tree's entry i; the control directory and stats file follow them.
   const statsIno = tree.count + 2
@@ -83,7 +83,7 @@ export async function mountNative (mountpoint: string, adapter: FsAdapter, tree:
     for (const number of releases) release(number)
     // Each open: request, inode, flags, calling thread, and whether that thread stat'ed the path just before (1).
     for (let i = 0; i < opens.length; i += 5) open(opens[i], opens[i + 1], opens[i + 2], opens[i + 4] === 1)
-  }, { reopenWindowMs: options.reopenWindowMs })
+  }, { reopenWindowMs: options.reopenWindowMs, fuseThreads: options.fuseThreads })
   try {
     server.mount(mountpoint, options.statfsPath, { allowOther: options.allowOther })
   } catch (err) {

@@ -35,6 +35,7 @@ t.test('bad input gets one line on stderr and a non-zero exit', async t => {
     ['bad group depth', ['mount', dataset.root, mountpoint, '--group-depth', '0'], /--group-depth must be a whole number from 1/],
     ['bad size', ['mount', dataset.root, mountpoint, '--memory', 'lots'], /--memory must be a size like 512M or 2G/],
     ['bad chunk size', ['mount', dataset.root, mountpoint, '--chunk-size', '0'], /--chunk-size must be a whole number/],
+    ['no FUSE threads', ['mount', dataset.root, mountpoint, '--fuse-threads', '0'], /--fuse-threads must be a whole number from 1 to 64/],
     ['bad mode', ['mount', dataset.root, mountpoint, '--redirect', 'maybe'], /Allowed choices are strict, pool, mix, off/],
     ['missing include list', ['mount', dataset.root, mountpoint, '--include', '/nonexistent/list'], /cannot read include list/],
     ['umount of something not mounted', ['umount', mountpoint], /is not mounted/],

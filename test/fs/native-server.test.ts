@@ -58,6 +58,20 @@ t.test('a non-sample file can be memory-mapped and reads exactly', async t => {
   t.same(stdout, dataset.others.get('cat/labels.csv'))
 })
 
+t.test('one FUSE thread serves samples, non-samples and statfs read all at once (storage waits run off it)', async t => {
+  const mountpoint = await nativeMount(t, '--fuse-threads', '1')
+  t.equal((await readStats(mountpoint)).fs.fuseThreads, 1)
+  const others = [...dataset.others.keys()]
+  const [samples, files, statfs] = await Promise.all([
+    Promise.all(dataset.samples.map(async p => await readFileAsTrainer(mountpoint, p))),
+    Promise.all(others.map(async p => await fs.readFile(path.join(mountpoint, p)))),
+    fs.statfs(mountpoint)
+  ])
+  t.equal(samples.filter(r => dataset.byContent.get(r.content) === undefined).length, 0, 'every sample read is a whole sample')
+  t.same(files, others.map(p => dataset.others.get(p)), 'every non-sample reads exactly')
+  t.ok(statfs.bsize > 0, 'statfs answers')
+})
+
 t.test('64 concurrent readers of one sample path each get a whole sample of its class', async t => {
   const mountpoint = await nativeMount(t, '--redirect', 'pool')
   const opened = dataset.samples.find(p => classOf(p) === 'cat')!

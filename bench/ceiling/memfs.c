@@ -8,7 +8,9 @@
  * page cache in one run, so redirfs is judged against what FUSE itself costs
  * on this machine.
  *
- *   memfs <mountpoint> <root> <list>   (list: relative paths, one per line)
+ *   memfs <mountpoint> <root> <list> [threads]
+ *
+ * (list: relative paths, one per line; threads: FUSE threads, default 16.)
  *
  * Every listed file is read into memory first.
  * Runs in the foreground until unmounted; prints "ready" once mounted.
@@ -134,7 +136,9 @@ static char *read_whole(const char *path, size_t *size) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 4) { fprintf(stderr, "usage: memfs <mountpoint> <root> <list>\n"); return 2; }
+  if (argc != 4 && argc != 5) { fprintf(stderr, "usage: memfs <mountpoint> <root> <list> [threads]\n"); return 2; }
+  int threads = argc == 5 ? atoi(argv[4]) : 16;
+  if (threads < 1) { fprintf(stderr, "memfs: threads must be at least 1\n"); return 2; }
   slots = calloc(SLOTS, sizeof *slots);
   add(0, "", 1);  /* the root, inode 1 */
   FILE *list = fopen(argv[3], "r");
@@ -167,8 +171,8 @@ int main(int argc, char **argv) {
   fprintf(stdout, "ready\n");
   fflush(stdout);
   struct fuse_loop_config *config = fuse_loop_cfg_create();
-  fuse_loop_cfg_set_max_threads(config, 16);
-  fuse_loop_cfg_set_idle_threads(config, 16);
+  fuse_loop_cfg_set_max_threads(config, threads);
+  fuse_loop_cfg_set_idle_threads(config, threads);
   int rc = fuse_session_loop_mt(se, config);
   fuse_session_unmount(se);
   fuse_session_destroy(se);

@@ -27,17 +27,13 @@ import type { ServedNotice } from './mirror'
 import type { Adoption } from './takeover'
 import { SeededRandom } from './random'
 import { chooseRefill } from './refill'
+import { chooseMixPieces, chooseNextEpochPieces, choosePoolPc, type LoadPiece } from './pieces'
 import { SlotTable } from './slots'
 
 export type RedirectMode = 'strict' | 'pool' | 'mix' | 'off'
 export const REDIRECT_MODES: readonly RedirectMode[] = ['strict', 'pool', 'mix', 'off']
 
-/** A run of files of one PC that a load reads with one read. */
-export interface LoadPiece {
-  readonly pc: PcId
-  /** The files wanted from it, in offset order. */
-  readonly files: readonly FileId[]
-}
+export type { LoadPiece } from './pieces'
 
 export interface LoadPlan {
   readonly id: number
@@ -280,8 +276,8 @@ export class Protocol {
       if (this.slots.validSlots(vc) > 0) return { kind: 'serve', file: this.takeRandom(vc) }
     }
     const plan = this.options.mode === 'mix'
-      ? this.startLoad(vc, this.chooseMixPieces(vc)!, { requester: file, forNode: asking.forNode })
-      : this.planLoad(vc, this.randomUnconsumedPc(vc)!, { requester: file, forNode: asking.forNode })
+      ? this.startLoad(vc, this.mixPieces(vc)!, { requester: file, forNode: asking.forNode })
+      : this.planLoad(vc, choosePoolPc(this.layout, this.slots, this.random, vc)!, { requester: file, forNode: asking.forNode })
     return { kind: 'load', plan }
   }
 
@@ -343,11 +339,6 @@ export class Protocol {
     return this.slots.take(vc, offsets[this.random.below(offsets.length)])
   }
 
-  private randomUnconsumedPc (vc: VcId, exclude?: ReadonlySet<PcId>): PcId | undefined {
-    const candidates = this.layout.vcs[vc].pcs.filter(pc => exclude?.has(pc) !== true && this.slots.unconsumedFilesOf(pc).length > 0)
-    return candidates.length === 0 ? undefined : candidates[this.random.below(candidates.length)]
-  }
-
   /**
    * Whether a file of an emptied VC can be read now for its next epoch:
    * served in this one already (consumed, and not in a mirror), so nothing
@@ -384,31 +375,12 @@ export class Protocol {
   /** pool and mix keep a chunk that arrives while the VC still serves staged, whole. */
   private stagesWhole (): boolean { return this.options.mode === 'pool' || this.options.mode === 'mix' }
 
-  /**
-   * mix: a load fills the VC's slots block by block (\`mixBlock\` offsets
-   * each), every block from a PC of its own, drawn at random among those
-   * with unconsumed files there. Each file is still read once per epoch,
-   * but which files arrive together changes with every load and every
-   * epoch, so a batch rarely holds two files that were stored together,
-   * and never the same ones epoch after epoch. Blocks sit at their own
-   * offsets, so the files of one load never want the same slot.
-   * Undefined when no PC (outside `exclude`) has an unconsumed file.
-   */
-  private chooseMixPieces (vc: VcId, exclude?: ReadonlySet<PcId>, wholeBlocksOf?: (file: FileId) => boolean): LoadPiece[] | undefined {
-    const block = Math.max(1, this.options.mixBlock ?? 1)
-    const pieces: LoadPiece[] = []
-    for (let start = 0; start < this.slots.capacity[vc]; start += block) {
-      // A block of this epoch's unconsumed files; for the next epoch, only a block every file of which can go (a block is one read).
-      const wantedBlock = wholeBlocksOf === undefined
-        ? (pc: PcId): FileId[] => this.layout.pcs[pc].files.slice(start, start + block).filter(file => !this.slots.isConsumed(file))
-        : (pc: PcId): FileId[] => { const files = this.layout.pcs[pc].files.slice(start, start + block); return files.every(wholeBlocksOf) ? files : [] }
-      const candidates = this.layout.vcs[vc].pcs.filter(pc => exclude?.has(pc) !== true && wantedBlock(pc).length > 0)
-      if (candidates.length === 0) continue
-      const pc = candidates[this.random.below(candidates.length)]
-      pieces.push({ pc, files: wantedBlock(pc) })
-    }
-    return pieces.length === 0 ? undefined : pieces
+  /** mix: blocks of this epoch's unconsumed files, each from a PC outside `exclude` (pieces.ts). */
+  private mixPieces (vc: VcId, exclude?: ReadonlySet<PcId>): LoadPiece[] | undefined {
+    return chooseMixPieces(this.layout, this.slots, this.random, vc, this.mixBlock(), exclude)
   }
+
+  private mixBlock (): number { return Math.max(1, this.options.mixBlock ?? 1) }
 
   /**
    * pool and mix: what to read for the VC's next epoch once it has served
@@ -417,12 +389,8 @@ export class Protocol {
    * epoch still reads each of them once, in one piece.
    */
   private nextEpochPieces (vc: VcId): LoadPiece[] | undefined {
-    const served = this.servedThisEpoch(vc)
-    if (this.options.mode === 'mix') return this.chooseMixPieces(vc, this.failedPcs, served)
-    const candidates = this.layout.vcs[vc].pcs.filter(pc => !this.failedPcs.has(pc) && this.layout.pcs[pc].files.every(served))
-    if (candidates.length === 0) return undefined
-    const pc = candidates[this.random.below(candidates.length)]
-    return [{ pc, files: [...this.layout.pcs[pc].files] }]
+    const mixBlock = this.options.mode === 'mix' ? this.mixBlock() : undefined
+    return chooseNextEpochPieces(this.layout, this.slots, this.random, vc, mixBlock, this.failedPcs, this.servedThisEpoch(vc))
   }
 
   /**
@@ -745,9 +713,9 @@ export class Protocol {
         return this.startLoad(vc, next, { forNextEpoch: true })
       }
       if (this.options.mode === 'mix') {
-        pieces = this.chooseMixPieces(vc, this.failedPcs)
+        pieces = this.mixPieces(vc, this.failedPcs)
       } else {
-        const pc = this.randomUnconsumedPc(vc, this.failedPcs)
+        const pc = choosePoolPc(this.layout, this.slots, this.random, vc, this.failedPcs)
         if (pc !== undefined) pieces = [{ pc, files: this.slots.unconsumedFilesOf(pc) }]
       }
     }

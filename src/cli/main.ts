@@ -69,7 +69,7 @@ program.command('mount')
     'loader opens each file once and whose persistent workers may open one path last in an epoch and first in the next (native backend)',
   wholeNumber('--reopen-window', 0, 60_000), 50)
   .addOption(new Option('--fuse-threads <n>', 'threads answering the kernel in the native backend; they never wait on storage, so one per core is enough')
-    .argParser(wholeNumber('--fuse-threads', 1, 64)).default(defaultFuseThreads(), 'one per core, 2 to 16'))
+    .argParser(wholeNumber('--fuse-threads', 1, 64)).default(defaultFuseThreads(), 'one per core, 2 to 16').env('REDIRFS_FUSE_THREADS'))
   .option('--foreground', 'stay attached; Ctrl-C unmounts', false)
   .option('--allow-other', 'let other users read the mount (needs user_allow_other in /etc/fuse.conf for non-root)', false)
   .option('--log-file <path>', 'daemon log (default: next to the runtime record in /run/redirfs)')

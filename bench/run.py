@@ -721,7 +721,9 @@ def main():
     packs = {k: ensure_pack(args.data, root, k, info) for k in sweep}
     iops, bps = PROFILES.get(args.profile, (args.iops, args.bps))
     memory = int(info["bytes"] * args.memory_fraction)
-    result = {"startedAt": datetime.datetime.now().isoformat(timespec="seconds"), "command": "npm run bench -- " + " ".join(sys.argv[1:]),
+    # redirfs's own environment settings (REDIRFS_FUSE_THREADS, ...) change what runs: part of the command.
+    settings = " ".join(f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("REDIRFS_"))
+    result = {"startedAt": datetime.datetime.now().isoformat(timespec="seconds"), "command": (settings + " " if settings else "") + "npm run bench -- " + " ".join(sys.argv[1:]),
               "commit": code_version(),
               "dataset": info, "memoryFraction": args.memory_fraction, "memoryBytes": memory, "allowanceBytes": {},
               "profile": args.profile, "iops": iops, "bps": bps, "epochs": args.epochs, "workers": args.workers,

@@ -21,6 +21,7 @@ import type { ServedNotice } from '../redirect/mirror'
 import type { LoadPlan, MirrorReport, Protocol, ReclaimPlan, ReclaimReport, StandbyUpdate } from '../redirect/protocol'
 import type { Adoption } from '../redirect/takeover'
 import { ResidentBytes, VcWaiters } from './memory'
+import { sampleBuffers } from '../chunks/sample-buffers'
 
 export interface ServedFile {
   /** The file whose bytes these are (differs from the opened one when redirected). */
@@ -40,7 +41,7 @@ export interface RequestAnswer {
 }
 
 export class Engine {
-  private readonly resident = new ResidentBytes('home slots')
+  private readonly resident: ResidentBytes
   private readonly waiters = new VcWaiters()
   private readonly loadsInFlight = new Set<Promise<unknown>>()
 
@@ -50,7 +51,9 @@ export class Engine {
     private readonly source: ChunkSource,
     private readonly log: Logger,
     private readonly reclaimer?: Reclaimer
-  ) {}
+  ) {
+    this.resident = new ResidentBytes('home slots', protocol.layout.files.length)
+  }
 
   /** Answers an open of a sample file with the bytes it is bound to; `exact`: the file itself (see `OpenOptions`). */
   async open (file: FileId, options: { exact?: boolean } = {}): Promise<ServedFile> {
@@ -120,13 +123,18 @@ export class Engine {
       delivered = new Map()
     }
     const outcome = this.protocol.finishLoad(plan, new Set(delivered.keys()))
-    for (const file of outcome.placed) this.resident.set(file, delivered.get(file)!)
+    for (const file of outcome.placed) {
+      this.resident.set(file, delivered.get(file)!)
+      delivered.delete(file)
+    }
     let served: ServedFile | undefined
     if (outcome.served !== undefined) {
-      const bytes = this.resident.get(outcome.served) ?? delivered.get(outcome.served)!
-      this.resident.delete(outcome.served)
+      const bytes = this.resident.has(outcome.served) ? this.resident.take(outcome.served) : delivered.get(outcome.served)!
+      delivered.delete(outcome.served)
       served = { file: outcome.served, bytes }
     }
+    // Read but neither placed nor served (a load for the next epoch that a reset overtook): their buffers serve the next load.
+    for (const bytes of delivered.values()) sampleBuffers.give(bytes)
     this.wake(plan.vc)
     // Let the woken opens retry first: readahead must not take the VC from under them.
     setImmediate(() => this.startReadahead(plan.vc))

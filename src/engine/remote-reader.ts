@@ -24,10 +24,12 @@ export interface Owners {
 }
 
 export class RemoteReader {
-  private readonly resident = new ResidentBytes('mirror')
+  private readonly resident: ResidentBytes
   private readonly waiters = new VcWaiters()
 
-  constructor (private readonly mirror: MirrorTable, private readonly owners: Owners) {}
+  constructor (private readonly mirror: MirrorTable, private readonly owners: Owners) {
+    this.resident = new ResidentBytes('mirror', mirror.layout.files.length)
+  }
 
   async open (file: FileId): Promise<RemoteOpen> {
     for (let retry = false; ; retry = true) {

@@ -61,12 +61,10 @@ export async function mountNative (mountpoint: string, adapter: FsAdapter, tree:
       } else {
         number = server.replyFd(request, handle.file.native.fd, 0)
       }
-      if (number === 0) {
-        // The opener went away before the answer: nothing will release it.
-        if (handle.kind === 'passthrough') void handle.file.close().catch(() => {})
-        return
-      }
-      adapterHandle.set(number, adapter.handles.add(handle))
+      const added = adapter.handles.add(handle)
+      // The opener went away before the answer: nothing else will release it (its file, or its bytes' buffer).
+      if (number === 0) void adapter.release(added)
+      else adapterHandle.set(number, added)
     }, err => {
       adapter.noteFailedOpen(ino === statsIno ? STATS_FILE : '/' + tree.pathOf(ino - 1), err)
       server.replyError(request, -errnoOf(err))

@@ -91,7 +91,7 @@ export class MirrorTable {
   private readonly batchAllowance: number
   private readonly capacity: Uint32Array
 
-  constructor (private readonly layout: Layout, readonly limitBytes: number, private readonly mode: RedirectMode, seed: number) {
+  constructor (readonly layout: Layout, readonly limitBytes: number, private readonly mode: RedirectMode, seed: number) {
     this.random = new SeededRandom(seed ^ 0x3177)
     this.batchAllowance = Math.ceil(2 * layout.chunkSize * layout.totalBytes / Math.max(1, layout.files.length))
     this.capacity = new Uint32Array(layout.vcs.length)

@@ -2,7 +2,7 @@ import { readFileSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import t from 'tap'
 import { native } from '../../src/chunks/native'
-import { capacityFor, SampleBuffers } from '../../src/chunks/sample-buffers'
+import { ARENA_BYTES, capacityFor, SampleBuffers, SHARED_UP_TO } from '../../src/chunks/sample-buffers'
 import { emptyDir } from '../helpers/mount'
 
 t.test('capacities are eighths of a power of two, at most 12.5% over the size', async t => {
@@ -31,14 +31,58 @@ t.test('a buffer given back is lent again for a file of a similar size, and hold
   t.same(b.subarray(0, readB as number), readFileSync(second), 'no byte of the first file shows')
 })
 
-t.test('a buffer given back twice is kept once: two later files never share it', async t => {
+for (const size of [1000, 100_000]) {
+  t.test(`a buffer of ${size} bytes given back twice is kept once: two later files never share its bytes`, async t => {
+    const buffers = new SampleBuffers()
+    const a = buffers.take(size)
+    buffers.give(a)
+    buffers.give(a.subarray(0, 10))
+    const x = buffers.take(size)
+    const y = buffers.take(size)
+    t.ok(x.buffer !== y.buffer || x.byteOffset + x.length <= y.byteOffset || y.byteOffset + y.length <= x.byteOffset, 'disjoint bytes')
+  })
+}
+
+t.test('small files share arenas: each its own slot, a few ArrayBuffers for thousands of files', async t => {
   const buffers = new SampleBuffers()
-  const a = buffers.take(1000)
+  const lent = Array.from({ length: 10_000 }, (_, i) => buffers.take(98))
+  lent.forEach((bytes, i) => bytes.fill(i % 251))
+  const memories = new Set(lent.map(bytes => bytes.buffer))
+  t.equal(memories.size, Math.ceil(10_000 / Math.floor(ARENA_BYTES / capacityFor(98))), `${memories.size} arenas`)
+  t.ok(lent.every((bytes, i) => bytes.length === 98 && bytes.every(byte => byte === i % 251)), 'no file\'s bytes overwrite another\'s')
+  t.equal(buffers.stats().slabBytes, memories.size * ARENA_BYTES)
+  t.equal(buffers.stats().arenas, 1, 'only the last arena has room (the others are not listed)')
+})
+
+t.test('a small buffer given back is lent again for the next file of its capacity', async t => {
+  const buffers = new SampleBuffers()
+  const a = buffers.take(100)
+  const b = buffers.take(100)
   buffers.give(a)
-  buffers.give(a.subarray(0, 10))
-  const x = buffers.take(1000)
-  const y = buffers.take(1000)
-  t.not(x.buffer, y.buffer)
+  const c = buffers.take(99)
+  t.equal(c.buffer, a.buffer)
+  t.equal(c.byteOffset, a.byteOffset, 'the freed slot')
+  t.not(c.byteOffset, b.byteOffset)
+  t.equal(capacityFor(SHARED_UP_TO + 1) > SHARED_UP_TO, true)
+  t.equal(buffers.take(SHARED_UP_TO + 1).buffer.byteLength, capacityFor(SHARED_UP_TO + 1), 'a larger file gets memory of its own')
+})
+
+t.test('past the limit, an arena is let go once all its slots are back, not before', async t => {
+  const buffers = new SampleBuffers()
+  buffers.limitBytes = ARENA_BYTES
+  const slots = Math.floor(ARENA_BYTES / capacityFor(500))
+  const first = Array.from({ length: slots }, () => buffers.take(500))
+  const second = Array.from({ length: slots }, () => buffers.take(500))
+  t.equal(buffers.stats().slabBytes, 2 * ARENA_BYTES, 'lending is never refused')
+  for (const bytes of second.slice(1)) buffers.give(bytes)
+  t.equal(buffers.stats().slabBytes, 2 * ARENA_BYTES, 'one slot still lent keeps its arena')
+  buffers.give(second[0])
+  t.equal(buffers.stats().slabBytes, ARENA_BYTES, 'wholly idle past the limit: let go')
+  for (const bytes of first) buffers.give(bytes)
+  t.equal(buffers.stats().slabBytes, ARENA_BYTES, 'within the limit: kept for the next files')
+  t.equal(buffers.stats().idleBytes, slots * capacityFor(500))
+  buffers.take(100_000)
+  t.equal(buffers.stats().slabBytes, capacityFor(100_000), 'a large file makes room by letting the idle arena go')
 })
 
 t.test('buffers in use and kept stay within the limit: past it, given-back buffers are let go', async t => {

@@ -105,8 +105,13 @@ def main():
         epochs = []
         for e in range(args.epochs):
             files, total, seconds = read_everything(mountpoint)
-            epochs.append({"files": files, "bytes": total, "seconds": seconds, "memory": memory_of(pid)})
-            log(f"epoch {e}: {files} files in {seconds:.1f} s, daemon RSS {epochs[-1]['memory']['VmRSS'] / 2**20:.0f} MiB, peak {epochs[-1]['memory']['VmHWM'] / 2**20:.0f} MiB")
+            with open(os.path.join(mountpoint, ".redirfs", "stats")) as f:
+                daemon = json.load(f)["memory"]
+            # What the RSS is made of, as the daemon sees it: the JS heap, and the sample buffers (lent and idle).
+            epochs.append({"files": files, "bytes": total, "seconds": seconds, "memory": memory_of(pid),
+                           "jsHeapBytes": daemon["jsHeapBytes"], "sampleBufferBytes": daemon["sampleBufferBytes"], "idleSampleBufferBytes": daemon["idleSampleBufferBytes"]})
+            log(f"epoch {e}: {files} files in {seconds:.1f} s, daemon RSS {epochs[-1]['memory']['VmRSS'] / 2**20:.0f} MiB, peak {epochs[-1]['memory']['VmHWM'] / 2**20:.0f} MiB, "
+                f"JS heap {daemon['jsHeapBytes'] / 2**20:.0f} MiB, sample buffers {daemon['sampleBufferBytes'] / 2**20:.0f} MiB")
     finally:
         subprocess.run([REDIRFS, "umount", "--force", mountpoint], check=False, stdout=subprocess.DEVNULL)
         os.rmdir(mountpoint)
@@ -134,6 +139,11 @@ def main():
         lines += [f"| an epoch, 8 threads | {epochs[0]['files']} files in {statistics.median(e['seconds'] for e in epochs):.0f} s (median of {len(epochs)}) |",
                   f"| daemon RSS after epochs 1, {len(epochs) // 2 + 1}, {len(epochs)} | {rss[0]:.0f}, {rss[len(epochs) // 2]:.0f}, {rss[-1]:.0f} MiB |",
                   f"| daemon peak RSS | {epochs[-1]['memory']['VmHWM'] / 2**20:.0f} MiB |"]
+        picked = [epochs[0], epochs[len(epochs) // 2], epochs[-1]]
+        heap = ", ".join(f"{e['jsHeapBytes'] / 2**20:.0f}" for e in picked)
+        buffers = ", ".join(f"{e['sampleBufferBytes'] / 2**20:.1f}" for e in picked)
+        lines += [f"| of which JS heap in use, after the same epochs | {heap} MiB |",
+                  f"| sample buffers (lent and idle), after the same epochs | {buffers} MiB |"]
     with open(os.path.join(out, "latest.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

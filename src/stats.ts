@@ -24,6 +24,9 @@ export interface MemoryStats {
   budgetBytes: number
   /** Sample bytes bound to open handles (or kept for a re-open). */
   boundBytes: number
+  /** Memory of the sample buffers (chunks/sample-buffers.ts), lent and idle; idle is kept for the next loads, within the budget. */
+  sampleBufferBytes: number
+  idleSampleBufferBytes: number
   processRssBytes: number
   jsHeapBytes: number
   externalBytes: number

@@ -24,7 +24,7 @@ export function formatStats (s: MountStats): string {
     ['layout', `${s.layout.samples} samples in ${s.layout.groups} groups, ${s.layout.physicalChunks} physical / ${s.layout.virtualChunks} virtual chunks, ${formatSize(s.layout.datasetBytes)}`],
     ['groups', `by ${s.layout.grouping}: ${s.layout.someGroups.join(', ')}${s.layout.groups > s.layout.someGroups.length ? ', …' : ''}` +
       (s.layout.skippedEntries > 0 ? `; ${s.layout.skippedEntries} entries of the source left out (--skip-unservable)` : '')],
-    ['memory', `${formatSize(p.residentBytes)} resident, ${formatSize(p.inflightBytes)} loading, peak ${formatSize(p.peakResidentBytes)} of ${formatSize(s.memory.budgetBytes)} budget`],
+    ['memory', `${formatSize(p.residentBytes)} resident, ${formatSize(p.inflightBytes)} loading, peak ${formatSize(p.peakResidentBytes)} of ${formatSize(s.memory.budgetBytes)} budget; sample buffers ${formatSize(s.memory.sampleBufferBytes)} (${formatSize(s.memory.idleSampleBufferBytes)} idle)`],
     ['opens', s.cluster !== undefined
       ? `${opens} samples by this node's trainer: ${p.opens - p.remoteOpens} of chunks it owns, ${s.cluster.remoteOpens} of other nodes' (${s.cluster.prefetchUsed} from its mirrors)`
       : `${p.opens} samples: ${p.memoryHits} from memory (${percent(p.memoryHits, p.opens)}), ${p.waitedOpens} waited for a load (${percent(p.waitedOpens, p.opens)}), ${p.failedOpens} failed`],

@@ -210,6 +210,10 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
   const startedAt = Date.now()
 
   /** What the daemon process holds, as the kernel and V8 see it: against the budget, what is overhead. */
+  const sampleBufferMemory = (): Pick<MemoryStats, 'sampleBufferBytes' | 'idleSampleBufferBytes'> => {
+    const { slabBytes, idleBytes } = sampleBuffers.stats()
+    return { sampleBufferBytes: slabBytes, idleSampleBufferBytes: idleBytes }
+  }
   const processMemory = (): Pick<MemoryStats, 'processRssBytes' | 'jsHeapBytes' | 'externalBytes'> => {
     const m = process.memoryUsage()
     return { processRssBytes: m.rss, jsHeapBytes: m.heapUsed, externalBytes: m.external }
@@ -223,7 +227,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
     seed: config.seed,
     uptimeSeconds: Math.round((Date.now() - startedAt) / 1000),
     layout: { samples: layout.files.length, groups: layout.groups.length, someGroups: sampleOfGroups(layout.groups), grouping: describeGrouping(dataset.groupDepth), skippedEntries: tree.skipped.length, physicalChunks: layout.pcs.length, virtualChunks: layout.vcs.length, datasetBytes: layout.totalBytes, hash: layout.hash, nodes: layout.nodes },
-    memory: { budgetBytes: config.memoryBytes, boundBytes: adapter.handles.boundBytes, ...processMemory() },
+    memory: { budgetBytes: config.memoryBytes, boundBytes: adapter.handles.boundBytes, ...sampleBufferMemory(), ...processMemory() },
     ...engine.stats(),
     // The native server counts the kernel's open handles itself (the adapter's table also holds bytes kept for a re-open).
     fs: { backend: config.fuseBackend, ...(config.fuseBackend === 'native' ? { fuseThreads: config.fuseThreads } : {}), openHandles: adapter.handles.size, ...adapter.counters, ...(mounted?.counters?.() ?? {}) },

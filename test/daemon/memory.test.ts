@@ -30,6 +30,9 @@ for (const source of ['directory', 'pack'] as const) {
     for (let epoch = 0; epoch < 12; epoch++) await readEpoch(mountpoint, samples, epoch)
     const stats = await readStats(mountpoint)
     t.ok(stats.protocol.peakResidentBytes <= budget, `samples in memory peaked at ${stats.protocol.peakResidentBytes} of ${budget} bytes`)
+    // Lent and idle, the buffers stay within the budget plus their capacities' rounding (at most an eighth).
+    t.ok(stats.memory.sampleBufferBytes > 0 && stats.memory.sampleBufferBytes <= budget * 1.125, `sample buffers ${stats.memory.sampleBufferBytes} bytes`)
+    t.ok(stats.memory.idleSampleBufferBytes <= stats.memory.sampleBufferBytes)
     const bound = budget + overheadBytes(samples.length)
     t.ok(peakRss(pid) <= bound, `peak RSS ${(peakRss(pid) / MiB).toFixed(0)} MiB ≤ ${(bound / MiB).toFixed(0)} MiB, having read ${(12 * datasetBytes / MiB).toFixed(0)} MiB of samples`)
   })

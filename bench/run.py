@@ -259,13 +259,18 @@ def measure(name, pipeline, args, info, sources, limits, memory):
     mount = None
     extra = {}
     try:
+        # Every loader runs under the sampler, so each row says how busy the cores were and what a sample cost them.
         if name == "ffcv":
-            epochs, _ = run_trainer(limits, sources["beton"], "ffcv", pipeline, args, info)
+            with Sampler([], limits.device_reads) as sampler:
+                epochs, _ = run_trainer(limits, sources["beton"], "ffcv", pipeline, args, info)
+            extra["cpu"] = measured_window(sampler, [epochs], {})
             made = beton_info(sources["beton"])
             extra.update({key: made[key] for key in ("bytes", "pageBytes", "seconds")})
         elif name in ("pytorch", "static", "noio"):
             loader = {"pytorch": "imagefolder", "static": "static", "noio": "noio"}[name]
-            epochs, static = run_trainer(limits, sources["dir"], loader, pipeline, args, info, cache_bytes=memory)
+            with Sampler([], limits.device_reads) as sampler:
+                epochs, static = run_trainer(limits, sources["dir"], loader, pipeline, args, info, cache_bytes=memory)
+            extra["cpu"] = measured_window(sampler, [epochs], {})
             extra.update(static)
         else:
             mode = name.split("-")[-1]
@@ -544,6 +549,7 @@ def write_report(result, out):
             lines.append(f"| {r['loader']} | {r['samplesPerSecond']:.0f} | {times(r['samplesPerSecond'], base)} | {times(r['samplesPerSecond'], static)} | {versus_ffcv}"
                          f"{r['deviceBytes'] / result['epochs'] / 2**20:.0f} | {r['deviceOps'] / result['epochs']:.0f} | {r['readAmplification']:.2f} | {waited} | {rss} | {cpu} | {per_sample} |")
         lines += [f"| {r['loader']} | - (refused: {r['infeasible']}) |" for r in refused]
+        lines += cpu_table(rows)
         if ffcv:
             lines += ["", f"FFCV reads its own copy of the dataset: a .beton of {ffcv['bytes'] / 2**30:.2f} GiB in {ffcv['pageBytes'] // 2**20} MiB pages, converted once "
                           f"before the run in {ffcv['seconds']:.0f} s (the dataset's JPEGs are {result['dataset']['bytes'] / 2**30:.2f} GiB), with its own Loader "
@@ -627,6 +633,43 @@ def write_report(result, out):
     with open(os.path.join(out, "latest.svg"), "w") as f:
         f.write(svg_chart(result))
     return "\n".join(lines)
+
+
+def cpu_table(rows):
+    """Where each loader's CPU went over its measured epochs: how busy the cores were, and µs per sample of all
+    processes, of the trainer (all but the daemon: the run holds nothing else), and of the daemon by kind of thread."""
+    measured = [r for r in rows if r.get("cpu")]
+    if not measured:
+        return []
+    lines = ["", f"Where the CPU went over the measured epochs (µs of CPU per sample, of the machine's {measured[0]['cpu']['cores']} cores; "
+             "the trainer's share is the machine's busy CPU less the daemon's, as the run holds nothing else):", "",
+             "| loader | cores busy | cores idle at an epoch's start | all processes | trainer | daemon: FUSE threads | main thread (JS) | other threads |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in measured:
+        c = r["cpu"]
+        daemon = split_cells(c["daemonsMicrosecondsPerSample"]) if any(c["daemonsMicrosecondsPerSample"].values()) else "- | - | - |"
+        stall = epoch_start_stall(c)
+        stall = f"{stall:.1f} s" if stall is not None else "-"
+        lines.append(f"| {r['loader']} | {c['coresBusy']:.0%} | {stall} | {c['machineMicrosecondsPerSample']:.0f} | {c['restMicrosecondsPerSample']:.0f} | {daemon}")
+    lines += ["", "Cores idle at an epoch's start: the seconds, on average over the measured epochs, from an epoch's start until the cores "
+              "were first 80% busy again (in half-second steps of the run's timeline)."]
+    return lines
+
+
+def epoch_start_stall(cpu, busy=0.8):
+    """Seconds from each measured epoch's start until the cores are first mostly busy again (mean over the epochs),
+    from the half-second timeline: a loader that has its first samples ready keeps the decoders busy across the
+    boundary; one that makes them wait for the disk leaves the cores idle meanwhile. None without a timeline."""
+    timeline, ends = cpu.get("timeline"), cpu.get("epochEnds")
+    if not timeline or not ends:
+        return None
+    step = timeline[1][0] - timeline[0][0] if len(timeline) > 1 else 0.5
+    stalls = []
+    for start in [0.0] + ends[:-1]:
+        # The first step that ends after the epoch began and kept the cores busy.
+        first = next((at for at, _, share in timeline if at + step > start and share >= busy), None)
+        stalls.append(max(0.0, (first if first is not None else cpu["seconds"]) - start))
+    return sum(stalls) / len(stalls)
 
 
 def idle_seconds(cpu, bps):

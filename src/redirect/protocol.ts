@@ -32,6 +32,9 @@ import { SlotTable } from './slots'
 
 export type RedirectMode = 'strict' | 'pool' | 'mix' | 'off'
 export const REDIRECT_MODES: readonly RedirectMode[] = ['strict', 'pool', 'mix', 'off']
+/** A VC still serving may read for its next epoch once this share of its PCs, and this many, are served out (see mayStageEarly). */
+const EARLY_STAGE_SHARE = 0.5
+const EARLY_STAGE_CHOICES = 3
 
 export type { LoadPiece } from './pieces'
 
@@ -340,14 +343,30 @@ export class Protocol {
   }
 
   /**
-   * Whether a file of an emptied VC can be read now for its next epoch:
-   * served in this one already (consumed, and not in a mirror), so nothing
-   * can serve it again before the rollover, which keeps it consumed as the
-   * new epoch's (slots.clearConsumed keeps staged files).
+   * Whether a file of a VC with nothing left to read can be read now for its
+   * next epoch: served in this one already (consumed, not in a slot waiting
+   * to be served, not in a mirror), so nothing can serve it again before the
+   * rollover, which keeps it consumed as the new epoch's
+   * (slots.clearConsumed keeps staged files). A file still in a slot would
+   * need a second copy of its bytes: the engine holds one per file.
    */
   private servedThisEpoch (vc: VcId): (file: FileId) => boolean {
     const inMirrors = new Set(this.ledger.files(vc))
-    return file => this.slots.isConsumed(file) && !inMirrors.has(file)
+    return file => this.slots.isConsumed(file) && this.slots.fileAt(vc, this.offsetOf(file)) !== file && !inMirrors.has(file)
+  }
+
+  /**
+   * Whether a VC still serving its last files may read for its next epoch
+   * already: only once most of its PCs are served out (EARLY_STAGE_SHARE,
+   * and at least EARLY_STAGE_CHOICES of them), so the next epoch's first
+   * load still has many PCs to be drawn from. With fewer, every epoch would
+   * start with the PCs served earliest in the one before.
+   */
+  private mayStageEarly (vc: VcId): boolean {
+    const served = this.servedThisEpoch(vc)
+    const pcs = this.layout.vcs[vc].pcs
+    const servedOut = pcs.filter(pc => !this.failedPcs.has(pc) && this.layout.pcs[pc].files.every(served)).length
+    return servedOut >= EARLY_STAGE_CHOICES && servedOut >= pcs.length * EARLY_STAGE_SHARE
   }
 
   /**
@@ -704,10 +723,11 @@ export class Protocol {
     } else if (this.stagesWhole()) {
       if (this.slots.staged(vc) !== undefined || this.slots.validSlots(vc) * 4 > capacity) return undefined
       if (this.slots.allConsumed(vc)) {
-        // Nothing left to read this epoch: once the VC has served its last file, read for the next one while
-        // other VCs serve theirs. Not sooner: with every PC of PCS(v) to choose from, as at any epoch's first
-        // load, an epoch does not start with the PCs the last one started with (with few PCs per VC it would).
-        if (this.slots.validSlots(vc) > 0) return undefined
+        // Nothing left to read this epoch: read for the next one while this one's last files are served, so
+        // the next epoch's first opens find chunks in memory. While the VC still holds files to serve, only
+        // once most of its PCs are served out (mayStageEarly); else once it has served its last file, with
+        // every PC of PCS(v) to choose from, as at any epoch's first load.
+        if (this.slots.validSlots(vc) > 0 && !this.mayStageEarly(vc)) return undefined
         const next = this.nextEpochPieces(vc)
         if (next === undefined || !this.fitsInMemory(next)) return undefined
         return this.startLoad(vc, next, { forNextEpoch: true })

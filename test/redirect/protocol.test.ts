@@ -1,7 +1,7 @@
 import t from 'tap'
 import { planMemory } from '../../src/redirect/budget'
 import { buildLayout, type FileId, type Layout } from '../../src/redirect/layout'
-import { Protocol, type RedirectMode } from '../../src/redirect/protocol'
+import { Protocol, type LoadPlan, type RedirectMode } from '../../src/redirect/protocol'
 import { simulate, type ServedOpen } from '../../src/redirect/simulator'
 import { makeSamples, UNEVEN_CLASSES } from '../helpers/samples'
 
@@ -168,6 +168,56 @@ for (const mode of ['pool', 'mix'] as RedirectMode[]) {
     const firstDecision = new Map<number, string>()
     t.same(multiset(serveAll((vc, kind) => { if (!firstDecision.has(vc)) firstDecision.set(vc, kind) })), everyFile, 'epoch 2 serves the dataset, staged chunks included, each file once')
     t.ok(staged.every(vc => firstDecision.get(vc) === 'serve'), 'a VC with a chunk staged for epoch 2 answers its first open of epoch 2 without a load')
+  })
+}
+
+/** Serves one epoch in a fixed shuffled order, carrying out each load and the readahead after each answer at once; `onRead` sees each readahead plan first. */
+function serveShuffled (protocol: Protocol, onRead: (vc: number, plan: LoadPlan) => void): (FileId | undefined)[] {
+  const order = [...everyFile].sort((a, b) => (a * 7919) % everyFile.length - (b * 7919) % everyFile.length)
+  return order.map(file => {
+    const vc = protocol.vcOf(file)
+    const served = openOnce(protocol, file, false)
+    const ahead = protocol.readahead(vc)
+    if (ahead !== undefined) {
+      onRead(vc, ahead)
+      protocol.finishLoad(ahead, new Set(ahead.files))
+    }
+    return served
+  })
+}
+
+const waitingIn = (protocol: Protocol, vc: number): Set<FileId> =>
+  new Set(protocol.slots.validOffsets(vc).map(offset => protocol.slots.fileAt(vc, offset)!))
+
+for (const mode of ['pool', 'mix'] as RedirectMode[]) {
+  t.test(`${mode}: a VC with most of its PCs served out reads for its next epoch while it still serves its last files, never a file still waiting to be served`, async t => {
+    const { layout, memoryBytes } = layoutFor(0.25)
+    t.ok(layout.vcs.some(vc => vc.pcs.length >= 6), 'some VC has many PCs')
+    const protocol = new Protocol(layout, { mode, memoryBytes: memoryBytes * 3, seed: 1 })
+    let early = 0
+    const served = serveShuffled(protocol, (vc, plan) => {
+      if (plan.forNextEpoch !== true || protocol.slots.validSlots(vc) === 0) return
+      early++
+      const waiting = waitingIn(protocol, vc)
+      t.notOk(plan.files.some(file => waiting.has(file)), `VC ${vc}: the next epoch's chunk holds none of the files this one still serves`)
+    })
+    t.ok(early > 0, `${early} VCs read for their next epoch before serving their last file`)
+    t.same(multiset(served), everyFile, 'the epoch still serves the dataset, each file once')
+    t.same(multiset(serveShuffled(protocol, () => {})), everyFile, 'and so does the next')
+  })
+
+  t.test(`${mode}: a VC of three PCs or fewer reads for its next epoch only once it has served its last file`, async t => {
+    const { layout, memoryBytes } = layoutFor(0.5)
+    const few = new Set(layout.vcs.map((vc, v) => vc.pcs.length <= 3 ? v : -1).filter(v => v >= 0))
+    t.ok(few.size > layout.vcs.length / 2, `${few.size} of ${layout.vcs.length} VCs have three PCs or fewer`)
+    const protocol = new Protocol(layout, { mode, memoryBytes: memoryBytes * 3, seed: 1 })
+    let forNext = 0
+    serveShuffled(protocol, (vc, plan) => {
+      if (plan.forNextEpoch !== true || !few.has(vc)) return
+      forNext++
+      t.equal(protocol.slots.validSlots(vc), 0, `VC ${vc} had served its last file`)
+    })
+    t.ok(forNext > 0, 'they read for their next epoch')
   })
 }
 

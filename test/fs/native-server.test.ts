@@ -196,3 +196,45 @@ t.test('names in multibyte UTF-8 are listed and read as the source has them', as
   t.equal(await fs.readFile(path.join(mountpoint, '猫', '写真 1.jpg'), 'utf8'), 'second')
   t.equal(await fs.readFile(path.join(mountpoint, 'notes – ünïcode.txt'), 'utf8'), 'third')
 })
+
+t.test('a buffered reader takes a sample in one read: its block size holds the bytes it is bound to', async t => {
+  // Samples of 20-110 KB, larger than a page: Python's open() buffers by st_blksize, and every read of a sample is a round trip to the daemon.
+  const root = emptyDir()
+  t.teardown(async () => { await fs.rm(root, { recursive: true, force: true }) })
+  const files: string[] = []
+  for (const label of ['cat', 'dog']) {
+    await fs.mkdir(path.join(root, label))
+    for (let i = 0; i < 6; i++) {
+      const relative = `${label}/${i}.jpg`
+      await fs.writeFile(path.join(root, relative), Buffer.alloc(20_000 + i * 18_000, i))
+      files.push(relative)
+    }
+  }
+  const mountpoint = emptyDir()
+  await mount(t, root, mountpoint, '--memory', '2M', '--chunk-size', '3', '--fuse-backend', 'native')
+  const script = [
+    'import json, os, sys',
+    'report = []',
+    'for p in sys.argv[1:]:',
+    '    with open(p, "rb") as f:',
+    '        st = os.fstat(f.fileno())',
+    '        got = 0',
+    '        while True:',
+    '            piece = f.read(4096)',  // a parser's small reads, as PIL makes them
+    '            if not piece: break',
+    '            got += len(piece)',
+    '        report.append([st.st_size, st.st_blksize, got])',
+    'print(json.dumps(report))'
+  ].join('\n')
+  const before = (await readStats(mountpoint)).fs
+  const baseline = (await readStats(mountpoint)).fs
+  const { stdout } = await run('/usr/bin/python3', ['-c', script, ...files.map(f => path.join(mountpoint, f))])
+  const after = (await readStats(mountpoint)).fs
+  const report = JSON.parse(stdout) as [number, number, number][]
+  t.ok(report.every(([size, , got]) => got === size), 'each reads whole, to the size its handle reports')
+  t.ok(report.every(([size, block]) => block >= size), 'each handle\'s block size holds its bytes')
+  const statsReads = baseline.reads - before.reads
+  // One read brings the whole sample; Python then asks twice for more before it takes the end as the end.
+  // With a 4 KiB block the same loop made 7 to 29 reads of these samples.
+  t.equal(after.reads - baseline.reads - statsReads, 3 * files.length, 'three FUSE reads per sample: the bytes, and the end twice')
+})

@@ -11,7 +11,9 @@ Runs inside the benchmark's cgroups (bench/run.py puts it there). Loaders:
                read once before the clock starts), so decoding costs what it costs elsewhere
 Pipelines:
   read         the sample's bytes only (a pure I/O test)
-  full         decode + RandomResizedCrop(224) + ToTensor
+  full         decode + RandomResizedCrop(224) + ToTensor; imagefolder opens each file with
+               torchvision's default loader (PIL reading the open file, as an unmodified
+               ImageFolder job does); the static cache and No-I/O decode bytes they hold
 Prints one JSON line per epoch: {"epoch", "samples", "seconds", "started", "ended"} (the last two wall-clock).
 """
 import argparse
@@ -52,9 +54,11 @@ class BytesFolder(torch.utils.data.Dataset):
     def load(self, index):
         return read_bytes(self.folder.samples[index][0])
 
+    def decoded(self, index):
+        return FULL(datasets.folder.default_loader(self.folder.samples[index][0]))
+
     def __getitem__(self, index):
-        data = self.load(index)
-        sample = len(data) if self.pipeline == "read" else decode(data)
+        sample = len(self.load(index)) if self.pipeline == "read" else self.decoded(index)
         return sample, self.folder.samples[index][1]
 
 
@@ -85,6 +89,9 @@ class StaticCache(BytesFolder):
         self.arena.buf[offset:offset + len(data)] = data
         self.slots[2 * index], self.slots[2 * index + 1] = offset, len(data) + 1
         return data
+
+    def decoded(self, index):
+        return decode(self.load(index))
 
     def close(self):
         self.arena.close()

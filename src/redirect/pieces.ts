@@ -50,6 +50,11 @@ export function chooseMixPieces (layout: Layout, slots: SlotTable, random: Seede
   return pieces.length === 0 ? undefined : pieces
 }
 
+/** The PCs of PCS(v), less `exclude`, every file of which `servedThisEpoch` holds: a next epoch's candidates. */
+export function servedOutPcs (layout: Layout, vc: VcId, exclude: ReadonlySet<PcId>, servedThisEpoch: (file: FileId) => boolean): PcId[] {
+  return layout.vcs[vc].pcs.filter(pc => !exclude.has(pc) && layout.pcs[pc].files.every(servedThisEpoch))
+}
+
 /**
  * What to read for an emptied VC's next epoch: a whole PC (pool) or whole
  * blocks (mix, `block` > 0) every file of which `servedThisEpoch` says
@@ -59,7 +64,7 @@ export function chooseMixPieces (layout: Layout, slots: SlotTable, random: Seede
 export function chooseNextEpochPieces (layout: Layout, slots: SlotTable, random: SeededRandom, vc: VcId, mixBlock: number | undefined,
   exclude: ReadonlySet<PcId>, servedThisEpoch: (file: FileId) => boolean): LoadPiece[] | undefined {
   if (mixBlock !== undefined) return chooseMixPieces(layout, slots, random, vc, mixBlock, exclude, servedThisEpoch)
-  const candidates = layout.vcs[vc].pcs.filter(pc => !exclude.has(pc) && layout.pcs[pc].files.every(servedThisEpoch))
+  const candidates = servedOutPcs(layout, vc, exclude, servedThisEpoch)
   if (candidates.length === 0) return undefined
   const pc = candidates[random.below(candidates.length)]
   return [{ pc, files: [...layout.pcs[pc].files] }]

@@ -27,7 +27,7 @@ import type { ServedNotice } from './mirror'
 import type { Adoption } from './takeover'
 import { SeededRandom } from './random'
 import { chooseRefill } from './refill'
-import { chooseMixPieces, chooseNextEpochPieces, choosePoolPc, type LoadPiece } from './pieces'
+import { chooseMixPieces, chooseNextEpochPieces, choosePoolPc, servedOutPcs, type LoadPiece } from './pieces'
 import { SlotTable } from './slots'
 
 export type RedirectMode = 'strict' | 'pool' | 'mix' | 'off'
@@ -362,11 +362,9 @@ export class Protocol {
    * load still has many PCs to be drawn from. With fewer, every epoch would
    * start with the PCs served earliest in the one before.
    */
-  private mayStageEarly (vc: VcId): boolean {
-    const served = this.servedThisEpoch(vc)
-    const pcs = this.layout.vcs[vc].pcs
-    const servedOut = pcs.filter(pc => !this.failedPcs.has(pc) && this.layout.pcs[pc].files.every(served)).length
-    return servedOut >= EARLY_STAGE_CHOICES && servedOut >= pcs.length * EARLY_STAGE_SHARE
+  private mayStageEarly (vc: VcId, served: (file: FileId) => boolean): boolean {
+    const servedOut = servedOutPcs(this.layout, vc, this.failedPcs, served).length
+    return servedOut >= EARLY_STAGE_CHOICES && servedOut >= this.layout.vcs[vc].pcs.length * EARLY_STAGE_SHARE
   }
 
   /**
@@ -407,9 +405,9 @@ export class Protocol {
    * which was served this epoch (none still in a mirror), so that the next
    * epoch still reads each of them once, in one piece.
    */
-  private nextEpochPieces (vc: VcId): LoadPiece[] | undefined {
+  private nextEpochPieces (vc: VcId, served: (file: FileId) => boolean): LoadPiece[] | undefined {
     const mixBlock = this.options.mode === 'mix' ? this.mixBlock() : undefined
-    return chooseNextEpochPieces(this.layout, this.slots, this.random, vc, mixBlock, this.failedPcs, this.servedThisEpoch(vc))
+    return chooseNextEpochPieces(this.layout, this.slots, this.random, vc, mixBlock, this.failedPcs, served)
   }
 
   /**
@@ -727,8 +725,9 @@ export class Protocol {
         // the next epoch's first opens find chunks in memory. While the VC still holds files to serve, only
         // once most of its PCs are served out (mayStageEarly); else once it has served its last file, with
         // every PC of PCS(v) to choose from, as at any epoch's first load.
-        if (this.slots.validSlots(vc) > 0 && !this.mayStageEarly(vc)) return undefined
-        const next = this.nextEpochPieces(vc)
+        const served = this.servedThisEpoch(vc)
+        if (this.slots.validSlots(vc) > 0 && !this.mayStageEarly(vc, served)) return undefined
+        const next = this.nextEpochPieces(vc, served)
         if (next === undefined || !this.fitsInMemory(next)) return undefined
         return this.startLoad(vc, next, { forNextEpoch: true })
       }

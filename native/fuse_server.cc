@@ -31,8 +31,9 @@
 // with no open after it takes and holds nothing. But a thread that stats a
 // sample path and then opens it within the window (torchvision's read_file
 // maps exactly the size stat reported) has its open marked exact: JS serves
-// the file itself. A plain open sends the daemon no getattr before the open,
-// so the mark does not touch ordinary loaders.
+// the file itself. A plain open sends the daemon exactly one getattr first
+// (the kernel's permission check: a sample's attributes are never cached),
+// and a stat one more, so the mark does not touch ordinary loaders.
 //
 // Threads: as many FUSE threads as cores (JS says how many), since nothing
 // they do waits: replies come from memory, opens are handed to JS. More
@@ -211,10 +212,11 @@ class Server : public Napi::ObjectWrap<Server> {
       InstanceMethod<&Server::Close>("close"),
       InstanceMethod<&Server::Counters>("counters"),
       InstanceMethod<&Server::Sweep>("sweep"),
+      InstanceMethod<&Server::Invalidate>("invalidate"),
     });
   }
 
-  // new FuseServer(tree, onEvents, { reopenWindowMs, fuseThreads }): tree = the tree's columns (parent, names, nameEnd, firstChild,
+  // new FuseServer(tree, onEvents, { reopenWindowMs, fuseThreads, ownerUid, ownerGid }): tree = the tree's columns (parent, names, nameEnd, firstChild,
   // childCount, kind, mode, uid, gid, nlink, size, atimeSec, mtimeSec, ctimeSec, atimeNsec, mtimeNsec, ctimeNsec) and controlName
   Server(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Server>(info) {
     Napi::Env env = info.Env();
@@ -233,11 +235,14 @@ class Server : public Napi::ObjectWrap<Server> {
     controlName_ = tree.Get("controlName").As<Napi::String>().Utf8Value();
     controlDirIno_ = count + 1;
     statsIno_ = count + 2;
+    resetIno_ = count + 3;
     clock_gettime(CLOCK_REALTIME, &mountedAt_);
     onEvents_ = Napi::ThreadSafeFunction::New(env, info[1].As<Napi::Function>(), "redirfs-fuse", 0, 1);
     Napi::Object options = info[2].IsObject() ? info[2].As<Napi::Object>() : Napi::Object::New(env);
     double windowMs = options.Has("reopenWindowMs") ? options.Get("reopenWindowMs").ToNumber().DoubleValue() : 0;
     if (options.Has("fuseThreads")) fuseThreads_ = std::max(1, options.Get("fuseThreads").ToNumber().Int32Value());
+    if (options.Has("ownerUid")) ownerUid_ = options.Get("ownerUid").ToNumber().Uint32Value();
+    if (options.Has("ownerGid")) ownerGid_ = options.Get("ownerGid").ToNumber().Uint32Value();
     reopenWindow_ = std::chrono::microseconds(static_cast<int64_t>(windowMs * 1000));
     // A stat's mark may wait longer than a re-open: between a loader's stat and
     // its open lies Python code that a busy machine can stall for more than the
@@ -255,7 +260,10 @@ class Server : public Napi::ObjectWrap<Server> {
     mountpoint_ = info[0].As<Napi::String>().Utf8Value();
     statfsPath_ = info[1].As<Napi::String>().Utf8Value();
     Napi::Object options = info[2].As<Napi::Object>();
-    std::vector<std::string> argv = {"redirfs", "-o", "fsname=redirfs,subtype=redirfs,ro"};
+    // default_permissions: the kernel checks every access against each entry's
+    // owner and mode as the source has them (the scan's, src/chunks/scan.ts),
+    // so --allow-other never lets a user read what the source would refuse.
+    std::vector<std::string> argv = {"redirfs", "-o", "fsname=redirfs,subtype=redirfs,ro,default_permissions"};
     if (options.Get("allowOther").ToBoolean()) argv.back() += ",allow_other";
     std::vector<char*> args;
     for (std::string& a : argv) args.push_back(a.data());
@@ -320,6 +328,14 @@ class Server : public Napi::ObjectWrap<Server> {
     return out;
   }
 
+  // invalidate(ino): the kernel forgets the attributes it cached for `ino`
+  // (a non-sample that changed in the source since the scan: JS updated its
+  // columns), so the next stat, or a read past the old end, asks again.
+  Napi::Value Invalidate(const Napi::CallbackInfo& info) {
+    if (session_ != nullptr) fuse_lowlevel_notify_inval_inode(session_, static_cast<fuse_ino_t>(info[0].ToNumber().Int64Value()), -1, 0);
+    return info.Env().Undefined();
+  }
+
   // sweep(): ends the bindings whose re-open window has passed (JS calls it
   // now and then, so an idle mount does not keep them).
   Napi::Value Sweep(const Napi::CallbackInfo& info) {
@@ -328,7 +344,7 @@ class Server : public Napi::ObjectWrap<Server> {
     return info.Env().Undefined();
   }
 
-  // replyBytes(id, buffer, directIo) -> handle number (0: the request is gone): bound to these bytes until release.
+  // replyBytes(id, buffer, directIo) -> handle number (0: the opener is gone, nobody got the bytes): bound to these bytes until release.
   Napi::Value ReplyBytes(const Napi::CallbackInfo& info) {
     Pending pending = TakeRequest(info[0]);
     if (pending.req == nullptr) return Napi::Number::New(info.Env(), 0);
@@ -395,8 +411,10 @@ class Server : public Napi::ObjectWrap<Server> {
     fi.direct_io = directIo ? 1 : 0;
     fi.keep_cache = directIo ? 0 : 1;
     if (fuse_reply_open(req, &fi) != 0) {
-      // The opener went away (interrupted): nothing will release this handle, so release it here.
+      // The opener went away (interrupted, killed): nothing will release this
+      // handle, so release it here, and tell JS (0) that nobody got the bytes.
       ReleaseHandle(handle);
+      return 0;
     }
     return number;
   }
@@ -444,7 +462,7 @@ class Server : public Napi::ObjectWrap<Server> {
   // Ends bindings whose window has passed, oldest first; handlesMutex_ held.
   void SweepLocked(Clock::time_point now) {
     for (auto mark = statted_.begin(); mark != statted_.end();) {
-      mark = now - mark->second.second > statWindow_ ? statted_.erase(mark) : std::next(mark);
+      mark = now - mark->second.at > statWindow_ ? statted_.erase(mark) : std::next(mark);
     }
     while (!closing_.empty() && now - closing_.front()->closedAt > reopenWindow_) {
       std::shared_ptr<Binding> b = closing_.front();
@@ -507,16 +525,18 @@ class Server : public Napi::ObjectWrap<Server> {
 
   static Server* Of(fuse_req_t req) { return static_cast<Server*>(fuse_req_userdata(req)); }
 
-  bool IsControl(fuse_ino_t ino) const { return ino == controlDirIno_ || ino == statsIno_; }
+  bool IsControl(fuse_ino_t ino) const { return ino == controlDirIno_ || ino == statsIno_ || ino == resetIno_; }
   bool InTree(fuse_ino_t ino) const { return ino >= 1 && ino <= tree_.count; }
 
   bool Attributes(fuse_ino_t ino, struct stat* st, const Handle* handle, pid_t thread = 0) {
     memset(st, 0, sizeof(*st));
     st->st_ino = ino;
     if (IsControl(ino)) {
-      st->st_mode = ino == controlDirIno_ ? (S_IFDIR | 0555) : (S_IFREG | 0444);
+      // Anyone who may see the mount may read its stats; only its owner (and root) may reset it.
+      st->st_mode = ino == controlDirIno_ ? (S_IFDIR | 0555) : ino == resetIno_ ? (S_IFREG | 0400) : (S_IFREG | 0444);
       st->st_nlink = ino == controlDirIno_ ? 2 : 1;
-      st->st_uid = tree_.uid[0]; st->st_gid = tree_.gid[0];
+      st->st_uid = ino == resetIno_ ? ownerUid_ : tree_.uid[0];
+      st->st_gid = ino == resetIno_ ? ownerGid_ : tree_.gid[0];
       st->st_atim = st->st_mtim = st->st_ctim = mountedAt_;
       st->st_size = handle != nullptr && handle->bytes != nullptr ? static_cast<off_t>(handle->bytes->length) : static_cast<off_t>(BoundSize(ino, thread, 0));
       return true;
@@ -570,7 +590,7 @@ class Server : public Napi::ObjectWrap<Server> {
     s->lookups_++;
     fuse_ino_t found = 0;
     if (parent == 1 && s->controlName_ == name) found = s->controlDirIno_;
-    else if (parent == s->controlDirIno_) found = strcmp(name, "stats") == 0 ? s->statsIno_ : 0;
+    else if (parent == s->controlDirIno_) found = strcmp(name, "stats") == 0 ? s->statsIno_ : strcmp(name, "reset") == 0 ? s->resetIno_ : 0;
     else found = s->Child(parent, name);
     if (found == 0) {
       // A negative entry is cached too: the tree never changes.
@@ -607,7 +627,7 @@ class Server : public Napi::ObjectWrap<Server> {
     bool control = ino == s->controlDirIno_;
     if (!control && !s->InTree(ino)) { fuse_reply_err(req, ENOENT); return; }
     if (!control && !s->IsDirectory(ino)) { fuse_reply_err(req, ENOTDIR); return; }
-    size_t count = 2 + (control ? 1 : t.childCount[ino - 1]);
+    size_t count = 2 + (control ? 2 : t.childCount[ino - 1]);
     std::vector<char> buffer(size);
     size_t used = 0;
     for (size_t i = static_cast<size_t>(std::max<off_t>(off, 0)); i < count; i++) {
@@ -616,7 +636,7 @@ class Server : public Napi::ObjectWrap<Server> {
       const char* name;
       if (i == 0) { name = "."; st.st_ino = ino; st.st_mode = S_IFDIR; }
       else if (i == 1) { name = ".."; st.st_ino = control || ino == 1 ? 1 : t.parent[ino - 1] + 1; st.st_mode = S_IFDIR; }
-      else if (control) { name = "stats"; st.st_ino = s->statsIno_; st.st_mode = S_IFREG; }
+      else if (control) { name = i == 2 ? "reset" : "stats"; st.st_ino = i == 2 ? s->resetIno_ : s->statsIno_; st.st_mode = S_IFREG; }
       else {
         // Names and types only: ImageFolder's walk needs no stat per file.
         size_t child = t.firstChild[ino - 1] + (i - 2);
@@ -633,7 +653,7 @@ class Server : public Napi::ObjectWrap<Server> {
     Server* s = Of(req);
     if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC) != 0) { fuse_reply_err(req, EROFS); return; }
     if (ino == s->controlDirIno_) { fuse_reply_err(req, EISDIR); return; }
-    if (!s->InTree(ino) && ino != s->statsIno_) { fuse_reply_err(req, ENOENT); return; }
+    if (!s->InTree(ino) && ino != s->statsIno_ && ino != s->resetIno_) { fuse_reply_err(req, ENOENT); return; }
     if (s->IsDirectory(ino)) { fuse_reply_err(req, EISDIR); return; }
     s->opens_++;
     pid_t thread = fuse_req_ctx(req)->pid;
@@ -653,7 +673,10 @@ class Server : public Napi::ObjectWrap<Server> {
   void NoteStat(pid_t thread, uint64_t ino) {
     std::lock_guard<std::mutex> lock(handlesMutex_);
     Clock::time_point now = Clock::now();
-    if (ReopenableLocked(thread, ino, now) == nullptr) statted_[thread] = {ino, now};
+    if (ReopenableLocked(thread, ino, now) != nullptr) return;
+    auto mark = statted_.find(thread);
+    if (mark != statted_.end() && mark->second.ino == ino) mark->second = {ino, now, mark->second.getattrs + 1};
+    else statted_[thread] = {ino, now, 1};
   }
 
   // Answers a re-open natively with the thread's last binding; false when
@@ -668,7 +691,9 @@ class Server : public Napi::ObjectWrap<Server> {
       Clock::time_point now = Clock::now();
       SweepLocked(now);
       auto mark = statted_.find(thread);
-      *exact = mark != statted_.end() && mark->second.first == ino;
+      // The kernel's own permission check (default_permissions) asks once for every open,
+      // since a sample's attributes are never cached: a stat before it is one more.
+      *exact = mark != statted_.end() && mark->second.ino == ino && mark->second.getattrs > kGetattrsPerOpen;
       if (mark != statted_.end()) statted_.erase(mark);
       std::shared_ptr<Binding> b = ReopenableLocked(thread, ino, now);
       if (b == nullptr) {
@@ -770,7 +795,9 @@ class Server : public Napi::ObjectWrap<Server> {
   Tree tree_;
   Napi::ObjectReference treeRef_;  // keeps the columns alive
   std::string controlName_;
-  fuse_ino_t controlDirIno_ = 0, statsIno_ = 0;
+  fuse_ino_t controlDirIno_ = 0, statsIno_ = 0, resetIno_ = 0;
+  uid_t ownerUid_ = 0;  // who mounted: the owner of the reset file
+  gid_t ownerGid_ = 0;
   struct timespec mountedAt_;
   std::string mountpoint_, statfsPath_;
   struct fuse_session* session_ = nullptr;
@@ -789,7 +816,11 @@ class Server : public Napi::ObjectWrap<Server> {
   std::unordered_map<uint64_t, std::vector<std::shared_ptr<Binding>>> bound_;  // ino -> bindings, oldest first
   std::unordered_map<pid_t, std::shared_ptr<Binding>> lastOpened_;  // thread -> the sample it opened last
   std::deque<std::shared_ptr<Binding>> closing_;  // closed bindings that may still be re-opened, oldest first
-  std::unordered_map<pid_t, std::pair<uint64_t, Clock::time_point>> statted_;  // thread -> the sample it stat'ed last, and when
+  // A thread's getattrs of one sample with no handle, since its last open: the kernel sends one
+  // for every open (its permission check, default_permissions), so only more means a stat.
+  struct StatMark { uint64_t ino; Clock::time_point at; int getattrs; };
+  static constexpr int kGetattrsPerOpen = 1;
+  std::unordered_map<pid_t, StatMark> statted_;  // thread -> the sample it asked about last, when, how often
   std::chrono::microseconds reopenWindow_{0};
   std::chrono::microseconds statWindow_{0};
   static constexpr int64_t kStatWindowMin = 1'000'000;  // 1 s

@@ -324,15 +324,16 @@ struct FileResult {
 // scan: it is read whole into a buffer of its own; never served cut short.
 class ReadFilesWorker : public Napi::AsyncWorker {
  public:
-  ReadFilesWorker(Napi::Env env, std::vector<std::string> paths, Napi::Array targets)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), paths_(std::move(paths)), targets_(targets), results_(paths_.size()) {}
+  ReadFilesWorker(Napi::Env env, std::vector<std::string> paths, Napi::Array targets, std::vector<double> mtimes)
+      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), paths_(std::move(paths)), targets_(targets), mtimes_(std::move(mtimes)), results_(paths_.size()) {}
 
   Napi::Promise Promise() { return deferred_.Promise(); }
 
   void Execute() override {
     for (size_t i = 0; i < paths_.size(); i++) {
       bool lent = i < targets_.Count() && targets_.Data(i) != nullptr;
-      ReadOne(paths_[i], lent ? targets_.Data(i) : nullptr, lent ? targets_.Length(i) : 0, results_[i]);
+      const double* mtime = 2 * i + 1 < mtimes_.size() ? &mtimes_[2 * i] : nullptr;
+      ReadOne(paths_[i], lent ? targets_.Data(i) : nullptr, lent ? targets_.Length(i) : 0, mtime, results_[i]);
     }
   }
 
@@ -361,11 +362,21 @@ class ReadFilesWorker : public Napi::AsyncWorker {
   }
 
  private:
-  static void ReadOne(const std::string& path, char* target, size_t targetLength, FileResult& result) {
+  // `mtime` (seconds, nanoseconds), when given: the file's modification time
+  // at the scan; a file modified since is an error (ESTALE), never read.
+  static void ReadOne(const std::string& path, char* target, size_t targetLength, const double* mtime, FileResult& result) {
     int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
       result.code = errno;
       result.error = ErrnoMessage(path, result.code);
+      return;
+    }
+    struct stat st;
+    if (mtime != nullptr && fstat(fd, &st) == 0 &&
+        (static_cast<double>(st.st_mtim.tv_sec) != mtime[0] || static_cast<double>(st.st_mtim.tv_nsec) != mtime[1])) {
+      result.code = ESTALE;
+      result.error = path + ": modified in the source since the mount";
+      close(fd);
       return;
     }
     char* into = target;
@@ -399,6 +410,7 @@ class ReadFilesWorker : public Napi::AsyncWorker {
   Napi::Promise::Deferred deferred_;
   std::vector<std::string> paths_;
   Targets targets_;
+  std::vector<double> mtimes_;
   std::vector<FileResult> results_;
 };
 
@@ -438,21 +450,26 @@ Napi::Value ReadChunk(const Napi::CallbackInfo& info) {
 Napi::Value ReadFiles(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() < 2 || !info[0].IsArray() || !info[1].IsArray()) {
-    Napi::TypeError::New(env, "readFiles(paths, targets: Buffer[])").ThrowAsJavaScriptException();
+    Napi::TypeError::New(env, "readFiles(paths, targets: Buffer[], mtimes?: Float64Array)").ThrowAsJavaScriptException();
     return env.Undefined();
   }
   Napi::Array array = info[0].As<Napi::Array>();
   std::vector<std::string> paths;
   paths.reserve(array.Length());
   for (uint32_t i = 0; i < array.Length(); i++) paths.push_back(array.Get(i).As<Napi::String>().Utf8Value());
-  auto* worker = new ReadFilesWorker(env, std::move(paths), info[1].As<Napi::Array>());
+  std::vector<double> mtimes;
+  if (info.Length() > 2 && info[2].IsTypedArray()) {
+    Napi::Float64Array given = info[2].As<Napi::Float64Array>();
+    mtimes.assign(given.Data(), given.Data() + given.ElementLength());
+  }
+  auto* worker = new ReadFilesWorker(env, std::move(paths), info[1].As<Napi::Array>(), std::move(mtimes));
   Napi::Promise promise = worker->Promise();
   worker->Queue();
   return promise;
 }
 
 // The attributes listDirectory gives per entry, as numbers in this order.
-enum ListedField { kMode, kSize, kUid, kGid, kNlink, kAtimeSec, kAtimeNsec, kMtimeSec, kMtimeNsec, kCtimeSec, kCtimeNsec, kErrno, kDev, kIno, kListedFields };
+enum ListedField { kMode, kSize, kUid, kGid, kNlink, kAtimeSec, kAtimeNsec, kMtimeSec, kMtimeNsec, kCtimeSec, kCtimeNsec, kErrno, kDev, kIno, kLink, kListedFields };
 
 class ListDirectoryWorker : public Napi::AsyncWorker {
  public:
@@ -482,6 +499,20 @@ class ListDirectoryWorker : public Napi::AsyncWorker {
       if (std::strcmp(entry->d_name, ".") == 0 || std::strcmp(entry->d_name, "..") == 0) continue;
       names_.emplace_back(entry->d_name);
       double fields[kListedFields] = {};
+      // A symbolic link: where it really leads (every link on the way resolved), for the scan's
+      // access rule (src/chunks/access.ts); empty for anything else, or when it leads nowhere.
+      bool link = entry->d_type == DT_LNK;
+      struct stat own;
+      if (entry->d_type == DT_UNKNOWN && fstatat(dirFd, entry->d_name, &own, AT_SYMLINK_NOFOLLOW) == 0) link = S_ISLNK(own.st_mode);
+      targets_.emplace_back();
+      if (link) {
+        fields[kLink] = 1;
+        std::string full = path_ + "/" + entry->d_name;
+        if (char* real = realpath(full.c_str(), nullptr)) {
+          targets_.back() = real;
+          std::free(real);
+        }
+      }
       struct stat st;
       // Links followed, as ImageFolder follows them; a broken one is ENOENT.
       if (fstatat(dirFd, entry->d_name, &st, 0) != 0) {
@@ -514,8 +545,11 @@ class ListDirectoryWorker : public Napi::AsyncWorker {
     Napi::Float64Array fields = Napi::Float64Array::New(env, fields_.size());
     std::memcpy(fields.Data(), fields_.data(), fields_.size() * sizeof(double));
     Napi::Object out = Napi::Object::New(env);
+    Napi::Array targets = Napi::Array::New(env, targets_.size());
+    for (size_t i = 0; i < targets_.size(); i++) targets.Set(i, Napi::Buffer<char>::Copy(env, targets_[i].data(), targets_[i].size()));
     out.Set("names", names);
     out.Set("fields", fields);
+    out.Set("targets", targets);
     deferred_.Resolve(out);
   }
 
@@ -525,6 +559,7 @@ class ListDirectoryWorker : public Napi::AsyncWorker {
   Napi::Promise::Deferred deferred_;
   std::string path_;
   std::vector<std::string> names_;
+  std::vector<std::string> targets_;
   std::vector<double> fields_;
   int errorCode_ = 0;
 };

@@ -10,20 +10,23 @@ interface NativeBinding {
   readAligned (fd: number, offset: number, length: number, direct: boolean): Promise<Buffer>
   /** Copies piece i into targets[i]; `copied` says how many were (none when the read was short). */
   readChunk (fd: number, offset: number, length: number, direct: boolean, pieces: Float64Array, targets: Buffer[]): Promise<ChunkRead>
-  /** Reads file i into targets[i]: the bytes read, or a Buffer of its own for a file that filled its target (it grew), or why it could not be read. */
-  readFiles (paths: string[], targets: Buffer[]): Promise<(number | Buffer | Error)[]>
+  /** Reads file i into targets[i]: the bytes read, or a Buffer of its own for a file that filled its target (it grew), or why it could not be read; with `mtimes` (seconds, nanoseconds per file), a file modified since is an ESTALE error. */
+  readFiles (paths: string[], targets: Buffer[], mtimes?: Float64Array): Promise<(number | Buffer | Error)[]>
   /** zlib's CRC-32 as the chunk reader computes it (native/crc32.h). */
   crc32 (bytes: Buffer, initial?: number): number
   /** Frees the memory of a Buffer that is its only view, now; every view of it becomes empty. */
   discard (bytes: Buffer): boolean
-  /** A directory's entries (names as raw bytes) and their attributes, links followed: `LISTED_FIELDS` numbers per entry (see `Listed`). */
-  listDirectory (path: string): Promise<{ names: Buffer[], fields: Float64Array }>
+  /**
+   * A directory's entries (names as raw bytes) and their attributes, links followed: `Listed.fields` numbers per
+   * entry (see `Listed`); for each symbolic link, the real path it leads to (empty when it leads nowhere, and for other entries).
+   */
+  listDirectory (path: string): Promise<{ names: Buffer[], fields: Float64Array, targets: Buffer[] }>
   /** Makes glibc serve sample-sized buffers by mmap, so freed samples leave the process (the daemon calls it once at start). */
   tuneAllocator (): void
 }
 
-/** Where each attribute of an entry sits in `listDirectory`'s fields (native/redirfs_native.cc, ListedField); errno is 0 when the stat worked; dev and ino identify a directory reached twice. */
-export const enum Listed { mode, size, uid, gid, nlink, atimeSec, atimeNsec, mtimeSec, mtimeNsec, ctimeSec, ctimeNsec, errno, dev, ino, fields }
+/** Where each attribute of an entry sits in `listDirectory`'s fields (native/redirfs_native.cc, ListedField); errno is 0 when the stat worked; dev and ino identify a directory reached twice; link is 1 for a symbolic link. */
+export const enum Listed { mode, size, uid, gid, nlink, atimeSec, atimeNsec, mtimeSec, mtimeNsec, ctimeSec, ctimeNsec, errno, dev, ino, link, fields }
 
 /** A chunk (or a run of it) as read: its length and CRC-32, how many pieces were copied into their targets, and their CRC-32s (none when the read is short). */
 export interface ChunkRead { length: number, crc: number, copied: number, fileCrcs: number[] }

@@ -8,7 +8,9 @@
  * root itself is in no class); its redirect group comes from grouping.ts.
  * Anything else passes through.
  *
- * Symbolic links are followed, as ImageFolder follows them.
+ * Symbolic links are followed, as ImageFolder follows them, but never
+ * into the system's own directories, and never so that anyone could read
+ * through the mount what the link's real path keeps from them (access.ts).
  *
  * Nothing vanishes silently: an entry the mount cannot serve (a name that
  * is not valid UTF-8, a broken link, a special file, anything unreadable)
@@ -20,6 +22,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { UsageError } from '../errors'
 import type { GroupDepth } from '../redirect/grouping'
+import { directoriesDownTo, linkRefusal, reachableMode, type DirectoryAccess } from './access'
 import { Listed, native } from './native'
 import { DatasetTree, EntryKind, pathIn, TreeBuilder, type FileReader, type OpenFile, type SkippedEntry } from './tree'
 
@@ -74,22 +77,29 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
   const join = (relative: string, name: string): string => relative === '' ? name : `${relative}/${name}`
   const isSample = (relative: string, size: number): boolean =>
     size > 0 && relative.includes('/') && extensions.has(path.extname(relative).toLowerCase())
+  const source = await fs.realpath(root)
+  const access = new DirectoryAccessCache()
 
   /**
    * Lists directory `entry` and everything under it into the builder;
-   * false when it cannot be listed (it is then left out). `above`
-   * identifies the directories it is in (device and inode), so a link back
-   * to one of them is named as a loop instead of being followed until the
-   * path is too long.
+   * undefined when it cannot be listed (it is then left out), else how
+   * many samples it holds in the source and how many of them are shown.
+   * `above` identifies the directories it is in (device and inode), and
+   * those the source itself is in, so a link back to one of them is named
+   * as a loop instead of being followed until the path is too long.
    */
-  const visitDirectory = async (relative: string, entry: number, above: ReadonlySet<string>): Promise<boolean> => {
+  const visitDirectory = async (relative: string, entry: number, above: ReadonlySet<string>): Promise<{ found: number, shown: number } | undefined> => {
     const listing = await native().listDirectory(path.join(root, relative)).catch((err: NodeJS.ErrnoException) => {
       skipped.push({ path: relative === '' ? '.' : relative, why: `cannot list directory (${err.code ?? err.message})` })
       return undefined
     })
-    if (listing === undefined) return false
-    const { fields } = listing
+    if (listing === undefined) return undefined
+    const { fields, targets } = listing
+    // Where the links lead: the directories on the way, for the access rule (access.ts).
+    await access.load(targets.filter(target => target.length > 0).map(target => path.dirname(target.toString())))
     const subdirectories: { child: string, entry: number, identity: string }[] = []
+    let found = 0
+    let shown = 0
     listing.names.forEach((raw, i) => {
       const name = utf8Name(raw)
       if (name === undefined) {
@@ -103,6 +113,17 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
         skipped.push({ path: child, why: errno === os.constants.errno.ENOENT ? 'broken symbolic link' : `cannot stat (${errnoName(errno)})` })
         return
       }
+      if (fields[at + Listed.link] === 1) {
+        const target = targets[i].toString()
+        const refusal = linkRefusal(target, source)
+        if (refusal !== undefined) {
+          skipped.push({ path: child, why: `${refusal} (${target})` })
+          return
+        }
+        // Inside the source, the directories above it are the root's to show (below); outside, all count.
+        const inside = target.startsWith(source + '/')
+        fields[at + Listed.mode] = access.reachableMode(fields[at + Listed.mode], fields[at + Listed.uid], fields[at + Listed.gid], path.dirname(target), inside ? source : undefined)
+      }
       const type = typeOf(fields[at + Listed.mode])
       if (type === constants.S_IFDIR) {
         const identity = `${fields[at + Listed.dev]}:${fields[at + Listed.ino]}`
@@ -112,24 +133,36 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
         skipped.push({ path: child, why: 'not a regular file or directory' })
       } else {
         const sample = isSample(child, fields[at + Listed.size])
+        if (sample) found++
         if (sample && options.include !== undefined && !options.include.has(child)) return
+        if (sample) shown++
         builder.add(entry, raw, sample ? EntryKind.Sample : EntryKind.Other, fields, at)
       }
     })
     await inBatches(subdirectories, async ({ child, entry, identity }) => {
-      if (!await visitDirectory(child, entry, new Set([...above, identity]))) builder.remove(entry)
+      const below = await visitDirectory(child, entry, new Set([...above, identity]))
+      // A directory whose samples the include list leaves out is hidden: ImageFolder refuses an empty class.
+      if (below === undefined || (below.found > 0 && below.shown === 0)) builder.remove(entry)
+      found += below?.found ?? 0
+      shown += below?.shown ?? 0
     }, DIRECTORIES_AT_ONCE)
-    return true
+    return { found, shown }
   }
 
   const rootStat = await fs.stat(root, { bigint: true })
-  const rootEntry = builder.add(0, '', rootStat.isDirectory() ? EntryKind.Directory : EntryKind.Other, statRow(rootStat))
-  if (rootStat.isDirectory()) await visitDirectory('', rootEntry, new Set([`${Number(rootStat.dev)}:${Number(rootStat.ino)}`]))
+  const rootRow = statRow(rootStat)
+  // Nobody reads through the mount's root what the directories above the source keep from them.
+  await access.load([path.dirname(source)])
+  rootRow[Listed.mode] = access.reachableMode(rootRow[Listed.mode], rootRow[Listed.uid], rootRow[Listed.gid], path.dirname(source))
+  const rootEntry = builder.add(0, '', rootStat.isDirectory() ? EntryKind.Directory : EntryKind.Other, rootRow)
+  if (rootStat.isDirectory()) await visitDirectory('', rootEntry, new Set([`${Number(rootStat.dev)}:${Number(rootStat.ino)}`, ...await identitiesAbove(source)]))
+  if (options.include !== undefined) skipped.push(...unusableIncludes(options.include, builder))
   if (skipped.length > 0 && options.skipUnservable !== true) {
     skipped.sort((a, b) => (a.path < b.path ? -1 : 1))
     const named = skipped.slice(0, NAMED_IN_MESSAGE).map(entry => `${entry.path} (${entry.why})`).join(', ')
     const more = skipped.length > NAMED_IN_MESSAGE ? `, and ${skipped.length - NAMED_IN_MESSAGE} more` : ''
-    throw new UsageError(`${skipped.length} entr${skipped.length === 1 ? 'y' : 'ies'} of the source cannot be served: ${named}${more}; fix or remove ${skipped.length === 1 ? 'it' : 'them'}, or pass --skip-unservable to leave ${skipped.length === 1 ? 'it' : 'them'} out`)
+    throw new UsageError(`${skipped.length} entr${skipped.length === 1 ? 'y' : 'ies'} of the source${options.include !== undefined ? ' or the include list' : ''} cannot be served: ${named}${more}; ` +
+      `fix or remove ${skipped.length === 1 ? 'it' : 'them'}, or pass --skip-unservable to leave ${skipped.length === 1 ? 'it' : 'them'} out`)
   }
   for (const entry of skipped) warn(`left out ${entry.path}: ${entry.why}`)
   const { columns } = builder.finish()
@@ -137,15 +170,62 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
   const byPath: { entry: number, path: string }[] = []
   columns.kind.forEach((kind, entry) => { if (kind === EntryKind.Sample) byPath.push({ entry, path: pathIn(columns, entry) }) })
   byPath.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
-  if (options.include !== undefined) {
-    const shown = new Set(byPath.map(sample => sample.path))
-    const missing = [...options.include].filter(listed => !shown.has(listed))
-    if (missing.length > 0) warn(`${missing.length} path(s) of the include list are not samples of the source, e.g. ${missing[0]}`)
-  }
   if (byPath.length === 0) {
     throw new UsageError(`no sample files found (looked for ${[...extensions].join(' ')} inside the directories of the source)`)
   }
   return new DatasetTree(columns, byPath.map(sample => sample.entry), options.groupDepth, skipped)
+}
+
+/**
+ * The lines of an include list that name nothing the mount can show: a
+ * path that leaves the source or is absolute, and a path that is not a
+ * sample of the source (missing, or not a sample file). Never dropped in
+ * silence: the subset would be smaller than the user thinks.
+ */
+function unusableIncludes (include: ReadonlySet<string>, builder: TreeBuilder): SkippedEntry[] {
+  const unusable: SkippedEntry[] = []
+  const samples = builder.samplePaths()
+  for (const listed of include) {
+    const why = listed.startsWith('/')
+      ? 'an absolute path: the include list names paths relative to the source'
+      : listed.split('/').some(part => part === '..' || part === '.' || part === '')
+        ? 'not a plain relative path (it has "..", "." or an empty part)'
+        : samples.has(listed) ? undefined : 'not a sample of the source (missing, empty, or not a sample extension)'
+    if (why !== undefined) unusable.push({ path: `include list: ${listed}`, why })
+  }
+  return unusable
+}
+
+/** The identities (device and inode) of the directories the source is in, from its parent up to `/`. */
+async function identitiesAbove (source: string): Promise<string[]> {
+  const above = directoriesDownTo(path.dirname(source))
+  const stats = await Promise.all(above.map(async dir => await fs.stat(dir).catch(() => undefined)))
+  return stats.flatMap(stat => stat === undefined ? [] : [`${stat.dev}:${stat.ino}`])
+}
+
+/**
+ * The owner, group and mode of real directories, each stat'ed once, for
+ * the modes of entries reached through links and of the root (access.ts).
+ */
+class DirectoryAccessCache {
+  private readonly known = new Map<string, DirectoryAccess>()
+
+  /** Stats every directory on the way to each of `dirs` not stat'ed yet. */
+  async load (dirs: readonly string[]): Promise<void> {
+    const wanted = new Set<string>()
+    for (const dir of new Set(dirs)) for (const on of directoriesDownTo(dir)) if (!this.known.has(on)) wanted.add(on)
+    await Promise.all([...wanted].map(async dir => {
+      // A directory that cannot be stat'ed lets nobody through (mode 0).
+      const stat = await fs.stat(dir).catch(() => undefined)
+      this.known.set(dir, stat === undefined ? { uid: 0, gid: 0, mode: 0 } : { uid: stat.uid, gid: stat.gid, mode: stat.mode })
+    }))
+  }
+
+  /** `mode` less what the directories down to `dir` (loaded) keep from each class; below `from` only, when given. */
+  reachableMode (mode: number, uid: number, gid: number, dir: string, from?: string): number {
+    const through = directoriesDownTo(dir).filter(on => from === undefined || on.startsWith(from + '/'))
+    return reachableMode(mode, uid, gid, through.map(on => this.known.get(on)!))
+  }
 }
 
 /** The name as a string, or undefined when its bytes are not valid UTF-8 (the tree keys paths as strings). */
@@ -185,7 +265,11 @@ export class DirectoryFileReader implements FileReader {
     return {
       read: async (buffer, length, position) => (await file.read(buffer, 0, length, position)).bytesRead,
       close: async () => await file.close(),
-      native: { fd: file.fd }
+      native: { fd: file.fd },
+      attributesNow: async () => {
+        const stat = await file.stat({ bigint: true })
+        return { size: Number(stat.size), mtimeSec: secOf(stat.mtimeNs), mtimeNsec: nsecOf(stat.mtimeNs), ctimeSec: secOf(stat.ctimeNs), ctimeNsec: nsecOf(stat.ctimeNs) }
+      }
     }
   }
 }

@@ -94,6 +94,21 @@ export function pathIn (columns: TreeColumns, entry: number): string {
   return relative
 }
 
+/**
+ * Who may read a sample, when not everyone who can reach it: '' for a
+ * file others may read. Samples another set of users may read are another
+ * redirect group, even in one directory: an open is never answered with a
+ * file its opener could not read (docs/design.md, "Permissions").
+ */
+function readersOf (mode: number, uid: number, gid: number): string {
+  if ((mode & 0o004) !== 0) return ''
+  const readers = [(mode & 0o400) !== 0 ? `uid ${uid}` : '', (mode & 0o040) !== 0 ? `gid ${gid}` : ''].filter(Boolean)
+  return readers.length === 0 ? 'root only' : `readable by ${readers.join(', ')}`
+}
+
+/** A sample and its entry in the tree. */
+export type TreeSampleFile = SampleFile & { readonly entry: number }
+
 /** A sample of the tree: its path is spelled out when asked (for a read or a message), not kept. */
 class TreeSample implements SampleFile {
   constructor (private readonly tree: DatasetTree, readonly entry: number, readonly size: number, readonly group: string) {}
@@ -102,26 +117,28 @@ class TreeSample implements SampleFile {
 
 export class DatasetTree {
   /** Sorted by path; a sample's number is its index here. */
-  readonly samples: readonly SampleFile[]
+  readonly samples: readonly TreeSampleFile[]
 
   /**
    * `sampleEntries` lists the sample entries in the order that numbers them
    * (by path for a scan; a pack's own order).
    */
   constructor (readonly columns: TreeColumns, sampleEntries: ArrayLike<number>, groupDepth: GroupDepth, readonly skipped: readonly SkippedEntry[] = []) {
-    // A group depends only on the directory: one string per directory, not per sample.
-    const groupOfDirectory = new Map<number, string>()
+    // A group depends only on the directory and who may read the file: one string per such pair, not per sample.
+    const groupOfDirectory = new Map<string, string>()
     const groups = new Map<string, string>()
-    const samples: SampleFile[] = []
+    const samples: TreeSampleFile[] = []
     for (let id = 0; id < sampleEntries.length; id++) {
       const entry = sampleEntries[id]
-      const directory = columns.parent[entry]
-      let group = groupOfDirectory.get(directory)
+      const readers = readersOf(columns.mode[entry], columns.uid[entry], columns.gid[entry])
+      const key = `${columns.parent[entry]}:${readers}`
+      let group = groupOfDirectory.get(key)
       if (group === undefined) {
-        const named = groupOf(this.pathOf(entry), groupDepth)
+        const directory = groupOf(this.pathOf(entry), groupDepth)
+        const named = readers === '' ? directory : `${directory} [${readers}]`
         group = groups.get(named) ?? named
         groups.set(group, group)
-        groupOfDirectory.set(directory, group)
+        groupOfDirectory.set(key, group)
       }
       columns.sample[entry] = id
       samples.push(new TreeSample(this, entry, columns.size[entry], group))
@@ -185,6 +202,20 @@ export class DatasetTree {
     }
   }
 
+  /**
+   * Takes an entry's new size and times (a non-sample that changed in the
+   * source); false when they are what the tree has. The native server reads
+   * the same columns, so it sees them at once.
+   */
+  updateAttributes (entry: number, now: ChangingAttributes): boolean {
+    const c = this.columns
+    if (c.size[entry] === now.size && c.mtimeSec[entry] === now.mtimeSec && c.mtimeNsec[entry] === now.mtimeNsec && c.ctimeSec[entry] === now.ctimeSec && c.ctimeNsec[entry] === now.ctimeNsec) return false
+    c.size[entry] = now.size
+    c.mtimeSec[entry] = now.mtimeSec; c.mtimeNsec[entry] = now.mtimeNsec
+    c.ctimeSec[entry] = now.ctimeSec; c.ctimeNsec[entry] = now.ctimeNsec
+    return true
+  }
+
   /** Every entry, ordered by relative path (as a pack lists them). */
   entriesByPath (): { entry: number, path: string }[] {
     return Array.from({ length: this.count }, (_, entry) => ({ entry, path: this.pathOf(entry) })).sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
@@ -223,7 +254,20 @@ export class TreeBuilder {
     return entry
   }
 
-  /** Leaves an entry out (a directory that could not be listed); nothing may have been added under it. */
+  /** The relative paths of the samples added so far. */
+  samplePaths (): Set<string> {
+    const nameOf = (e: number): string => Buffer.from(this.names.buffer, this.names.byteOffset + nameStartIn(this.nameEnd, e), this.nameEnd[e] - 1 - nameStartIn(this.nameEnd, e)).toString('utf8')
+    const paths = new Set<string>()
+    for (let e = 1; e < this.size; e++) {
+      if (this.kind[e] !== EntryKind.Sample) continue
+      let relative = nameOf(e)
+      for (let p = this.parent[e]; p !== 0; p = this.parent[p]) relative = `${nameOf(p)}/${relative}`
+      paths.add(relative)
+    }
+    return paths
+  }
+
+  /** Leaves an entry out, and everything under it (a directory that could not be listed, or one with nothing to show). */
   remove (entry: number): void { this.removed.add(entry) }
 
   /** The columns, and for each entry of them the number `add` gave it. The builder is spent. */
@@ -330,10 +374,15 @@ function free (array: Scratch): void {
   native().discard(Buffer.from(array.buffer))
 }
 
+/** What of a file can change in the source under a live mount: its size and times. */
+export interface ChangingAttributes { size: number, mtimeSec: number, mtimeNsec: number, ctimeSec: number, ctimeNsec: number }
+
 /** An open non-sample file, served exactly. */
 export interface OpenFile {
   read (buffer: Buffer, length: number, position: number): Promise<number>
   close (): Promise<void>
+  /** Its size and times now, where the source can change (a directory; a pack cannot). */
+  attributesNow?: () => Promise<ChangingAttributes>
   /** For the native FUSE server, which reads without JS: the open descriptor, or the whole bytes. */
   readonly native: { fd: number } | { bytes: Buffer }
 }

@@ -167,15 +167,16 @@ program.command('umount')
   .argument('<mountpoint>')
   .option('--force', 'unmount even if busy or dead (lazy unmount, then kill the daemon)', false)
   .action(async (mountpoint: string, options) => {
-    await unmount(path.resolve(mountpoint), options.force)
+    const died = await unmount(path.resolve(mountpoint), options.force)
+    if (died !== undefined) process.stderr.write(`redirfs: unmounted; ${died.replace(/; run: redirfs umount.*$/, '')}\n`)
   })
 
 program.command('reset')
-  .description('start a fresh epoch: run this before training again on a mount where an earlier run stopped mid-epoch')
+  .description('start a fresh epoch now (a new training run starts one by itself; see the README): only the user who mounted, or root')
   .argument('<mountpoint>')
   .action(async (mountpoint: string) => {
-    await resetEpochs(path.resolve(mountpoint))
-    process.stdout.write(`redirfs: ${mountpoint} starts a fresh epoch\n`)
+    const done = await resetEpochs(path.resolve(mountpoint))
+    process.stdout.write(`redirfs: ${mountpoint} starts a fresh epoch (${done.droppedFiles} samples waiting in memory dropped)\n`)
   })
 
 program.command('stats')

@@ -5,18 +5,16 @@
  * `redirfs mount a b && python train.py` is safe.
  */
 import { spawn } from 'node:child_process'
-import { mkdirSync, openSync } from 'node:fs'
-import path from 'node:path'
 import { startMount, type MountSummary } from '../daemon/daemon'
 import type { MountConfig } from '../daemon/config'
 import { createLogger } from '../daemon/logger'
-import { defaultLogFile } from '../daemon/registry'
+import { defaultLogFile, openLog } from '../daemon/registry'
 import { isForUser, UsageError } from '../errors'
 
 type Notice = { ready: true, summary: MountSummary } | { error: string }
 
-/** What `redirfs mount` sends the daemon it starts. */
-interface DaemonStart { config: MountConfig }
+/** What `redirfs mount` sends the daemon it starts: the config, and whether its log is its standard output (opened by `redirfs mount`). */
+interface DaemonStart { config: MountConfig, logToStdout: boolean }
 
 /** The daemon's side: the config its parent sends, then the mount, as in the foreground. */
 export async function runDaemon (): Promise<void> {
@@ -29,7 +27,7 @@ export async function runDaemon (): Promise<void> {
     process.once('message', onMessage)
     process.once('disconnect', onDisconnect)
   })
-  await runInForeground(start.config)
+  await runInForeground(start.config, start.logToStdout)
 }
 
 /** What a mount found, as its one line of output says it: a user must see what the redirect groups are. */
@@ -40,8 +38,8 @@ export function describeMount (config: MountConfig, summary: MountSummary, logFi
 }
 
 /** Runs the mount in this process until SIGINT/SIGTERM. */
-export async function runInForeground (config: MountConfig): Promise<void> {
-  const log = createLogger(config.logLevel, config.logFile)
+export async function runInForeground (config: MountConfig, logToStdout = false): Promise<void> {
+  const log = createLogger(config.logLevel, logToStdout ? 1 : config.logFile)
   const notify = (notice: Notice): void => { if (process.send !== undefined) process.send(notice) }
   // Signals are handled from the start: one that arrives while the mount is
   // coming up must still unmount it, never kill the process under a live mount.
@@ -99,15 +97,16 @@ const DAEMON_V8_FLAGS = ['--initial-heap-size=100']
  * mount's line of output, once it reports the mount ready.
  */
 export async function runInBackground (config: MountConfig): Promise<string> {
-  const logFile = config.logFile ?? defaultLogFile(config.mountpoint)
-  mkdirSync(path.dirname(logFile), { recursive: true })
-  const out = openSync(logFile, 'a')
+  const logFile = config.logFile ?? await defaultLogFile(config.mountpoint)
+  const log = await openLog(logFile, config.logFile === undefined)
+  const out = log.fd
   // The mountpoint is in the daemon's arguments only so that `ps` shows which mount it serves.
   const child = spawn(process.execPath, [...DAEMON_V8_FLAGS, ...process.execArgv, require.main!.filename, 'daemon', config.mountpoint], {
     detached: true,
     stdio: ['ignore', out, out, 'ipc']
   })
-  child.send({ config: { ...config, logFile } } satisfies DaemonStart)
+  child.send({ config: { ...config, logFile }, logToStdout: true } satisfies DaemonStart)
+  await log.close()
   return await new Promise<string>((resolve, reject) => {
     let settled = false
     child.on('message', (notice: Notice) => {

@@ -1,15 +1,12 @@
 /**
- * `redirfs reset`: signals the daemon (SIGUSR1) and waits until its reset
- * counter shows the reset was done.
+ * `redirfs reset`: starts a fresh epoch by opening the mount's own reset
+ * file (src/fs/control.ts), which only the user who mounted and root may
+ * open. A new training run does this by itself (src/runs); this is for
+ * what the mount cannot see, such as a loader that stopped mid-epoch in a
+ * process that goes on.
  */
-import { UsageError } from '../errors'
-import { readStats } from './stats-command'
+import { readControlFile } from './mount-control'
 
-export async function resetEpochs (mountpoint: string): Promise<void> {
-  const before = await readStats(mountpoint)
-  process.kill(before.pid, 'SIGUSR1')
-  for (const deadline = Date.now() + 10_000; Date.now() < deadline; await new Promise(resolve => setTimeout(resolve, 20))) {
-    if ((await readStats(mountpoint)).protocol.resets > before.protocol.resets) return
-  }
-  throw new UsageError(`the daemon of ${mountpoint} (pid ${before.pid}) did not confirm the reset`)
+export async function resetEpochs (mountpoint: string): Promise<{ resets: number, droppedFiles: number }> {
+  return JSON.parse(await readControlFile(mountpoint, 'reset')) as { resets: number, droppedFiles: number }
 }

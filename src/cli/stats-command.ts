@@ -1,15 +1,11 @@
 /** `redirfs stats`: the daemon's counters, read from `<mnt>/.redirfs/stats`. */
-import { promises as fs } from 'node:fs'
-import path from 'node:path'
-import { UsageError } from '../errors'
+import { readControlFile } from './mount-control'
 import { formatSize } from '../util/size'
 import type { ClusterStats, MountStats } from '../stats'
+import type { RunStats } from '../runs/run-tracker'
 
 export async function readStats (mountpoint: string): Promise<MountStats> {
-  const text = await fs.readFile(path.join(mountpoint, '.redirfs', 'stats'), 'utf8').catch((err: NodeJS.ErrnoException) => {
-    throw new UsageError(err.code === 'ENOENT' ? `${mountpoint} is not a redirfs mount` : `cannot read stats of ${mountpoint}: ${err.code ?? err.message}`)
-  })
-  return JSON.parse(text) as MountStats
+  return JSON.parse(await readControlFile(mountpoint, 'stats')) as MountStats
 }
 
 const percent = (part: number, whole: number): string => whole === 0 ? '-' : `${(100 * part / whole).toFixed(1)}%`
@@ -31,12 +27,20 @@ export function formatStats (s: MountStats): string {
     ['redirects', `${p.redirects} (${percent(p.redirects, p.opens)} of opens got another file of their class)`],
     ['loads', `${p.chunkLoads} chunk loads (${p.readaheadLoads} ahead of need), ${p.filesLoaded} files placed`],
     ['waste', `${p.wastedFiles} files / ${formatSize(p.wastedBytes)} of loaded chunks not placed`],
-    ['rollovers', `${p.rollovers} (per virtual chunk), ${p.resets} resets`],
+    ['rollovers', `${p.rollovers} (per virtual chunk), ${p.resets} resets, ${p.newRuns} new runs`],
+    ...(s.runs !== undefined ? [runsRow(s.runs)] : []),
     ['source', Object.entries(s.source).map(([k, v]) => `${k} ${k.endsWith('Bytes') || k === 'bytesRead' ? formatSize(v as number) : String(v)}`).join(', ')],
     ['files', `${s.fs.openHandles} open handles, ${s.fs.passthroughOpens} pass-through opens`],
     ...(s.cluster !== undefined ? clusterRows(s, s.cluster) : [])
   ]
   return rows.map(([k, v]) => `${k.padEnd(10)} ${v}`).join('\n')
+}
+
+function runsRow (r: RunStats): [string, string] {
+  const now = r.current === undefined ? 'none yet' : `now ${r.current.key}: ${r.current.trainer}`
+  const beside = r.alongside.length > 0 ? `; reading at the same time: ${r.alongside.map(run => run.trainer).join(', ')}` : ''
+  const exact = r.exact ? '' : '; NOT EXACT: two jobs read at once (each gets duplicates and misses samples) until a run starts after both end'
+  return ['runs', `${r.runs} seen, ${now}${beside}${exact}`]
 }
 
 function clusterRows (s: MountStats, c: ClusterStats): [string, string][] {

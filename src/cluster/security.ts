@@ -12,7 +12,18 @@ export const TOKEN_METADATA = 'x-redirfs-token'
 
 export interface TlsFiles { cert: string, key: string, ca: string }
 
-export async function readToken (file: string, warn: (message: string) => void): Promise<string> {
+/**
+ * A secret file (the cluster token, the TLS key) is refused, as ssh refuses
+ * a private key, when others could read or change it: anyone who can read
+ * the token can read every sample the cluster serves.
+ */
+function checkSecretFile (file: string, what: string, stat: Stats): void {
+  const me = process.getuid?.() ?? 0
+  if (stat.uid !== me && stat.uid !== 0) throw new UsageError(`${what} ${file} belongs to uid ${stat.uid}, not to you or root: anyone who can change it can join the cluster; use a file of your own`)
+  if ((stat.mode & 0o077) !== 0) throw new UsageError(`${what} ${file} can be read by other users (mode ${(stat.mode & 0o777).toString(8)}): it is a secret; run: chmod 600 ${file}`)
+}
+
+export async function readToken (file: string): Promise<string> {
   let stat: Stats
   let text: string
   try {
@@ -21,9 +32,9 @@ export async function readToken (file: string, warn: (message: string) => void):
   } catch (err) {
     throw new UsageError(`cannot read --token-file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`)
   }
+  checkSecretFile(file, '--token-file', stat)
   const token = text.trim()
   if (token.length < 16) throw new UsageError(`--token-file ${file} must hold a token of at least 16 characters (e.g. openssl rand -hex 32 > ${file})`)
-  if ((stat.mode & 0o077) !== 0) warn(`--token-file ${file} can be read by other users (mode ${(stat.mode & 0o777).toString(8)}); chmod 600 it`)
   return token
 }
 
@@ -56,6 +67,7 @@ export async function loadCredentials (tls: Partial<TlsFiles>): Promise<Credenti
   if (given === 0) return { server: grpc.ServerCredentials.createInsecure(), client: grpc.credentials.createInsecure(), tls: false }
   if (given !== 3) throw new UsageError('TLS needs all three of --tls-cert, --tls-key and --tls-ca')
   const [cert, key, ca] = await Promise.all([readPem(tls.cert!, '--tls-cert'), readPem(tls.key!, '--tls-key'), readPem(tls.ca!, '--tls-ca')])
+  checkSecretFile(tls.key!, '--tls-key', await fs.stat(tls.key!))
   try {
     return {
       server: grpc.ServerCredentials.createSsl(ca, [{ cert_chain: cert, private_key: key }], true),

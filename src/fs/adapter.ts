@@ -10,12 +10,12 @@
  */
 import { constants as fsConstants, promises as fs } from 'node:fs'
 import type { Logger } from 'pino'
-import type { DatasetTree, FileReader } from '../chunks/tree'
+import type { ChangingAttributes, DatasetTree, FileReader } from '../chunks/tree'
 import { sampleBuffers } from '../chunks/sample-buffers'
 import type { ServedFile } from '../engine/engine'
-import { CONTROL_DIR, isControlPath, STATS_FILE } from './control'
+import { CONTROL_DIR, isControlPath, RESET_FILE, STATS_FILE } from './control'
 import { errno, errnoOf } from './errno'
-import { HandleTable, STATS_ENTRY, type Handle } from './handles'
+import { HandleTable, RESET_ENTRY, STATS_ENTRY, type Handle } from './handles'
 import { FsError } from '../errors'
 import type { MountStats } from '../stats'
 
@@ -28,18 +28,35 @@ export interface AdapterOptions {
   /** A path on the filesystem holding the data, for statfs. */
   statfsPath: string
   /** Answers an open of a sample: the engine, or in a cluster the node that routes it. */
-  samples: { open (sample: number, options?: { exact?: boolean }): Promise<ServedFile> }
+  samples: {
+    open (sample: number, options?: { exact?: boolean }): Promise<ServedFile>
+    /** An answer that never reached its opener: the file waits for another open. */
+    giveBack (served: ServedFile): void
+  }
   /** The object `<mnt>/.redirfs/stats` shows. */
   stats: () => MountStats
+  /** Starts a fresh epoch (an open of `<mnt>/.redirfs/reset`); what it did, shown to the opener. */
+  reset: () => object
+  /**
+   * Told of every sample open before it is decided, with the calling thread
+   * when the backend knows it (the native one does): a new training run
+   * starts a new epoch (src/runs).
+   */
+  beforeSampleOpen?: (thread: number | undefined) => void
   log: Logger
 }
+
+/** How an open came: `exact`, the opener saw this path's size before opening; `thread`, who opened (native backend). */
+export interface OpenOptions { exact?: boolean, thread?: number }
 
 const WRITE_ACCESS = fsConstants.O_WRONLY | fsConstants.O_RDWR
 const EROFS_OPS = ['write', 'create', 'truncate', 'ftruncate', 'unlink', 'rename', 'mkdir', 'rmdir', 'symlink', 'link', 'chmod', 'chown', 'utimens', 'mknod', 'setxattr', 'removexattr']
 
 export class FsAdapter {
   readonly handles = new HandleTable()
-  readonly counters = { passthroughOpens: 0, failedOpens: 0 }
+  readonly counters = { passthroughOpens: 0, failedOpens: 0, changedOthers: 0 }
+  /** Set by a backend that caches attributes in the kernel: an entry's attributes changed. */
+  onEntryChanged?: (entry: number) => void
   private readonly mountedAt = new Date()
 
   constructor (private readonly options: AdapterOptions) {}
@@ -53,6 +70,8 @@ export class FsAdapter {
     if (fusePath === CONTROL_DIR) return this.syntheticAttributes(0o40555, 0)
     // An open handle's snapshot decides the size, as for samples: fstat must match what reads return.
     if (fusePath === STATS_FILE) return this.syntheticAttributes(0o100444, this.handles.boundSize(STATS_ENTRY) ?? this.statsBytes().length)
+    // Owned by whoever mounted, readable by them only: the kernel (default_permissions) keeps others from resetting.
+    if (fusePath === RESET_FILE) return { ...this.syntheticAttributes(0o100400, this.handles.boundSize(RESET_ENTRY) ?? 0), uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 }
     const entry = this.entry(fusePath)
     if (entry < 0) return undefined
     const a = this.options.tree.attributes(entry)
@@ -83,9 +102,10 @@ export class FsAdapter {
    * file's, unless `exact`: the opener saw this path's size before
    * opening); the stats file is a snapshot; anything else passes through.
    */
-  async bind (fusePath: string, flags: number, options: { exact?: boolean } = {}): Promise<Handle> {
+  async bind (fusePath: string, flags: number, options: OpenOptions = {}): Promise<Handle> {
     if ((flags & WRITE_ACCESS) !== 0 || (flags & fsConstants.O_TRUNC) !== 0) throw new FsError('EROFS', 'read-only')
     if (fusePath === STATS_FILE) return { kind: 'bytes', entry: STATS_ENTRY, bytes: this.statsBytes() }
+    if (fusePath === RESET_FILE) return { kind: 'bytes', entry: RESET_ENTRY, bytes: Buffer.from(JSON.stringify(this.options.reset()) + '\n') }
     if (fusePath === CONTROL_DIR) throw new FsError('EISDIR', 'is a directory')
     const entry = this.entry(fusePath)
     if (entry < 0) throw new FsError('ENOENT', 'no such file')
@@ -93,17 +113,39 @@ export class FsAdapter {
   }
 
   /** `bind` for a tree entry the caller has already found (the native server knows it by inode). */
-  async bindEntry (entry: number, flags: number, options: { exact?: boolean } = {}): Promise<Handle> {
+  async bindEntry (entry: number, flags: number, options: OpenOptions = {}): Promise<Handle> {
     if ((flags & WRITE_ACCESS) !== 0 || (flags & fsConstants.O_TRUNC) !== 0) throw new FsError('EROFS', 'read-only')
     const tree = this.options.tree
     if (tree.isDirectory(entry)) throw new FsError('EISDIR', 'is a directory')
     const sample = tree.sampleOf(entry)
     if (sample !== undefined) {
-      const served = await this.options.samples.open(sample, options)
-      return { kind: 'bytes', entry, bytes: served.bytes }
+      this.options.beforeSampleOpen?.(options.thread)
+      const served = await this.options.samples.open(sample, { exact: options.exact })
+      return { kind: 'bytes', entry, bytes: served.bytes, served: served.file }
     }
     this.counters.passthroughOpens++
-    return { kind: 'passthrough', entry, file: await this.options.files.open(tree.pathOf(entry)) }
+    const file = await this.options.files.open(tree.pathOf(entry))
+    if (file.attributesNow !== undefined) {
+      try {
+        this.refresh(entry, await file.attributesNow())
+      } catch (err) {
+        await file.close().catch(() => {})
+        throw err
+      }
+    }
+    return { kind: 'passthrough', entry, file }
+  }
+
+  /**
+   * A non-sample passes through exactly, so it is served as the source has
+   * it now: one that changed since the scan (a label file rewritten, a log
+   * that grew) shows its new size and times from this open on.
+   */
+  private refresh (entry: number, now: ChangingAttributes): void {
+    if (!this.options.tree.updateAttributes(entry, now)) return
+    this.counters.changedOthers++
+    this.options.log.info({ path: this.options.tree.pathOf(entry), size: now.size }, 'a non-sample file changed in the source since the mount; serving it as it is now')
+    this.onEntryChanged?.(entry)
   }
 
   /**
@@ -117,6 +159,21 @@ export class FsAdapter {
     const handle = this.handles.remove(number)
     if (handle?.kind === 'passthrough') await handle.file.close().catch(() => {})
     if (handle?.kind === 'bytes') sampleBuffers.give(handle.bytes)
+  }
+
+  /**
+   * Ends a handle whose opener went away before the answer reached it (the
+   * backend could not deliver it): a sample goes back to wait for another
+   * open, so a trainer killed in the middle of an open loses no sample.
+   */
+  async abandon (number: number): Promise<void> {
+    const handle = this.handles.get(number)
+    if (handle?.kind === 'bytes' && handle.served !== undefined) {
+      this.handles.remove(number)
+      this.options.samples.giveBack({ file: handle.served, bytes: handle.bytes })
+      return
+    }
+    await this.release(number)
   }
 
   /** Counts and logs an open that failed for want of data (EIO); other errors are the caller's. */
@@ -134,7 +191,7 @@ export class FsAdapter {
         attributes === undefined ? cb(errno('ENOENT')) : cb(0, attributes)
       },
       readdir: (fusePath: string, cb: Callback) => {
-        if (fusePath === CONTROL_DIR) return cb(0, ['stats'])
+        if (fusePath === CONTROL_DIR) return cb(0, ['reset', 'stats'])
         const entry = isControlPath(fusePath) ? -1 : this.entry(fusePath)
         if (entry < 0) return cb(errno('ENOENT'))
         const names = this.options.tree.childNames(entry)

@@ -8,11 +8,12 @@
  */
 import type { OpenFile } from '../chunks/tree'
 
-/** The `entry` of a handle on the stats file, which is not in the tree. */
+/** The `entry` of a handle on a control file, which is not in the tree. */
 export const STATS_ENTRY = -1
+export const RESET_ENTRY = -2
 
 export type Handle =
-  | { readonly kind: 'bytes', readonly entry: number, readonly bytes: Buffer }
+  | { readonly kind: 'bytes', readonly entry: number, readonly bytes: Buffer, /** The sample these bytes are (a sample's handle). */ readonly served?: number }
   | { readonly kind: 'passthrough', readonly entry: number, readonly file: OpenFile }
 
 export class HandleTable {

@@ -36,6 +36,8 @@ export async function mountFilesystem (mountpoint: string, operations: Record<st
   const fuse = new Fuse(mountpoint, operations, {
     fsname: 'redirfs,direct_io,attr_timeout=0' + (options.overSource ? ',nonempty' : ''),
     allowOther: options.allowOther,
+    // The kernel checks every access against each entry's owner and mode (as the native backend does).
+    defaultPermissions: true,
     timeout: { default: DEFAULT_TIMEOUT_MS, open: OPEN_TIMEOUT_MS } as unknown as number
   })
   await new Promise<void>((resolve, reject) => fuse.mount(err => (err ? reject(err) : resolve())))

@@ -13,7 +13,7 @@ import path from 'node:path'
 import type { DatasetTree } from '../chunks/tree'
 import { UsageError } from '../errors'
 import type { FsAdapter } from './adapter'
-import { CONTROL_DIR, STATS_FILE } from './control'
+import { CONTROL_DIR, RESET_FILE, STATS_FILE } from './control'
 import { errnoOf } from './errno'
 import type { MountedFilesystem, MountOptions } from './mount'
 
@@ -28,9 +28,11 @@ interface NativeServer {
   counters (): { lookups: number, getattrs: number, reads: number, opens: number, reopens: number, statThenOpens: number, openHandles: number, keptForReopen: number }
   /** Ends the bindings whose re-open window has passed. */
   sweep (): void
+  /** The kernel forgets what it cached of an inode's attributes. */
+  invalidate (ino: number): void
 }
 
-type ServerClass = new (tree: object, onEvents: (opens: number[], releases: number[]) => void, options: { reopenWindowMs: number, fuseThreads: number }) => NativeServer
+type ServerClass = new (tree: object, onEvents: (opens: number[], releases: number[]) => void, options: { reopenWindowMs: number, fuseThreads: number, ownerUid: number, ownerGid: number }) => NativeServer
 
 const ADDON = path.resolve(__dirname, '../../native/build/Release/redirfs_fuse.node')
 
@@ -45,13 +47,16 @@ export function loadNativeServer (): ServerClass {
 
 export async function mountNative (mountpoint: string, adapter: FsAdapter, tree: DatasetTree, options: MountOptions & { statfsPath: string, reopenWindowMs: number, fuseThreads: number }): Promise<MountedFilesystem> {
   const FuseServer = loadNativeServer()
-  // Inode i + 1 is the tree's entry i; the control directory and stats file follow them.
+  // Inode i + 1 is the tree's entry i; the control directory, the stats file and the reset file follow them.
   const statsIno = tree.count + 2
+  const resetIno = tree.count + 3
+  const controlFile = (ino: number): string | undefined => ino === statsIno ? STATS_FILE : ino === resetIno ? RESET_FILE : undefined
   /** Native handle number → the adapter's, so stats count open handles and pass-through files get closed. */
   const adapterHandle = new Map<number, number>()
 
-  const open = (request: number, ino: number, flags: number, exact: boolean): void => {
-    const bound = ino === statsIno ? adapter.bind(STATS_FILE, flags) : adapter.bindEntry(ino - 1, flags, { exact })
+  const open = (request: number, ino: number, flags: number, thread: number, exact: boolean): void => {
+    const control = controlFile(ino)
+    const bound = control !== undefined ? adapter.bind(control, flags) : adapter.bindEntry(ino - 1, flags, { exact, thread })
     bound.then(handle => {
       let number: number
       if (handle.kind === 'bytes') {
@@ -62,11 +67,11 @@ export async function mountNative (mountpoint: string, adapter: FsAdapter, tree:
         number = server.replyFd(request, handle.file.native.fd, 0)
       }
       const added = adapter.handles.add(handle)
-      // The opener went away before the answer: nothing else will release it (its file, or its bytes' buffer).
-      if (number === 0) void adapter.release(added)
+      // The opener went away before the answer: nothing else will release it (its file, or its bytes, which another open may still take).
+      if (number === 0) void adapter.abandon(added)
       else adapterHandle.set(number, added)
     }, err => {
-      adapter.noteFailedOpen(ino === statsIno ? STATS_FILE : '/' + tree.pathOf(ino - 1), err)
+      adapter.noteFailedOpen(controlFile(ino) ?? '/' + tree.pathOf(ino - 1), err)
       server.replyError(request, -errnoOf(err))
     })
   }
@@ -80,14 +85,16 @@ export async function mountNative (mountpoint: string, adapter: FsAdapter, tree:
   const server: NativeServer = new FuseServer({ ...tree.columns, controlName: CONTROL_DIR.slice(1) }, (opens, releases) => {
     for (const number of releases) release(number)
     // Each open: request, inode, flags, calling thread, and whether that thread stat'ed the path just before (1).
-    for (let i = 0; i < opens.length; i += 5) open(opens[i], opens[i + 1], opens[i + 2], opens[i + 4] === 1)
-  }, { reopenWindowMs: options.reopenWindowMs, fuseThreads: options.fuseThreads })
+    for (let i = 0; i < opens.length; i += 5) open(opens[i], opens[i + 1], opens[i + 2], opens[i + 3], opens[i + 4] === 1)
+  }, { reopenWindowMs: options.reopenWindowMs, fuseThreads: options.fuseThreads, ownerUid: process.getuid?.() ?? 0, ownerGid: process.getgid?.() ?? 0 })
   try {
     server.mount(mountpoint, options.statfsPath, { allowOther: options.allowOther })
   } catch (err) {
     server.close()
     throw err
   }
+  // A non-sample that changed since the scan: the kernel must ask for its attributes again.
+  adapter.onEntryChanged = entry => server.invalidate(entry + 1)
   // An idle mount lets go of bytes kept for a re-open once the window has passed.
   const sweeper = options.reopenWindowMs > 0 ? setInterval(() => server.sweep(), Math.max(50, options.reopenWindowMs)).unref() : undefined
   return {

@@ -4,6 +4,7 @@ declare module 'fuse-native' {
   export interface FuseOptions {
     fsname?: string
     allowOther?: boolean
+    defaultPermissions?: boolean
     timeout?: number | false
     force?: boolean
     mkdir?: boolean

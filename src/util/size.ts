@@ -16,5 +16,5 @@ export function formatSize (bytes: number): string {
   let value = bytes
   let unit = 0
   while (Math.abs(value) >= 1024 && unit < units.length - 1) { value /= 1024; unit++ }
-  return `${unit === 0 ? value : value.toFixed(1)} ${units[unit]}`
+  return `${unit === 0 ? Math.round(value) : value.toFixed(1)} ${units[unit]}`
 }

@@ -35,6 +35,9 @@ class FakeSamples {
     const served = options.exact === true ? sample : 1 - sample // redirected to the other file of the class
     return { file: served, bytes: Buffer.from(`sample ${served}`) }
   }
+
+  readonly givenBack: number[] = []
+  giveBack (served: ServedFile): void { this.givenBack.push(served.file) }
 }
 
 class FakeFiles implements FileReader {
@@ -47,14 +50,14 @@ class FakeFiles implements FileReader {
 }
 
 function adapter (samples = new FakeSamples(), files = new FakeFiles()): { fs: FsAdapter, samples: FakeSamples, files: FakeFiles } {
-  const fs = new FsAdapter({ tree: tree(), files, statfsPath: '/', samples, log: pino({ level: 'silent' }), stats: () => ({ pid: 1 }) as unknown as MountStats })
+  const fs = new FsAdapter({ tree: tree(), files, statfsPath: '/', samples, log: pino({ level: 'silent' }), stats: () => ({ pid: 1 }) as unknown as MountStats, reset: () => ({ resets: 1 }) })
   return { fs, samples, files }
 }
 
 t.test("a sample's open is bound to the bytes the engine serves, which may be another file's", async t => {
   const { fs, samples } = adapter()
   const handle = await fs.bind('/cat/a.jpg', fsConstants.O_RDONLY)
-  t.same(handle, { kind: 'bytes', entry: tree().find('cat/a.jpg'), bytes: Buffer.from('sample 1') })
+  t.same(handle, { kind: 'bytes', entry: tree().find('cat/a.jpg'), bytes: Buffer.from('sample 1'), served: 1 })
   t.same(samples.opens, [{ sample: 0, exact: false }])
 })
 
@@ -106,4 +109,27 @@ t.test("an engine's failure reaches the caller as it is, and only EIO is counted
   fs.noteFailedOpen('/cat/a.jpg', failure)
   fs.noteFailedOpen('/cat/zebra.jpg', new FsError('ENOENT', 'no such file'))
   t.equal(fs.counters.failedOpens, 1)
+})
+
+t.test('a sample whose opener went away before the answer reached it goes back to the engine', async t => {
+  const { fs, samples } = adapter()
+  const number = fs.handles.add(await fs.bind('/cat/a.jpg', fsConstants.O_RDONLY))
+  await fs.abandon(number)
+  t.same(samples.givenBack, [1], 'the file it was answered with')
+  t.equal(fs.handles.size, 0)
+})
+
+t.test('an open of the reset file resets, and reads back what was done', async t => {
+  const { fs } = adapter()
+  const handle = await fs.bind('/.redirfs/reset', fsConstants.O_RDONLY)
+  t.match(handle, { kind: 'bytes', bytes: Buffer.from('{"resets":1}\n') })
+})
+
+t.test('each sample open is told first, with the thread that opened it', async t => {
+  const threads: (number | undefined)[] = []
+  const samples = new FakeSamples()
+  const fs = new FsAdapter({ tree: tree(), files: new FakeFiles(), statfsPath: '/', samples, log: pino({ level: 'silent' }), stats: () => ({ pid: 1 }) as unknown as MountStats, reset: () => ({}), beforeSampleOpen: thread => threads.push(thread) })
+  await fs.bindEntry(tree().find('cat/a.jpg'), fsConstants.O_RDONLY, { thread: 4242 })
+  await fs.bind('/labels.txt', fsConstants.O_RDONLY)
+  t.same(threads, [4242], 'samples only')
 })

@@ -1,0 +1,77 @@
+/**
+ * How the CLI talks to a mount: through the mount itself, after proving it
+ * is one. A path is a redirfs mount when the kernel's mount table says so
+ * for it, and the control file opened there lives on that very mount
+ * (same device). Nothing is read from a file a user could plant, and no
+ * process is named by one: `reset` opens the mount's own reset file, whose
+ * owner and mode the kernel enforces.
+ *
+ * A mount whose daemon died says so, and why when it can be told: the
+ * runtime record names the daemon and the memory cgroup it ran under, so a
+ * kill by the kernel's OOM killer is told apart from other deaths.
+ */
+import { appendFileSync, promises as fs } from 'node:fs'
+import path from 'node:path'
+import { codeOf, UsageError } from '../errors'
+import { oomKilledSince } from '../daemon/memory-limit'
+import { daemonRuns, readRecord, type MountRecordFile } from '../daemon/registry'
+import { formatSize } from '../util/size'
+import { isRedirfsMount, mountAt, type MountRecord } from '../util/mounts'
+
+/** Why a mount's daemon is gone, as one sentence; written to its log too, once. */
+export function deathOf (mountpoint: string, record: MountRecordFile | undefined): string {
+  if (record === undefined) return `the daemon of ${mountpoint} is gone (no record of it is left); run: redirfs umount --force ${mountpoint}`
+  const oom = record.memoryLimit !== undefined && oomKilledSince(record.memoryLimit)
+  const why = oom
+    ? `was killed by the kernel's OOM killer: the memory cgroup ${record.memoryLimit!.cgroup} (limit ${formatSize(record.memoryLimit!.limitBytes)}) ran out; give the job more memory or the mount a smaller --memory`
+    : 'died'
+  const sentence = `the daemon of ${mountpoint} (pid ${record.pid}) ${why}${record.logFile !== undefined ? `; its log: ${record.logFile}` : ''}; run: redirfs umount --force ${mountpoint}`
+  if (record.logFile !== undefined) {
+    try { appendFileSync(record.logFile, JSON.stringify({ level: 50, time: Date.now(), msg: sentence, oomKilled: oom }) + '\n') } catch {}
+  }
+  return sentence
+}
+
+/** The mount at `mountpoint` when it is a live redirfs mount; otherwise a one-line error that says what it is. */
+export async function redirfsMountAt (mountpoint: string): Promise<MountRecord> {
+  const mount = await mountAt(mountpoint)
+  if (!isRedirfsMount(mount)) {
+    const record = await readRecord(mountpoint)
+    if (record !== undefined && !daemonRuns(record) && mount === undefined) throw new UsageError(deathOf(mountpoint, record))
+    throw new UsageError(`${mountpoint} is not a redirfs mount${mount !== undefined ? ` (${mount.source}, ${mount.type})` : ''}`)
+  }
+  return mount!
+}
+
+/** Reads `<mnt>/.redirfs/<name>` of a proven redirfs mount. */
+export async function readControlFile (mountpoint: string, name: 'stats' | 'reset'): Promise<string> {
+  const mount = await redirfsMountAt(mountpoint)
+  let handle: fs.FileHandle
+  try {
+    handle = await fs.open(path.join(mountpoint, '.redirfs', name), 'r')
+  } catch (err) {
+    throw await controlError(mountpoint, name, err)
+  }
+  try {
+    // The file must be on that mount: a path swapped meanwhile is refused.
+    if ((await handle.stat()).dev !== mount.device) throw new UsageError(`${mountpoint} is not a redirfs mount`)
+    return await handle.readFile('utf8')
+  } catch (err) {
+    throw await controlError(mountpoint, name, err)
+  } finally {
+    await handle.close()
+  }
+}
+
+async function controlError (mountpoint: string, name: string, err: unknown): Promise<UsageError> {
+  if (err instanceof UsageError) return err
+  const code = codeOf(err)
+  if (code === 'ENOTCONN' || code === 'ECONNABORTED') return new UsageError(deathOf(mountpoint, await readRecord(mountpoint)))
+  if (code === 'EACCES' || code === 'EPERM') {
+    return new UsageError(name === 'reset'
+      ? `only the user who mounted ${mountpoint}, or root, may reset it`
+      : `you may not read the stats of ${mountpoint}`)
+  }
+  if (code === 'ENOENT') return new UsageError(`${mountpoint} is not a redirfs mount`)
+  return new UsageError(`cannot read ${name} of ${mountpoint}: ${code ?? (err as Error).message}`)
+}

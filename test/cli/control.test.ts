@@ -1,0 +1,52 @@
+// Controlling a mount: `stats` and `reset` act only on a real redirfs
+// mount, through the mount itself; nothing a user can plant names a
+// process for them, and only the user who mounted (or root) may reset.
+import { spawn } from 'node:child_process'
+import { mkdirSync, promises as fs, writeFileSync } from 'node:fs'
+import path from 'node:path'
+import t from 'tap'
+import { readStats } from '../../src/cli/stats-command'
+import { generateDataset } from '../helpers/dataset'
+import { emptyDir, mount, redirfs } from '../helpers/mount'
+import { readEpoch } from '../helpers/readers'
+import { openToEveryone, redirfsAsNobody } from '../helpers/unprivileged'
+
+const dataset = generateDataset(7)
+t.teardown(async () => { await fs.rm(dataset.root, { recursive: true, force: true }) })
+
+const isAlive = (pid: number): boolean => { try { process.kill(pid, 0); return true } catch { return false } }
+
+t.test('a directory dressed up as a mount is refused, and the process its stats name is left alone', async t => {
+  const sleeper = spawn('sleep', ['300'], { stdio: 'ignore' })
+  t.teardown(() => { sleeper.kill('SIGKILL') })
+  const fake = emptyDir('redirfs-fake-')
+  mkdirSync(path.join(fake, '.redirfs'))
+  writeFileSync(path.join(fake, '.redirfs', 'stats'), JSON.stringify({ pid: sleeper.pid, protocol: { resets: 0 } }))
+  writeFileSync(path.join(fake, '.redirfs', 'reset'), JSON.stringify({ resets: 1, droppedFiles: 0 }))
+  for (const command of ['reset', 'stats']) {
+    const result = await redirfs(command, fake)
+    t.equal(result.code, 1, command)
+    t.equal(result.stderr, `redirfs: ${fake} is not a redirfs mount\n`, `${command}: says why, in one line`)
+  }
+  t.ok(isAlive(sleeper.pid!), 'the named process still runs')
+})
+
+t.test('reset starts a fresh epoch through the mount; only the user who mounted, or root, may', async t => {
+  const mountpoint = emptyDir()
+  openToEveryone(dataset.root, mountpoint)
+  await mount(t, dataset.root, mountpoint, '--allow-other', '--memory', '300K', '--chunk-size', '4')
+  await readEpoch(mountpoint, dataset.samples.slice(0, 40), 1)
+  const before = await readStats(mountpoint)
+  const denied = await redirfsAsNobody('reset', mountpoint)
+  t.equal(denied.code, 1)
+  t.equal(denied.stderr, `redirfs: only the user who mounted ${mountpoint}, or root, may reset it\n`)
+  t.equal((await readStats(mountpoint)).protocol.resets, before.protocol.resets, 'nothing was reset')
+  const seen = await redirfsAsNobody('stats', mountpoint)
+  t.equal(seen.code, 0, 'anyone who may see the mount may read its stats')
+  const reset = await redirfs('reset', mountpoint)
+  t.equal(reset.code, 0, reset.stderr)
+  t.match(reset.stdout, /starts a fresh epoch \(\d+ samples waiting in memory dropped\)/)
+  const after = await readStats(mountpoint)
+  t.equal(after.protocol.resets, before.protocol.resets + 1)
+  t.equal(after.protocol.residentBytes, 0, 'nothing of the old epoch waits in memory')
+})

@@ -1,0 +1,117 @@
+// No privilege widening (docs/design.md, "Permissions"): through a mount
+// with --allow-other, a real unprivileged user (nobody) reads exactly what
+// they could read from the source: files' and directories' modes, the
+// directories above the source, the real paths links lead through, and
+// redirection itself (an open is never answered with a file the opener
+// could not read). On both FUSE backends.
+import { chmodSync, mkdirSync, promises as fs, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import path from 'node:path'
+import t from 'tap'
+import { sha1 } from '../helpers/dataset'
+import { emptyDir, forceUnmount, mount, redirfs } from '../helpers/mount'
+import { asNobody, openToEveryone, readAsNobody } from '../helpers/unprivileged'
+
+interface Tree { source: string, master: string, hidden: string, samples: string[], contents: Map<string, string> }
+
+/**
+ * A source with: world-readable samples, one sample only its owner may
+ * read (in the same class), a 0700 directory, and a curated subset of
+ * links: into the source, into a world-readable master copy outside it,
+ * and into a directory outside it that nobody may enter.
+ */
+function makeTree (): Tree {
+  const base = emptyDir('redirfs-perm-')
+  const source = path.join(base, 'source')
+  const master = path.join(base, 'master')
+  const hidden = path.join(base, 'hidden')
+  const contents = new Map<string, string>()
+  const write = (file: string, text: string, mode = 0o644): void => {
+    mkdirSync(path.dirname(file), { recursive: true, mode: 0o755 })
+    writeFileSync(file, text)
+    chmodSync(file, mode)
+    contents.set(sha1(Buffer.from(text)), text)
+  }
+  for (let i = 0; i < 6; i++) write(path.join(source, 'public', 'cat', `${i}.jpg`), `public cat ${i}`)
+  write(path.join(source, 'public', 'cat', 'mine.jpg'), 'only root may read this cat', 0o600)
+  write(path.join(source, 'private', 'dog', '0.jpg'), 'a dog in a closed directory')
+  write(path.join(master, 'owl', '0.jpg'), 'an owl of the master copy')
+  write(path.join(hidden, 'owl', '1.jpg'), 'an owl nobody may reach')
+  mkdirSync(path.join(source, 'subset', 'owl'), { recursive: true })
+  symlinkSync(path.join(source, 'public', 'cat', '0.jpg'), path.join(source, 'subset', 'owl', 'inside.jpg'))
+  symlinkSync(path.join(master, 'owl', '0.jpg'), path.join(source, 'subset', 'owl', 'master.jpg'))
+  symlinkSync(path.join(hidden, 'owl', '1.jpg'), path.join(source, 'subset', 'owl', 'hidden.jpg'))
+  openToEveryone(base, source, master, path.join(source, 'subset'), path.join(source, 'subset', 'owl'))
+  return {
+    source,
+    master,
+    hidden,
+    samples: ['public/cat/0.jpg', 'public/cat/1.jpg', 'public/cat/2.jpg', 'public/cat/3.jpg', 'public/cat/4.jpg', 'public/cat/5.jpg', 'public/cat/mine.jpg',
+      'private/dog/0.jpg', 'subset/owl/inside.jpg', 'subset/owl/master.jpg', 'subset/owl/hidden.jpg'],
+    contents
+  }
+}
+
+const made = makeTree()
+// The closed directories, closed after writing: 0700 root.
+chmodSync(path.join(made.source, 'private'), 0o700)
+chmodSync(made.hidden, 0o700)
+t.teardown(() => rmSync(path.dirname(made.source), { recursive: true, force: true }))
+
+for (const backend of ['native', 'fuse-native']) {
+  t.test(`${backend}: nobody reads through the mount exactly what they may read from the source`, async t => {
+    const mountpoint = emptyDir()
+    openToEveryone(mountpoint)
+    await mount(t, made.source, mountpoint, '--allow-other', '--fuse-backend', backend, '--chunk-size', '2', '--memory', '10K')
+    const direct = await readAsNobody(made.source, made.samples)
+    const through = await readAsNobody(mountpoint, made.samples)
+    for (const sample of made.samples) {
+      t.equal(through[sample].startsWith('error'), direct[sample].startsWith('error'), `${sample}: ${direct[sample].startsWith('error') ? 'refused' : 'readable'}, as from the source`)
+    }
+    t.match(through['public/cat/mine.jpg'], /^error Permission denied/, 'a 0600 sample')
+    t.match(through['private/dog/0.jpg'], /^error Permission denied/, 'a sample in a 0700 directory')
+    t.match(through['subset/owl/hidden.jpg'], /^error Permission denied/, 'a link into a directory nobody may enter')
+    t.notMatch(through['subset/owl/master.jpg'], /^error/, 'a link into a world-readable master copy works')
+    // Every byte nobody got is a file nobody may read: redirection never hands over the 0600 sample.
+    const readable = new Set(made.samples.filter(s => !direct[s].startsWith('error')).map(s => direct[s]))
+    for (const [sample, got] of Object.entries(through)) {
+      if (!got.startsWith('error')) t.ok(readable.has(got), `${sample}: answered with bytes nobody may read from the source too`)
+    }
+    const listing = await asNobody('/bin/ls', [path.join(mountpoint, 'private')])
+    t.not(listing.code, 0)
+    t.match(listing.stderr, /Permission denied/, 'a 0700 directory cannot be listed')
+  })
+}
+
+t.test('the directories above the source keep nobody out of the mount, as they keep them out of the source', async t => {
+  const closed = emptyDir('redirfs-closed-') // 0700, root's
+  const source = path.join(closed, 'data')
+  mkdirSync(path.join(source, 'cat'), { recursive: true, mode: 0o755 })
+  for (let i = 0; i < 3; i++) writeFileSync(path.join(source, 'cat', `${i}.jpg`), `cat ${i}`)
+  t.teardown(() => rmSync(closed, { recursive: true, force: true }))
+  const mountpoint = emptyDir()
+  openToEveryone(mountpoint)
+  await mount(t, source, mountpoint, '--allow-other', '--chunk-size', '2')
+  t.match((await readAsNobody(source, ['cat/0.jpg']))['cat/0.jpg'], /^error Permission denied/)
+  t.match((await readAsNobody(mountpoint, ['cat/0.jpg']))['cat/0.jpg'], /^error Permission denied/)
+  const stat = await fs.stat(mountpoint)
+  t.equal(stat.mode & 0o077, 0, 'the root shows no access for group and others')
+})
+
+t.test('links into system directories are refused by name; --skip-unservable leaves them out', async t => {
+  const source = emptyDir('redirfs-links-')
+  mkdirSync(path.join(source, 'cat'))
+  for (let i = 0; i < 3; i++) writeFileSync(path.join(source, 'cat', `${i}.jpg`), `cat ${i}`)
+  symlinkSync('/etc/shadow', path.join(source, 'cat', 'shadow.jpg'))
+  symlinkSync('/etc', path.join(source, 'etc'))
+  symlinkSync('/', path.join(source, 'everything'))
+  t.teardown(() => rmSync(source, { recursive: true, force: true }))
+  const mountpoint = emptyDir()
+  t.teardown(() => forceUnmount(mountpoint))
+  const refused = await redirfs('mount', source, mountpoint, '--chunk-size', '2')
+  t.not(refused.code, 0)
+  t.match(refused.stderr, /^redirfs: 3 entries of the source cannot be served: cat\/shadow\.jpg \(a symbolic link out of the source into \/etc, a system directory \(\/etc\/shadow\)\), etc \(a symbolic link out of the source into \/etc, a system directory \(\/etc\)\), everything \(a symbolic link back to a directory it is in, a loop\); fix or remove them, or pass --skip-unservable to leave them out\n$/)
+  const skipping = await redirfs('mount', source, mountpoint, '--chunk-size', '2', '--skip-unservable')
+  t.equal(skipping.code, 0, skipping.stderr)
+  t.same((await fs.readdir(mountpoint)).sort(), ['cat'])
+  t.same((await fs.readdir(path.join(mountpoint, 'cat'))).sort(), ['0.jpg', '1.jpg', '2.jpg'])
+})

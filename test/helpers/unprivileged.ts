@@ -1,0 +1,55 @@
+// Running commands as a real unprivileged user (nobody), as a local user
+// of a shared machine would: through setpriv, with no supplementary groups.
+import { execFile } from 'node:child_process'
+import { chmodSync } from 'node:fs'
+import path from 'node:path'
+import { promisify } from 'node:util'
+import { CLI, CLI_ENV } from './mount'
+
+const run = promisify(execFile)
+export const NOBODY = 65534
+// tap's process tracking puts its hooks back into NODE_OPTIONS of every child it sees spawned; they
+// would write into the checkout, which nobody may not: `env -u` takes them out after it.
+const AS_NOBODY = ['setpriv', `--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', '/usr/bin/env', '-u', 'NODE_OPTIONS']
+
+export interface Outcome { code: number, stdout: string, stderr: string }
+
+export async function asNobody (command: string, args: string[], env: NodeJS.ProcessEnv = CLI_ENV): Promise<Outcome> {
+  try {
+    const { stdout, stderr } = await run(AS_NOBODY[0], [...AS_NOBODY.slice(1), command, ...args], { timeout: 120_000, env, maxBuffer: 16 * 2 ** 20 })
+    return { code: 0, stdout, stderr }
+  } catch (err) {
+    const e = err as { code?: number, stdout?: string, stderr?: string }
+    return { code: typeof e.code === 'number' ? e.code : -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' }
+  }
+}
+
+/** The redirfs CLI as nobody. */
+export async function redirfsAsNobody (...args: string[]): Promise<Outcome> {
+  return await asNobody(process.execPath, [CLI, ...args])
+}
+
+const READER = `
+import hashlib, json, os, sys
+root, paths = sys.argv[1], sys.argv[2:]
+out = {}
+for p in paths:
+    try:
+        with open(os.path.join(root, p), 'rb') as f:
+            out[p] = hashlib.sha1(f.read()).hexdigest()
+    except OSError as e:
+        out[p] = 'error ' + (os.strerror(e.errno) if e.errno else str(e))
+print(json.dumps(out))
+`
+
+/** What nobody gets reading each path under `root`: the sha1 of the bytes, or 'error <reason>'. */
+export async function readAsNobody (root: string, paths: readonly string[]): Promise<Record<string, string>> {
+  const result = await asNobody('/usr/bin/python3', ['-c', READER, root, ...paths])
+  if (result.code !== 0) throw new Error(`reader failed: ${result.stderr}`)
+  return JSON.parse(result.stdout) as Record<string, string>
+}
+
+/** Lets nobody through the directories a test made (mkdtemp makes them 0700), up to and including `dir`. */
+export function openToEveryone (...dirs: string[]): void {
+  for (const dir of dirs) chmodSync(path.resolve(dir), 0o755)
+}

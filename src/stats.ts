@@ -5,6 +5,7 @@
  */
 import type { ProtocolCounters } from './redirect/counters'
 import type { MirrorCounters } from './redirect/mirror'
+import type { RunStats } from './runs/run-tracker'
 
 export interface LayoutStats {
   samples: number
@@ -78,5 +79,7 @@ export interface MountStats {
   protocol: ProtocolCounters
   source: SourceStats
   fs: FsStats
+  /** Training runs seen (native backend only: it knows who opens). */
+  runs?: RunStats
   cluster?: ClusterStats
 }

@@ -7,11 +7,17 @@
  * reads only the files the protocol can place; the chunk as a unit exists
  * only in the layout. Concurrency is bounded across loads, so one load
  * cannot flood the disk queue.
+ *
+ * The tree is a snapshot of the source: a sample whose size or modification
+ * time is not the scan's was changed under the mount, and is never served
+ * (short or different bytes would break exactly-once); it fails like an
+ * unreadable file, and is counted.
  */
 import path from 'node:path'
 import pLimit from 'p-limit'
 import type { Logger } from 'pino'
-import type { SampleFile } from '../redirect/layout'
+import type { DatasetTree } from './tree'
+import { codeOf } from '../errors'
 import { native } from './native'
 import { sampleBuffers } from './sample-buffers'
 import type { ChunkRequest, ChunkSource } from './source'
@@ -25,12 +31,13 @@ export class DirectorySource implements ChunkSource {
   private filesRead = 0
   private bytesRead = 0
   private readErrors = 0
+  private changedFiles = 0
   /** The root with one trailing slash, so a file's path is a concatenation, not a normalization per read. */
   private readonly prefix: string
 
   constructor (
     root: string,
-    private readonly files: readonly SampleFile[],
+    private readonly tree: DatasetTree,
     private readonly log: Logger,
     /** Batches in flight at once, across all loads. */
     concurrency = 8
@@ -46,13 +53,21 @@ export class DirectorySource implements ChunkSource {
     for (let i = 0; i < request.files.length; i += BATCH_FILES) batches.push(request.files.slice(i, i + BATCH_FILES))
     await Promise.all(batches.map(batch => this.limit(async () => {
       // Each file into a buffer one byte larger than its scanned size: one that fills it has grown.
-      const targets = batch.map(id => sampleBuffers.take(this.files[id].size + 1))
-      const results = await native().readFiles(batch.map(id => this.prefix + this.files[id].path), targets)
+      const files = this.tree.samples
+      const targets = batch.map(id => sampleBuffers.take(files[id].size + 1))
+      const mtimes = new Float64Array(batch.length * 2)
+      batch.forEach((id, i) => { mtimes[2 * i] = this.tree.columns.mtimeSec[files[id].entry]; mtimes[2 * i + 1] = this.tree.columns.mtimeNsec[files[id].entry] })
+      const results = await native().readFiles(batch.map(id => this.prefix + files[id].path), targets, mtimes)
       results.forEach((result, i) => {
-        if (result instanceof Error) {
+        const length = result instanceof Error ? -1 : typeof result === 'number' ? result : result.length
+        const changed = codeOf(result) === 'ESTALE' || (length >= 0 && length !== files[batch[i]].size)
+        if (result instanceof Error || changed) {
           sampleBuffers.give(targets[i])
-          this.readErrors++
-          this.log.error({ file: this.files[batch[i]].path, err: result.message }, 'cannot read sample file')
+          if (typeof result === 'object' && !(result instanceof Error)) sampleBuffers.give(result)
+          if (changed) this.changedFiles++
+          else this.readErrors++
+          const why = changed ? `changed in the source since the mount (${length >= 0 ? `${length} bytes now, ${files[batch[i]].size} at the scan` : 'modified'}); remount to serve it` : (result as Error).message
+          this.log.error({ file: files[batch[i]].path, err: why }, 'cannot serve sample file')
           return
         }
         let bytes: Buffer
@@ -71,7 +86,7 @@ export class DirectorySource implements ChunkSource {
   }
 
   stats (): Record<string, number | string> {
-    return { kind: 'directory', filesRead: this.filesRead, bytesRead: this.bytesRead, readErrors: this.readErrors }
+    return { kind: 'directory', filesRead: this.filesRead, bytesRead: this.bytesRead, readErrors: this.readErrors, changedFiles: this.changedFiles }
   }
 
   async close (): Promise<void> {}

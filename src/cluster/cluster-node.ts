@@ -15,6 +15,7 @@
  */
 import type { Logger } from 'pino'
 import { FsError } from '../errors'
+import { sampleBuffers } from '../chunks/sample-buffers'
 import type { ClusterStats } from '../stats'
 import type { Engine, Reclaimer, RequestAnswer, ServedFile } from '../engine/engine'
 import { RemoteReader, type OwnerReply } from '../engine/remote-reader'
@@ -148,6 +149,12 @@ export class ClusterNode {
         throw new FsError('EIO', `node ${owner} could not answer for file ${request.file}: ${(err as Error).message}`)
       }
     }
+  }
+
+  /** An answer that never reached this node's trainer: a file of a VC this node answers for waits for another open; a peer's is dropped (its home counts it served). */
+  giveBack (served: ServedFile): void {
+    if (this.engine.owns(this.vcOf(served.file))) this.engine.giveBack(served)
+    else sampleBuffers.give(served.bytes)
   }
 
   /** Drops every mirrored file (`redirfs reset`); gives how many. */

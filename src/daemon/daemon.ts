@@ -4,7 +4,8 @@
  *
  * The source is opened as a directory handle before mounting and read
  * through /proc/self/fd, so the mountpoint may be the source itself.
- * SIGUSR1 resets the epoch state (`redirfs reset`).
+ * An open of `<mnt>/.redirfs/reset` resets the epoch state (`redirfs
+ * reset`), and a new training run starts a new epoch by itself (src/runs).
  *
  * In a cluster (`--peers`), the peer service starts and every peer must
  * answer the handshake before the FUSE mount comes up, so a misconfigured
@@ -38,8 +39,10 @@ import { loadCredentials, readToken } from '../cluster/security'
 import { shardName } from '../pack/writer'
 import type { MemoryStats, MountStats } from '../stats'
 import { formatSize } from '../util/size'
+import { RunTracker, type RunEvent } from '../runs/run-tracker'
 import { mountAt } from '../util/mounts'
 import type { MountConfig } from './config'
+import { memoryLimitOf, type MemoryLimit } from './memory-limit'
 import { removeRecord, writeRecord } from './registry'
 
 export interface RunningMount {
@@ -65,12 +68,15 @@ async function checkSource (source: string): Promise<void> {
 }
 
 async function checkMountpoint (mountpoint: string, source: string): Promise<void> {
+  const dead = (): UsageError => new UsageError(`mountpoint ${mountpoint} is a dead mount (transport endpoint is not connected); run: redirfs umount --force ${mountpoint}`)
   const stat = await fs.stat(mountpoint).catch((err: NodeJS.ErrnoException) => {
-    if (err.code === 'ENOTCONN') throw new UsageError(`mountpoint ${mountpoint} is a dead mount (transport endpoint is not connected); run: redirfs umount --force ${mountpoint}`)
+    if (err.code === 'ENOTCONN') throw dead()
     throw new UsageError(err.code === 'ENOENT' ? `mountpoint ${mountpoint} does not exist` : `cannot use mountpoint ${mountpoint}: ${err.code ?? err.message}`)
   })
   if (!stat.isDirectory()) throw new UsageError(`mountpoint ${mountpoint} is not a directory`)
   const existing = await mountAt(mountpoint)
+  // The kernel may answer a stat from its cache; statfs always asks the filesystem.
+  if (existing !== undefined) await fs.statfs(mountpoint).catch((err: NodeJS.ErrnoException) => { if (err.code === 'ENOTCONN') throw dead() })
   if (existing !== undefined && mountpoint !== source) throw new UsageError(`mountpoint ${mountpoint} is busy: ${existing.source} (${existing.type}) is mounted there`)
   if (existing !== undefined && existing.source === 'redirfs') throw new UsageError(`mountpoint ${mountpoint} is busy: redirfs is already mounted there`)
   if (mountpoint !== source && (await fs.readdir(mountpoint)).length > 0) throw new UsageError(`mountpoint ${mountpoint} is not empty (mount over the source itself, or use an empty directory)`)
@@ -102,7 +108,7 @@ async function openDirectory (config: MountConfig, log: Logger): Promise<OpenedD
     return {
       tree,
       files: new DirectoryFileReader(sourceRoot),
-      source: new DirectorySource(sourceRoot, tree.samples, log),
+      source: new DirectorySource(sourceRoot, tree, log),
       statfsPath: sourceRoot,
       chunkSize: config.chunkSize,
       layoutSeed: config.seed,
@@ -185,6 +191,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
   const busiest = shape.nodes === 1 ? undefined : Math.max(...groupsPerHome(chunking, shape.nodes))
   const memory = planMemory(tree.samples, chunkSize, config.memoryBytes, busiest)
   if (config.memoryBytes < memory.minimumBytes) throw memoryTooSmall(config.memoryBytes, dataset, chunking, busiest, memory)
+  const memoryLimit = checkMemoryLimit(config, tree.count)
   const layout = buildLayout(tree.samples, { chunkSize, seed: dataset.layoutSeed, vcCount: memory.vcCount, nodes: shape.nodes, chunking })
   if (dataset.packedChunkOf !== undefined && layout.files.some((_, id) => layout.filePc[id] !== dataset.packedChunkOf!(id))) {
     throw new UsageError(`the pack's chunks do not match the layout computed from its index (written by another version of redirfs?); repack it`)
@@ -231,15 +238,26 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
     ...engine.stats(),
     // The native server counts the kernel's open handles itself (the adapter's table also holds bytes kept for a re-open).
     fs: { backend: config.fuseBackend, ...(config.fuseBackend === 'native' ? { fuseThreads: config.fuseThreads } : {}), openHandles: adapter.handles.size, ...adapter.counters, ...(mounted?.counters?.() ?? {}) },
+    ...(runs !== undefined ? { runs: runs.stats() } : {}),
     ...(cluster !== undefined ? { cluster: cluster.describe() } : {})
   })
+  /** `<mnt>/.redirfs/reset` (redirfs reset): a fresh epoch everywhere, mirrors dropped. */
+  const reset = (): object => {
+    const dropped = engine.reset()
+    if (cluster !== undefined) log.info({ dropped: cluster.reset() }, 'mirrors dropped')
+    return { resets: engine.stats().protocol.resets, droppedFiles: dropped }
+  }
+  // Which job each open comes from: the native server knows the calling thread; fuse-native does not.
+  const runs = config.fuseBackend === 'native' ? new RunTracker() : undefined
   const adapter: FsAdapter = new FsAdapter({
     tree,
     files: dataset.files,
     statfsPath: dataset.statfsPath,
     samples: cluster ?? engine,
     log,
-    stats
+    stats,
+    reset,
+    beforeSampleOpen: runs === undefined ? undefined : thread => { if (thread !== undefined) onRunEvent(runs.noteOpen(thread), engine, log) }
   })
 
   try {
@@ -257,18 +275,12 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
     await cluster?.close()
     throw isForUser(err) ? err : new UsageError(`cannot mount at ${config.mountpoint}: ${(err as Error).message}`, { cause: err })
   }
-  await writeRecord({ pid: process.pid, mountpoint: config.mountpoint, source: config.source, logFile: config.logFile, startedAt: new Date().toISOString() })
-  const reset = (): void => {
-    engine.reset()
-    if (cluster !== undefined) log.info({ dropped: cluster.reset() }, 'mirrors dropped')
-  }
-  process.on('SIGUSR1', reset)
+  await writeRecord({ pid: process.pid, mountpoint: config.mountpoint, source: config.source, logFile: config.logFile, startedAt: new Date().toISOString(), memoryLimit })
   log.info({ source: config.source, mountpoint: config.mountpoint, mode: config.mode, samples: layout.files.length, groups: layout.groups.length, pcs: layout.pcs.length, vcs: layout.vcs.length, layoutHash: layout.hash }, 'mounted')
 
   return {
     summary: { samples: layout.files.length, groups: layout.groups.length, someGroups: sampleOfGroups(layout.groups), skipped: tree.skipped.length },
     stop: async () => {
-      process.off('SIGUSR1', reset)
       const stillMounted = (await mountAt(config.mountpoint))?.source === 'redirfs'
       if (stillMounted) await mounted?.unmount().catch(err => log.error({ err: (err as Error).message }, 'unmount failed'))
       await engine.drain()
@@ -278,6 +290,49 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
       await removeRecord(config.mountpoint)
       log.info({ mountpoint: config.mountpoint }, 'unmounted')
     }
+  }
+}
+
+/**
+ * What the daemon holds beyond --memory (and --remote-memory), as the
+ * README states it: Node, the JS heap V8 fills before it collects, the
+ * tree; a cluster node adds its connections (test/daemon/memory.test.ts,
+ * test/cluster/memory.test.ts check these).
+ */
+const DAEMON_OVERHEAD_BYTES = 160 * 2 ** 20
+const OVERHEAD_PER_ENTRY_BYTES = 1536
+const CLUSTER_OVERHEAD_BYTES = 40 * 2 ** 20
+
+/**
+ * Refuses a mount whose budget cannot fit under the memory cgroup it runs
+ * in (a container, a Slurm job): the kernel would kill the daemon
+ * mid-epoch. Returns the limit, for the runtime record.
+ */
+function checkMemoryLimit (config: MountConfig, entries: number): MemoryLimit | undefined {
+  const limit = memoryLimitOf()
+  if (limit === undefined) return undefined
+  const remote = config.cluster?.remoteMemoryBytes ?? 0
+  const overhead = DAEMON_OVERHEAD_BYTES + OVERHEAD_PER_ENTRY_BYTES * entries + (config.cluster !== undefined ? CLUSTER_OVERHEAD_BYTES : 0)
+  const needed = config.memoryBytes + remote + overhead
+  if (needed > limit.limitBytes) {
+    const fits = Math.max(0, limit.limitBytes - overhead - remote)
+    throw new UsageError(`--memory ${formatSize(config.memoryBytes)}${remote > 0 ? ` and --remote-memory ${formatSize(remote)}` : ''} plus the daemon's own ${formatSize(overhead)} for this tree ` +
+      `come to ${formatSize(needed)}, more than the memory limit of ${formatSize(limit.limitBytes)} this mount runs under (cgroup ${limit.cgroup}): the kernel would kill the daemon mid-epoch; ` +
+      (fits > 0 ? `use --memory ${formatSize(fits)} or less, or raise the limit` : 'raise the limit'))
+  }
+  return limit
+}
+
+/** What a run's beginning changes (src/runs): a new run after the last one ended starts a new epoch; one beside another is said. */
+function onRunEvent (event: RunEvent, engine: Engine, log: Logger): void {
+  if (event.kind === 'first') log.info({ run: event.run.key, trainer: event.run.description }, 'a training run began')
+  if (event.kind === 'new') {
+    const dropped = engine.startNewRun()
+    log.info({ run: event.run.key, trainer: event.run.description, previous: event.previous.key, dropped }, 'a new training run began after the last one ended: every virtual chunk starts a new epoch')
+  }
+  if (event.kind === 'concurrent') {
+    log.warn({ run: event.run.key, trainer: event.run.description, others: event.others.map(other => other.description) },
+      'two jobs read this mount at once: each gets duplicates and misses samples (exactly-once holds only over all readers together) until a run starts after both end')
   }
 }
 
@@ -302,7 +357,7 @@ function memoryTooSmall (memoryBytes: number, dataset: OpenedDataset, { groups, 
 /** Starts the peer service and handshakes with every peer; the mount comes up only after. */
 /** Who the cluster's nodes are and how to reach them (the clients; nothing listens or calls yet). */
 async function clusterMembership (cluster: NonNullable<MountConfig['cluster']>, shape: ClusterShape, layout: Layout, log: Logger): Promise<Membership> {
-  const token = await readToken(cluster.tokenFile, message => log.warn(message))
+  const token = await readToken(cluster.tokenFile)
   const credentials = await loadCredentials(cluster.tls)
   return new Membership(layout, {
     node: shape.node,

@@ -217,6 +217,23 @@ export class Engine {
     return dropped.length
   }
 
+  /** A new training run begins: every VC starts a fresh epoch (Protocol.startNewRun); gives how many files waiting in memory were dropped. */
+  startNewRun (): number {
+    const dropped = this.protocol.startNewRun()
+    for (const file of dropped) this.resident.drop(file)
+    return dropped.length
+  }
+
+  /** An answer whose opener went away before it got it: the file waits for another open (Protocol.returnUnserved). */
+  giveBack (served: ServedFile): void {
+    if (this.protocol.returnUnserved(served.file) === 'placed') {
+      this.resident.set(served.file, served.bytes)
+      this.wake(this.protocol.vcOf(served.file))
+    } else {
+      sampleBuffers.give(served.bytes)
+    }
+  }
+
   /** Waits for readahead loads to end (for a clean shutdown). */
   async drain (): Promise<void> {
     while (this.loadsInFlight.size > 0) await Promise.allSettled([...this.loadsInFlight])

@@ -32,6 +32,10 @@ export interface ProtocolCounters {
   rollovers: number
   /** Explicit resets of every VC's epoch (`redirfs reset`). */
   resets: number
+  /** New training runs, each of which started a new epoch (src/runs). */
+  newRuns: number
+  /** Files whose opener went away before it got them, given back to wait for another open. */
+  returnedFiles: number
   /** Bytes held in slots and staged chunks now, and the most ever. */
   residentBytes: number
   peakResidentBytes: number
@@ -67,6 +71,8 @@ export function zeroCounters (): ProtocolCounters {
     failedFiles: 0,
     rollovers: 0,
     resets: 0,
+    newRuns: 0,
+    returnedFiles: 0,
     residentBytes: 0,
     peakResidentBytes: 0,
     inflightBytes: 0,

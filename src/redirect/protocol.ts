@@ -749,6 +749,70 @@ export class Protocol {
   }
 
   /**
+   * A new training run begins (src/runs): every VC starts a fresh epoch. A
+   * VC whose epoch is over (every file served, none waiting in memory or in
+   * a mirror, no load out) just rolls over, as its next open would have
+   * made it, keeping what it read ahead for its next epoch: a run that
+   * ended cleanly costs the next one nothing. Any other VC was left
+   * mid-epoch by the run that ended, and is reset. Returns the files
+   * dropped from memory (the caller frees their bytes).
+   */
+  startNewRun (): FileId[] {
+    const dropped: FileId[] = []
+    for (let vc = 0; vc < this.layout.vcs.length; vc++) {
+      if (!this.owns(vc)) continue
+      if (this.epochIsOver(vc)) this.rollOver(vc)
+      else dropped.push(...this.resetVc(vc))
+    }
+    this.counters.newRuns++
+    this.noteMemory()
+    return dropped
+  }
+
+  /** Every file of the VC's epoch was served, and nothing of it waits anywhere. */
+  private epochIsOver (vc: VcId): boolean {
+    const staged = this.slots.staged(vc)
+    return this.slots.allConsumed(vc) && this.slots.validSlots(vc) === 0 && !this.slots.isLoading(vc) &&
+      this.ledger.files(vc).length === 0 && (staged === undefined || this.stagedForNextEpoch.has(vc))
+  }
+
+  /** One VC starts afresh: nothing in memory, every file loadable. Returns the files dropped. */
+  private resetVc (vc: VcId): FileId[] {
+    const dropped = this.slots.resetVc(vc)
+    this.vcEpochs[vc]++
+    this.stagedForNextEpoch.delete(vc)
+    for (const file of this.ledger.files(vc)) this.ledger.remove(vc, file)
+    for (const pc of this.layout.vcs[vc].pcs) {
+      this.failedPcs.delete(pc)
+      for (const file of this.layout.pcs[pc].files) this.servedTo[file] = 0
+    }
+    this.standbyDirty.add(vc)
+    return dropped
+  }
+
+  /**
+   * An open was answered with `file`, but its opener went away before the
+   * answer reached it (a trainer killed in the middle of an open): the file
+   * goes back to wait in its slot, so the epoch still serves it once.
+   * 'placed': the caller keeps its bytes in memory again; 'dropped': it is
+   * loadable again (its slot was taken meanwhile, or a new run began).
+   */
+  returnUnserved (file: FileId): 'placed' | 'dropped' {
+    const vc = this.vcOf(file)
+    const offset = this.offsetOf(file)
+    if (!this.owns(vc) || !this.slots.isConsumed(file)) return 'dropped'
+    this.counters.returnedFiles++
+    this.servedTo[file] = 0
+    if (this.slots.isSlotEmpty(vc, offset)) {
+      this.slots.place(vc, offset, file)
+      this.noteMemory()
+      return 'placed'
+    }
+    this.slots.unconsume(file)
+    return 'dropped'
+  }
+
+  /**
    * Starts a fresh epoch everywhere, for when the trainer's epochs no longer
    * line up with the VCs' (a run stopped mid-epoch). Files in memory are
    * dropped (the caller frees their bytes); loads in flight complete into

@@ -137,6 +137,23 @@ export class SlotTable {
     return dropped
   }
 
+  /**
+   * Forgets one VC's epoch: empties its slots and staged chunk and clears
+   * the consumed bits of its files. Returns the files dropped from memory.
+   */
+  resetVc (vc: VcId): FileId[] {
+    const dropped: FileId[] = []
+    for (const offset of this.validOffsets(vc)) dropped.push(this.take(vc, offset))
+    for (const file of this.stagedFiles.get(vc) ?? []) { dropped.push(file); this.residentBytes -= this.layout.files[file].size }
+    this.stagedFiles.delete(vc)
+    let files = 0
+    for (const pc of this.layout.vcs[vc].pcs) {
+      for (const file of this.layout.pcs[pc].files) { this.consumedBits[file] = 0; files++ }
+    }
+    this.unconsumedCount[vc] = files
+    return dropped
+  }
+
   isLoading (vc: VcId): boolean { return this.loadingBits[vc] === 1 }
   setLoading (vc: VcId, loading: boolean): void { this.loadingBits[vc] = loading ? 1 : 0 }
 

@@ -1,0 +1,96 @@
+/**
+ * What the mount may know of the processes that open its samples, read
+ * from /proc: a thread's process, a process's parent, program, command
+ * line, start time and a few launcher variables of its environment.
+ *
+ * The native FUSE server hands each open's calling thread (the kernel's
+ * request context). Nothing here is trusted for access: permissions are the
+ * kernel's (default_permissions). It only tells runs apart (run-tracker.ts),
+ * and every read may fail (a process that exited, one of another user that
+ * a non-root daemon may not inspect): callers treat undefined as "unknown".
+ */
+import { readFileSync, readlinkSync } from 'node:fs'
+
+export interface ProcessInfo {
+  readonly pid: number
+  readonly parent: number
+  /** Clock ticks after boot at which it started: with the pid, it names one process for good (pids are reused). */
+  readonly startTime: number
+  /** The program it runs (`/proc/<pid>/exe`), or its name when that cannot be read. */
+  readonly program: string
+  readonly commandLine: readonly string[]
+}
+
+/** The environment variables by which launchers name a job (run-tracker.ts). */
+export const LAUNCHER_VARIABLES = [
+  'REDIRFS_RUN_ID',
+  'TORCHELASTIC_RUN_ID', 'TORCHELASTIC_RESTART_COUNT',
+  'SLURM_JOB_ID', 'SLURM_STEP_ID', 'SLURM_RESTART_COUNT',
+  'PMIX_NAMESPACE',
+  'MASTER_ADDR', 'MASTER_PORT', 'WORLD_SIZE'
+] as const
+export type LauncherVariable = typeof LAUNCHER_VARIABLES[number]
+
+/** The process table as the run tracker sees it (a fake one in unit tests). */
+export interface ProcessTable {
+  /** The process a thread belongs to. */
+  processOf (thread: number): number | undefined
+  info (pid: number): ProcessInfo | undefined
+  /** The launcher variables set in a process's environment; undefined when it cannot be read. */
+  launcherVariables (pid: number): Partial<Record<LauncherVariable, string>> | undefined
+}
+
+/** `/proc/<pid>/stat`: the command name is in parentheses and may hold spaces and parentheses itself. */
+function parseStat (text: string): { parent: number, startTime: number, name: string } | undefined {
+  const close = text.lastIndexOf(')')
+  if (close < 0) return undefined
+  // After the name: state (field 3), ppid (4), ..., starttime (22).
+  const fields = text.slice(close + 2).split(' ')
+  const parent = Number(fields[1])
+  const startTime = Number(fields[19])
+  if (!Number.isFinite(parent) || !Number.isFinite(startTime)) return undefined
+  return { parent, startTime, name: text.slice(text.indexOf('(') + 1, close) }
+}
+
+const readOrUndefined = (file: string): string | undefined => {
+  try { return readFileSync(file, 'utf8') } catch { return undefined }
+}
+
+/** The start time of a process or thread, or undefined when it is gone. */
+export function startTimeOf (pid: number): number | undefined {
+  const stat = readOrUndefined(`/proc/${pid}/stat`)
+  return stat === undefined ? undefined : parseStat(stat)?.startTime
+}
+
+/** Whether the process that started at `startTime` with this pid still runs (a reused pid is another process). */
+export function isRunning (pid: number, startTime: number): boolean {
+  return startTimeOf(pid) === startTime
+}
+
+export const procTable: ProcessTable = {
+  processOf (thread) {
+    const status = readOrUndefined(`/proc/${thread}/status`)
+    const tgid = status?.match(/^Tgid:\s+(\d+)$/m)
+    return tgid === null || tgid === undefined ? undefined : Number(tgid[1])
+  },
+  info (pid) {
+    const statText = readOrUndefined(`/proc/${pid}/stat`)
+    const stat = statText === undefined ? undefined : parseStat(statText)
+    if (stat === undefined) return undefined
+    let program: string
+    try { program = readlinkSync(`/proc/${pid}/exe`) } catch { program = stat.name }
+    const commandLine = (readOrUndefined(`/proc/${pid}/cmdline`) ?? '').split('\0').filter((arg, i, all) => i < all.length - 1 || arg !== '')
+    return { pid, parent: stat.parent, startTime: stat.startTime, program, commandLine }
+  },
+  launcherVariables (pid) {
+    const environ = readOrUndefined(`/proc/${pid}/environ`)
+    if (environ === undefined) return undefined
+    const found: Partial<Record<LauncherVariable, string>> = {}
+    for (const entry of environ.split('\0')) {
+      const equals = entry.indexOf('=')
+      const name = entry.slice(0, equals) as LauncherVariable
+      if (equals > 0 && (LAUNCHER_VARIABLES as readonly string[]).includes(name)) found[name] = entry.slice(equals + 1)
+    }
+    return found
+  }
+}

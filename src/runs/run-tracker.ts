@@ -1,0 +1,218 @@
+/**
+ * Runs: which training job an open comes from, so that a new job starts a
+ * new epoch by itself (docs/design.md, "Runs").
+ *
+ * The mount cannot see epochs, only opens; but every open comes from a
+ * thread, and a training job is a tree of processes. An open is charged to
+ * its **trainer**: the process found by walking up from the opener past
+ * DataLoader workers (a forked copy of its parent: same program, same
+ * command line; or a Python multiprocessing child, spawned or from a fork
+ * server). A worker whose trainer is gone is an orphan of a run that
+ * ended: its opens count for nothing here.
+ *
+ * Trainers make up a **run**, named by the job's launcher when it says so
+ * in the trainer's environment: `REDIRFS_RUN_ID` (set it yourself),
+ * torchrun (`TORCHELASTIC_RUN_ID` and its restart count), Slurm job steps
+ * (`SLURM_JOB_ID`.`SLURM_STEP_ID` and the requeue count), PMIx (MPI), or
+ * torch.distributed's own rendezvous (`MASTER_ADDR`, `MASTER_PORT`,
+ * `WORLD_SIZE`). The ranks of one job are then one run, on one node or,
+ * with these keys, across a cluster. Without any, a run is one trainer
+ * process.
+ *
+ * The rule: an open from a run the mount has not seen starts a new epoch
+ * once every trainer of the runs before it has exited (a job killed and
+ * started again, a second job after the first). A run whose trainers have
+ * all exited is over, whatever its name: the next job of the same name
+ * (a fixed MASTER_PORT, a reused REDIRFS_RUN_ID) is a new run. While one still runs, two
+ * jobs read at once: nothing can keep either exact, so it is counted,
+ * logged and shown in the stats until the next new run starts afresh.
+ *
+ * Reading /proc for every open would cost the hot path; what a thread
+ * belongs to is kept, and checked again (its start time) once a second.
+ */
+import { procTable, type ProcessInfo, type ProcessTable } from './processes'
+
+export interface Run {
+  /** How the run is named (see above): the launcher's job, or one trainer process. */
+  readonly key: string
+  /** Named by a launcher, so every node of a cluster names it alike. */
+  readonly global: boolean
+  /** Its trainers seen so far: pid → start time. */
+  readonly trainers: Map<number, number>
+  /** A trainer, as `ps` would show it: for messages. */
+  readonly description: string
+  readonly startedAt: number
+}
+
+export type RunEvent =
+  /** An open of a run already seen (or one the mount cannot place). */
+  | { readonly kind: 'same' }
+  /** The mount's first run. */
+  | { readonly kind: 'first', readonly run: Run }
+  /** A new run, after every earlier one ended: it starts a new epoch. */
+  | { readonly kind: 'new', readonly run: Run, readonly previous: Run }
+  /** A new run while another still reads: epochs are no longer exact. */
+  | { readonly kind: 'concurrent', readonly run: Run, readonly others: readonly Run[] }
+
+export interface RunStats {
+  /** Runs seen, and how many of them began while another was reading. */
+  runs: number
+  concurrentRuns: number
+  /** The run reading now, and any reading beside it. */
+  current?: { key: string, trainers: number[], trainer: string, since: string }
+  alongside: { key: string, trainers: number[], trainer: string }[]
+  /** False from a run that began beside another until the next run starts afresh. */
+  exact: boolean
+}
+
+/** How long what a thread belongs to is trusted before its start time is checked again. */
+const RECHECK_MS = 1000
+/** Threads remembered at most; the oldest are forgotten first. */
+const THREADS_KEPT = 4096
+const MAX_DEPTH = 64
+
+const isMultiprocessingChild = (p: ProcessInfo): boolean =>
+  p.commandLine.includes('--multiprocessing-fork') || p.commandLine.some(arg => arg.startsWith('from multiprocessing.'))
+
+const sameCommandLine = (a: ProcessInfo, b: ProcessInfo): boolean =>
+  a.commandLine.length === b.commandLine.length && a.commandLine.every((arg, i) => arg === b.commandLine[i])
+
+/**
+ * The trainer an open by process `pid` is for (see the top of this file);
+ * 'orphan' for a worker whose trainer is gone; undefined when unknown.
+ */
+export function findTrainer (table: ProcessTable, pid: number): ProcessInfo | 'orphan' | undefined {
+  const first = table.info(pid)
+  if (first === undefined) return undefined
+  let process: ProcessInfo = first
+  for (let depth = 0; depth < MAX_DEPTH; depth++) {
+    const parent: ProcessInfo | undefined = process.parent > 1 ? table.info(process.parent) : undefined
+    const sameProgram = parent !== undefined && parent.program === process.program
+    if (isMultiprocessingChild(process)) {
+      // Its parent (the trainer, or a fork server) runs the same interpreter; else it was adopted by init or a reaper.
+      if (parent === undefined || !sameProgram) return 'orphan'
+      process = parent
+      continue
+    }
+    if (parent !== undefined && sameProgram && sameCommandLine(parent, process)) {
+      process = parent
+      continue
+    }
+    return process
+  }
+  return process
+}
+
+/** The run a trainer belongs to: its launcher's job when the environment names one, else the trainer itself. */
+export function runOf (table: ProcessTable, trainer: ProcessInfo, now: number): Run {
+  const v = table.launcherVariables(trainer.pid) ?? {}
+  const named = (key: string, global: boolean): Run => ({ key, global, trainers: new Map([[trainer.pid, trainer.startTime]]), description: describe(trainer), startedAt: now })
+  if (v.REDIRFS_RUN_ID !== undefined && v.REDIRFS_RUN_ID !== '') return named(`REDIRFS_RUN_ID ${v.REDIRFS_RUN_ID}`, true)
+  if (v.TORCHELASTIC_RUN_ID !== undefined) {
+    const attempt = v.TORCHELASTIC_RESTART_COUNT ?? '0'
+    if (v.TORCHELASTIC_RUN_ID !== 'none') return named(`torchrun ${v.TORCHELASTIC_RUN_ID} attempt ${attempt}`, true)
+    // torchrun without --rdzv-id (one node): its agent, the ranks' parent, names the job.
+    const agent = table.info(trainer.parent)
+    if (agent !== undefined) return named(`torchrun ${agent.pid}@${agent.startTime} attempt ${attempt}`, false)
+  }
+  if (v.SLURM_JOB_ID !== undefined && v.SLURM_STEP_ID !== undefined) return named(`slurm ${v.SLURM_JOB_ID}.${v.SLURM_STEP_ID} restart ${v.SLURM_RESTART_COUNT ?? '0'}`, true)
+  if (v.PMIX_NAMESPACE !== undefined && v.PMIX_NAMESPACE !== '') return named(`pmix ${v.PMIX_NAMESPACE}`, true)
+  if (v.MASTER_ADDR !== undefined && v.MASTER_PORT !== undefined) return named(`torch.distributed ${v.MASTER_ADDR}:${v.MASTER_PORT} world ${v.WORLD_SIZE ?? '?'}`, true)
+  return named(`process ${trainer.pid}@${trainer.startTime}`, false)
+}
+
+function describe (p: ProcessInfo): string {
+  const command = p.commandLine.join(' ')
+  return `pid ${p.pid} (${command.length > 80 ? command.slice(0, 77) + '...' : command || p.program})`
+}
+
+interface KnownThread {
+  readonly startTime: number
+  /** The run it reads for; undefined: an orphan, or unknown. */
+  readonly run: string | undefined
+  checkedAt: number
+}
+
+export class RunTracker {
+  private current: Run | undefined
+  /** Runs that began while another was reading, by key. */
+  private readonly alongside = new Map<string, Run>()
+  private readonly threads = new Map<number, KnownThread>()
+  private runs = 0
+  private concurrentRuns = 0
+  private exact = true
+
+  constructor (private readonly table: ProcessTable = procTable) {}
+
+  /** Places an open by `thread`; what it changes (see RunEvent). */
+  noteOpen (thread: number, now = Date.now()): RunEvent {
+    const known = this.threads.get(thread)
+    if (known !== undefined) {
+      if (now - known.checkedAt < RECHECK_MS) return { kind: 'same' }
+      if (this.table.info(thread)?.startTime === known.startTime) {
+        known.checkedAt = now
+        return { kind: 'same' }
+      }
+      this.threads.delete(thread)
+    }
+    const threadStart = this.table.info(thread)?.startTime
+    const pid = this.table.processOf(thread)
+    const trainer = pid === undefined ? undefined : findTrainer(this.table, pid)
+    if (threadStart === undefined || trainer === undefined || trainer === 'orphan') {
+      if (threadStart !== undefined) this.remember(thread, { startTime: threadStart, run: undefined, checkedAt: now })
+      return { kind: 'same' }
+    }
+    const run = runOf(this.table, trainer, now)
+    this.remember(thread, { startTime: threadStart, run: run.key, checkedAt: now })
+    return this.place(run, trainer)
+  }
+
+  private place (run: Run, trainer: ProcessInfo): RunEvent {
+    const known = this.current?.key === run.key ? this.current : this.alongside.get(run.key)
+    if (known !== undefined && (known.trainers.get(trainer.pid) === trainer.startTime || this.isReading(known))) {
+      known.trainers.set(trainer.pid, trainer.startTime)
+      return { kind: 'same' }
+    }
+    // A run of that name whose trainers all exited is over: this one is new.
+    if (known !== undefined) this.alongside.delete(known.key)
+    this.runs++
+    if (this.current === undefined) {
+      this.current = run
+      return { kind: 'first', run }
+    }
+    const live = [this.current, ...this.alongside.values()].filter(other => this.isReading(other))
+    if (live.length > 0) {
+      this.alongside.set(run.key, run)
+      this.concurrentRuns++
+      this.exact = false
+      return { kind: 'concurrent', run, others: live }
+    }
+    const previous = this.current
+    this.current = run
+    this.alongside.clear()
+    this.exact = true
+    return { kind: 'new', run, previous }
+  }
+
+  /** Whether any trainer of a run still runs. */
+  private isReading (run: Run): boolean {
+    for (const [pid, startTime] of run.trainers) if (this.table.info(pid)?.startTime === startTime) return true
+    return false
+  }
+
+  private remember (thread: number, known: KnownThread): void {
+    if (this.threads.size >= THREADS_KEPT) this.threads.delete(this.threads.keys().next().value!)
+    this.threads.set(thread, known)
+  }
+
+  stats (): RunStats {
+    const show = (run: Run): { key: string, trainers: number[], trainer: string } => ({ key: run.key, trainers: [...run.trainers.keys()], trainer: run.description })
+    return {
+      runs: this.runs,
+      concurrentRuns: this.concurrentRuns,
+      ...(this.current !== undefined ? { current: { ...show(this.current), since: new Date(this.current.startedAt).toISOString() } } : {}),
+      alongside: [...this.alongside.values()].map(show),
+      exact: this.exact
+    }
+  }
+}

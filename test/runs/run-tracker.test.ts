@@ -1,0 +1,172 @@
+// The run rule on a fake process table: which process an open is charged
+// to, how runs are named, and when a new one starts a new epoch. The real
+// jobs (DataLoader workers, SIGKILL, torchrun) are in restarts.test.ts.
+import t from 'tap'
+import { findTrainer, RunTracker, runOf } from '../../src/runs/run-tracker'
+import type { LauncherVariable, ProcessInfo, ProcessTable } from '../../src/runs/processes'
+
+const PYTHON = '/usr/bin/python3.11'
+
+class FakeTable implements ProcessTable {
+  readonly processes = new Map<number, ProcessInfo>()
+  readonly environments = new Map<number, Partial<Record<LauncherVariable, string>>>()
+  /** thread → process */
+  readonly threads = new Map<number, number>()
+
+  add (pid: number, parent: number, commandLine: string[], program = PYTHON, environment: Partial<Record<LauncherVariable, string>> = {}): number {
+    this.processes.set(pid, { pid, parent, startTime: 1000 + pid, program, commandLine })
+    this.environments.set(pid, environment)
+    this.threads.set(pid, pid)
+    return pid
+  }
+
+  exit (pid: number): void { this.processes.delete(pid); this.threads.delete(pid) }
+  processOf (thread: number): number | undefined { return this.threads.get(thread) }
+  info (pid: number): ProcessInfo | undefined { return this.processes.get(pid) }
+  launcherVariables (pid: number): Partial<Record<LauncherVariable, string>> | undefined { return this.environments.get(pid) }
+}
+
+const TRAIN = ['python3', 'train.py', '--epochs', '3']
+const SPAWNED = ['python3', '-c', 'from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5, pipe_handle=7)', '--multiprocessing-fork']
+
+function machine (): FakeTable {
+  const table = new FakeTable()
+  table.add(1, 0, ['/sbin/init'], '/sbin/init')
+  table.add(100, 1, ['bash'], '/usr/bin/bash')
+  return table
+}
+
+t.test('a forked DataLoader worker is charged to the trainer that forked it', async t => {
+  const table = machine()
+  table.add(200, 100, TRAIN)
+  table.add(201, 200, TRAIN)
+  t.equal((findTrainer(table, 201) as ProcessInfo).pid, 200)
+})
+
+t.test('a spawned worker, and one forked from a fork server, are charged to the trainer', async t => {
+  const table = machine()
+  table.add(200, 100, TRAIN)
+  table.add(201, 200, SPAWNED)
+  const forkserver = ['python3', '-c', 'from multiprocessing.forkserver import main; main(8, 9, [])']
+  table.add(202, 200, forkserver)
+  table.add(203, 202, forkserver)
+  t.equal((findTrainer(table, 201) as ProcessInfo).pid, 200)
+  t.equal((findTrainer(table, 203) as ProcessInfo).pid, 200)
+})
+
+t.test('a spawned worker whose trainer is gone is an orphan', async t => {
+  const table = machine()
+  table.add(201, 1, SPAWNED)
+  t.equal(findTrainer(table, 201), 'orphan')
+})
+
+t.test('a trainer started from a shell is its own run; torchrun ranks are one run by its run id and attempt', async t => {
+  const table = machine()
+  table.add(200, 100, TRAIN)
+  t.equal(runOf(table, table.info(200)!, 0).key, 'process 200@1200')
+  t.equal(runOf(table, table.info(200)!, 0).global, false)
+  table.add(300, 100, ['python3', '/usr/bin/torchrun', '--nproc-per-node', '2', 'train.py'])
+  const rank = { TORCHELASTIC_RUN_ID: 'job7', TORCHELASTIC_RESTART_COUNT: '1' }
+  table.add(301, 300, ['python3', '-u', 'train.py'], PYTHON, rank)
+  table.add(302, 300, ['python3', '-u', 'train.py'], PYTHON, rank)
+  t.equal(runOf(table, table.info(301)!, 0).key, 'torchrun job7 attempt 1')
+  t.equal(runOf(table, table.info(302)!, 0).key, 'torchrun job7 attempt 1')
+  t.equal(runOf(table, table.info(301)!, 0).global, true)
+})
+
+t.test('torchrun without a run id names its job by its agent process', async t => {
+  const table = machine()
+  table.add(300, 100, ['python3', '/usr/bin/torchrun', 'train.py'])
+  table.add(301, 300, ['python3', '-u', 'train.py'], PYTHON, { TORCHELASTIC_RUN_ID: 'none', TORCHELASTIC_RESTART_COUNT: '0' })
+  t.equal(runOf(table, table.info(301)!, 0).key, 'torchrun 300@1300 attempt 0')
+})
+
+t.test('REDIRFS_RUN_ID, Slurm steps and torch.distributed rendezvous name runs', async t => {
+  const table = machine()
+  table.add(200, 100, TRAIN, PYTHON, { REDIRFS_RUN_ID: 'exp-3', SLURM_JOB_ID: '9' })
+  table.add(201, 100, TRAIN, PYTHON, { SLURM_JOB_ID: '9', SLURM_STEP_ID: '2', SLURM_RESTART_COUNT: '1' })
+  table.add(202, 100, TRAIN, PYTHON, { SLURM_JOB_ID: '9' })
+  table.add(203, 100, TRAIN, PYTHON, { MASTER_ADDR: 'node0', MASTER_PORT: '29500', WORLD_SIZE: '4' })
+  t.equal(runOf(table, table.info(200)!, 0).key, 'REDIRFS_RUN_ID exp-3')
+  t.equal(runOf(table, table.info(201)!, 0).key, 'slurm 9.2 restart 1')
+  t.equal(runOf(table, table.info(202)!, 0).key, 'process 202@1202', 'a Slurm batch script without a step is no job of its own')
+  t.equal(runOf(table, table.info(203)!, 0).key, 'torch.distributed node0:29500 world 4')
+})
+
+t.test('a new run after the last one ended starts a new epoch; its workers and later epochs do not', async t => {
+  const table = machine()
+  const runs = new RunTracker(table)
+  table.add(200, 100, TRAIN)
+  table.add(201, 200, TRAIN)
+  t.equal(runs.noteOpen(201, 0).kind, 'first')
+  t.equal(runs.noteOpen(200, 10).kind, 'same', 'the trainer itself (num_workers=0, or validation)')
+  table.exit(201)
+  table.add(202, 200, TRAIN)
+  t.equal(runs.noteOpen(202, 20).kind, 'same', 'the next epoch\'s worker')
+  table.exit(202)
+  table.exit(200)
+  table.add(300, 100, TRAIN)
+  const next = runs.noteOpen(300, 30)
+  t.equal(next.kind, 'new')
+  t.equal(next.kind === 'new' && next.previous.key, 'process 200@1200')
+  t.same(runs.stats(), { runs: 2, concurrentRuns: 0, current: { key: 'process 300@1300', trainers: [300], trainer: 'pid 300 (python3 train.py --epochs 3)', since: new Date(30).toISOString() }, alongside: [], exact: true })
+})
+
+t.test('a second job while the first still reads is concurrent: not exact until a run starts after both end', async t => {
+  const table = machine()
+  const runs = new RunTracker(table)
+  table.add(200, 100, TRAIN)
+  runs.noteOpen(200, 0)
+  table.add(300, 100, ['cat', 'x.jpg'], '/usr/bin/cat')
+  const concurrent = runs.noteOpen(300, 10)
+  t.equal(concurrent.kind, 'concurrent')
+  t.equal(runs.stats().exact, false)
+  t.equal(runs.stats().alongside.length, 1)
+  table.exit(300)
+  t.equal(runs.noteOpen(200, 2000).kind, 'same', 'the first job goes on')
+  t.equal(runs.stats().exact, false, 'still not exact: the first job\'s epoch lost a sample')
+  table.exit(200)
+  table.add(400, 100, TRAIN)
+  t.equal(runs.noteOpen(400, 3000).kind, 'new')
+  t.equal(runs.stats().exact, true)
+  t.equal(runs.stats().concurrentRuns, 1)
+})
+
+t.test('ranks of one job are one run; the same name after every rank exited is a new run', async t => {
+  const table = machine()
+  const runs = new RunTracker(table)
+  const env = { MASTER_ADDR: '127.0.0.1', MASTER_PORT: '29500', WORLD_SIZE: '2' }
+  table.add(200, 100, TRAIN, PYTHON, env)
+  table.add(201, 100, TRAIN, PYTHON, env)
+  t.equal(runs.noteOpen(200, 0).kind, 'first')
+  t.equal(runs.noteOpen(201, 0).kind, 'same')
+  table.exit(200)
+  t.equal(runs.noteOpen(201, 5000).kind, 'same', 'one rank still reads')
+  table.exit(201)
+  table.add(210, 100, TRAIN, PYTHON, env)
+  t.equal(runs.noteOpen(210, 6000).kind, 'new')
+})
+
+t.test('an orphaned worker changes nothing', async t => {
+  const table = machine()
+  const runs = new RunTracker(table)
+  table.add(200, 100, TRAIN)
+  runs.noteOpen(200, 0)
+  table.exit(200)
+  table.add(201, 1, SPAWNED)
+  t.equal(runs.noteOpen(201, 10).kind, 'same')
+  t.equal(runs.stats().runs, 1)
+})
+
+t.test('a thread is looked up once, and again when its id is reused', async t => {
+  const table = machine()
+  const runs = new RunTracker(table)
+  table.add(200, 100, TRAIN)
+  runs.noteOpen(200, 0)
+  table.exit(200)
+  // A new process with the same id (pids wrap): a new start time.
+  table.processes.set(200, { pid: 200, parent: 100, startTime: 99_999, program: PYTHON, commandLine: TRAIN })
+  table.threads.set(200, 200)
+  t.equal(runs.noteOpen(200, 500).kind, 'same', 'within a second the cache answers')
+  t.equal(runs.noteOpen(200, 1500).kind, 'new', 'after that the start time is checked')
+})

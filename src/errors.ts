@@ -39,3 +39,43 @@ export function codeOf (err: unknown): string | undefined {
   const code = (err as { code?: unknown } | undefined)?.code
   return typeof code === 'string' ? code : undefined
 }
+
+/** What the system errors a user can meet mean, in words. */
+const SYSTEM_ERRORS: Record<string, string> = {
+  ENOSPC: 'no space left on the device',
+  EDQUOT: 'disk quota exceeded',
+  EROFS: 'a read-only filesystem',
+  EACCES: 'permission denied',
+  EPERM: 'operation not permitted',
+  ENOTDIR: 'not a directory',
+  EISDIR: 'is a directory',
+  ENOENT: 'no such file or directory',
+  EEXIST: 'already exists',
+  EMFILE: 'too many open files',
+  ENFILE: 'too many open files on the system',
+  EIO: 'an I/O error',
+  ENOTCONN: 'a dead mount (transport endpoint is not connected)',
+  ELOOP: 'too many symbolic links',
+  ENAMETOOLONG: 'name too long',
+  EBUSY: 'busy',
+  ENOMEM: 'out of memory'
+}
+
+/** A system error (one with a code) as the user should read it: "no space left on the device (ENOSPC)". */
+export function describeSystemError (err: unknown): string {
+  const code = codeOf(err)
+  if (code === undefined) return (err as Error).message
+  return `${SYSTEM_ERRORS[code] ?? (err as Error).message.replace(/^[A-Z]+: /, '').split(',')[0]} (${code})`
+}
+
+/**
+ * A system error that reached the CLI with nothing more said about it: one
+ * line naming what was being done and to what, never "unexpected error".
+ */
+export function systemErrorMessage (err: unknown): string | undefined {
+  const code = codeOf(err)
+  if (code === undefined || !/^E[A-Z]+$/.test(code)) return undefined
+  const { syscall, path } = err as { syscall?: string, path?: string }
+  const doing = syscall !== undefined ? `${syscall}${path !== undefined ? ` ${path}` : ''}` : (path ?? 'the operation')
+  return `cannot ${doing}: ${describeSystemError(err)}`
+}

@@ -31,7 +31,8 @@ export class DirectorySource implements ChunkSource {
   private filesRead = 0
   private bytesRead = 0
   private readErrors = 0
-  private changedFiles = 0
+  /** Samples found changed since the scan (each counted once, however often a load meets it). */
+  private readonly changedFiles = new Set<number>()
   /** The root with one trailing slash, so a file's path is a concatenation, not a normalization per read. */
   private readonly prefix: string
 
@@ -64,7 +65,7 @@ export class DirectorySource implements ChunkSource {
         if (result instanceof Error || changed) {
           sampleBuffers.give(targets[i])
           if (typeof result === 'object' && !(result instanceof Error)) sampleBuffers.give(result)
-          if (changed) this.changedFiles++
+          if (changed) this.changedFiles.add(batch[i])
           else this.readErrors++
           const why = changed ? `changed in the source since the mount (${length >= 0 ? `${length} bytes now, ${files[batch[i]].size} at the scan` : 'modified'}); remount to serve it` : (result as Error).message
           this.log.error({ file: files[batch[i]].path, err: why }, 'cannot serve sample file')
@@ -86,7 +87,7 @@ export class DirectorySource implements ChunkSource {
   }
 
   stats (): Record<string, number | string> {
-    return { kind: 'directory', filesRead: this.filesRead, bytesRead: this.bytesRead, readErrors: this.readErrors, changedFiles: this.changedFiles }
+    return { kind: 'directory', filesRead: this.filesRead, bytesRead: this.bytesRead, readErrors: this.readErrors, changedFiles: this.changedFiles.size }
   }
 
   async close (): Promise<void> {}

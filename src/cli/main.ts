@@ -5,7 +5,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander'
 import path from 'node:path'
 import { defaultFuseThreads, FUSE_BACKENDS, type ClusterConfig, type FuseBackend, type MountConfig } from '../daemon/config'
-import { isForUser, UsageError } from '../errors'
+import { isForUser, systemErrorMessage, UsageError } from '../errors'
 import { REDIRECT_MODES, type RedirectMode } from '../redirect/protocol'
 import { SingleBar, Presets } from 'cli-progress'
 import { verifyPack } from '../pack/verify'
@@ -292,7 +292,7 @@ export async function main (argv: string[]): Promise<void> {
   try {
     await program.parseAsync(argv)
   } catch (err) {
-    const message = isForUser(err) ? err.message : `unexpected error: ${(err as Error).message}`
+    const message = isForUser(err) ? err.message : systemErrorMessage(err) ?? `unexpected error: ${(err as Error).message}`
     process.stderr.write(`redirfs: ${message}\n`)
     process.exitCode = 1
   }

@@ -13,7 +13,7 @@
 import { appendFileSync, promises as fs } from 'node:fs'
 import path from 'node:path'
 import { codeOf, UsageError } from '../errors'
-import { oomKilledSince } from '../daemon/memory-limit'
+import { limitNow, oomKilledSince } from '../daemon/memory-limit'
 import { daemonRuns, readRecord, type MountRecordFile } from '../daemon/registry'
 import { formatSize } from '../util/size'
 import { isRedirfsMount, mountAt, type MountRecord } from '../util/mounts'
@@ -23,7 +23,7 @@ export function deathOf (mountpoint: string, record: MountRecordFile | undefined
   if (record === undefined) return `the daemon of ${mountpoint} is gone (no record of it is left); run: redirfs umount --force ${mountpoint}`
   const oom = record.memoryLimit !== undefined && oomKilledSince(record.memoryLimit)
   const why = oom
-    ? `was killed by the kernel's OOM killer: the memory cgroup ${record.memoryLimit!.cgroup} (limit ${formatSize(record.memoryLimit!.limitBytes)}) ran out; give the job more memory or the mount a smaller --memory`
+    ? `was killed by the kernel's OOM killer: the memory cgroup ${record.memoryLimit!.cgroup} (limit ${formatSize(limitNow(record.memoryLimit!))}) ran out; give the job more memory or the mount a smaller --memory`
     : 'died'
   const sentence = `the daemon of ${mountpoint} (pid ${record.pid}) ${why}${record.logFile !== undefined ? `; its log: ${record.logFile}` : ''}; run: redirfs umount --force ${mountpoint}`
   if (record.logFile !== undefined) {

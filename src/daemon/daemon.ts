@@ -20,7 +20,7 @@ import { native } from '../chunks/native'
 import { sampleBuffers } from '../chunks/sample-buffers'
 import type { ChunkSource } from '../chunks/source'
 import type { DatasetTree, FileReader } from '../chunks/tree'
-import { isPack, loadPackIndex } from '../pack/pack-index'
+import { INDEX_FILE, isPack, loadPackIndex, looksLikeDamagedPack } from '../pack/pack-index'
 import { PackFileReader, PackSource } from '../pack/pack-source'
 import { Engine } from '../engine/engine'
 import { isForUser, UsageError } from '../errors'
@@ -156,6 +156,9 @@ export async function startMount (config: MountConfig, log: Logger): Promise<Run
   native().tuneAllocator()
   // A cluster node's mirrors hold peers' samples in these buffers too (src/cluster/data-channel.ts), within --remote-memory.
   sampleBuffers.limitBytes = config.memoryBytes + (config.cluster?.remoteMemoryBytes ?? 0)
+  if (await looksLikeDamagedPack(config.source)) {
+    throw new UsageError(`${config.source} has a pack's files, but its ${INDEX_FILE} is not a redirfs pack index: check it with redirfs verify ${config.source}, or pack the dataset again`)
+  }
   const dataset = await (await isPack(config.source) ? openPack(config, log) : openDirectory(config, log))
   try {
     return await serve(config, dataset, log)

@@ -84,3 +84,10 @@ export function oomKilledSince (recorded: MemoryLimit): boolean {
     return (oomKillsOf(dir, version) ?? before) > before
   })
 }
+
+/** The recorded cgroup's limit now (it may have been changed since the mount), or the recorded one. */
+export function limitNow (recorded: MemoryLimit): number {
+  const version = recorded.cgroup.startsWith(V1_ROOT + '/') || recorded.cgroup === V1_ROOT ? 1 : 2
+  const bytes = limitOf(recorded.cgroup, version)
+  return Number.isFinite(bytes) ? bytes : recorded.limitBytes
+}

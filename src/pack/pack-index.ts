@@ -5,7 +5,7 @@
  */
 import { promises as fs } from 'node:fs'
 import path from 'node:path'
-import { UsageError } from '../errors'
+import { describeSystemError, UsageError } from '../errors'
 import { Listed } from '../chunks/native'
 import { DatasetTree, EntryKind as TreeKind, secondsOf, TreeBuilder } from '../chunks/tree'
 import { decodeIndex, EntryKind, PACK_MAGIC, type PackArrays, type PackHeader } from './format'
@@ -26,6 +26,15 @@ export interface PackIndex {
   path (entry: number): string
 }
 
+/**
+ * A directory that has a pack's files but whose index is not one: a
+ * damaged pack, which must not be mounted as if it were a plain dataset.
+ */
+export async function looksLikeDamagedPack (directory: string): Promise<boolean> {
+  const present = await Promise.all([INDEX_FILE, CHUNKS_FILE].map(async name => await fs.stat(path.join(directory, name)).then(s => s.isFile(), () => false)))
+  return present.every(Boolean) && !(await isPack(directory))
+}
+
 /** True when `directory` holds a pack index (by its magic). */
 export async function isPack (directory: string): Promise<boolean> {
   const handle = await fs.open(path.join(directory, INDEX_FILE), 'r').catch(() => undefined)
@@ -42,7 +51,9 @@ export async function isPack (directory: string): Promise<boolean> {
 export async function loadPackIndex (directory: string): Promise<PackIndex> {
   const file = path.join(directory, INDEX_FILE)
   const bytes = await fs.readFile(file).catch((err: NodeJS.ErrnoException) => {
-    throw new UsageError(err.code === 'ENOENT' ? `${directory} is not a redirfs pack (no ${INDEX_FILE}; an interrupted pack leaves none)` : `cannot read ${file}: ${err.code ?? err.message}`)
+    throw new UsageError(err.code === 'ENOENT'
+      ? `${directory} is not a redirfs pack (no ${INDEX_FILE}; an interrupted pack leaves none)`
+      : err.code === 'ENOTDIR' ? `${directory} is not a redirfs pack (a pack is a directory)` : `cannot read ${file}: ${describeSystemError(err)}`)
   })
   const { header, arrays, paths } = decodeIndex(bytes, file)
   const pathOf = (i: number): string => paths.toString('utf8', i === 0 ? 0 : arrays.pathEnd[i - 1], arrays.pathEnd[i])

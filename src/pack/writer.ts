@@ -21,7 +21,7 @@ import { crc32 } from 'node:zlib'
 import { native } from '../chunks/native'
 import { sampleBuffers } from '../chunks/sample-buffers'
 import { readIncludeList, scanTree } from '../chunks/scan'
-import { UsageError } from '../errors'
+import { codeOf, describeSystemError, isForUser, UsageError } from '../errors'
 import { cutPhysicalChunks, homeOfChunk } from '../redirect/layout'
 import { EntryKind as TreeKind, type DatasetTree } from '../chunks/tree'
 import { allocateArrays, CHUNK_ALIGNMENT, encodeIndex, EntryKind, NO_CHUNK, PACK_VERSION, type PackHeader } from './format'
@@ -73,7 +73,7 @@ export async function writePack (source: string, out: string, options: PackOptio
   const layout: PackLayout = { source, tree, chunks, byPath, chunkSize: options.chunkSize, seed: options.seed, groupDepth: options.groupDepth, sampleBytes }
 
   const partial = `${out}.partial-${process.pid}`
-  await fs.mkdir(partial)
+  await fs.mkdir(partial).catch((err: unknown) => { throw new UsageError(`cannot write the pack ${out}: ${describeSystemError(err)}`, { cause: err }) })
   try {
     let written = 0
     const progress = (bytes: number): void => { written += bytes; options.onProgress?.(written, sampleBytes + nodes * otherBytes) }
@@ -95,6 +95,7 @@ export async function writePack (source: string, out: string, options: PackOptio
     return { ...summary!, groups, skipped: tree.skipped.length }
   } catch (err) {
     await fs.rm(partial, { recursive: true, force: true })
+    if (codeOf(err) !== undefined && !isForUser(err)) throw new UsageError(`cannot write the pack ${out}: ${describeSystemError(err)}; nothing was left behind`, { cause: err })
     throw err
   }
 }

@@ -80,6 +80,31 @@ t.test('with an include list, samples not on it are hidden and non-samples stay'
   t.ok(has(tree, 'README.txt'))
 })
 
+t.test('an include list line that names nothing the mount can show is named, never dropped in silence', async t => {
+  const root = makeTree()
+  t.teardown(() => rmSync(root, { recursive: true, force: true }))
+  const include = new Set(['cat/1.jpg', '../outside.jpg', '/etc/passwd', 'cat/missing.jpg', 'cat/empty.jpg'])
+  await t.rejects(scanTree(root, { include }), new UsageError('4 entries of the source or the include list cannot be served: ' +
+    'include list: ../outside.jpg (not a plain relative path (it has "..", "." or an empty part)), include list: /etc/passwd (an absolute path: the include list names paths relative to the source), ' +
+    'include list: cat/empty.jpg (not a sample of the source (missing, empty, or not a sample extension)), and 1 more; fix or remove them, or pass --skip-unservable to leave them out'))
+  const warnings: string[] = []
+  const tree = await scanTree(root, { include, skipUnservable: true, onWarning: w => warnings.push(w) })
+  t.same(tree.samples.map(s => s.path), ['cat/1.jpg'])
+  t.equal(tree.skipped.length, 4, 'counted as left out')
+  t.equal(warnings.length, 4)
+})
+
+t.test('with an include list, a class whose samples are all left out is hidden; a directory that never held samples stays', async t => {
+  const root = makeTree()
+  t.teardown(() => rmSync(root, { recursive: true, force: true }))
+  mkdirSync(path.join(root, 'docs'))
+  writeFileSync(path.join(root, 'docs', 'notes.txt'), 'no samples here')
+  const tree = await scanTree(root, { include: new Set(['cat/1.jpg', 'cat/2.jpg']) })
+  t.notOk(has(tree, 'dog'), 'an empty class would make ImageFolder refuse the root')
+  t.ok(has(tree, 'docs/notes.txt'))
+  t.ok(has(tree, 'README.txt'))
+})
+
 t.test('a source with no samples is refused, saying what was looked for', async t => {
   const root = mkdtempSync(path.join(os.tmpdir(), 'redirfs-scan-'))
   t.teardown(() => rmSync(root, { recursive: true, force: true }))

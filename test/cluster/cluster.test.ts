@@ -113,7 +113,7 @@ t.test('a wrong token is refused and logged; a call without one too', async t =>
   const right = new PeerClient(address, credentials, readFileSync(cluster.token, 'utf8').trim(), 3000)
   t.equal(JSON.parse((await right.stats()).json).cluster.node, 0, 'the right token gets the node\'s stats')
   right.close()
-  const log = readFileSync(defaultLogFile(cluster.mountpoints[0]), 'utf8')
+  const log = readFileSync(await defaultLogFile(cluster.mountpoints[0]), 'utf8')
   t.match(log, /refused a peer call: wrong or missing cluster token/)
 })
 
@@ -138,7 +138,8 @@ t.test('cluster flags: bad input gets one line and a non-zero exit', async t => 
     ['a wildcard peer', ['--peers', '0.0.0.0:7000,127.0.0.1:2', '--node', '0', '--token-file', '/etc/hostname'], /wildcard address/],
     ['one peer', ['--peers', '127.0.0.1:7000', '--node', '0', '--token-file', '/etc/hostname'], /at least two/],
     ['a bad address', ['--peers', 'nohost,127.0.0.1:2', '--node', '0', '--token-file', '/etc/hostname'], /not an address like host:port/],
-    ['a short token', ['--peers', '127.0.0.1:1,127.0.0.1:2', '--node', '0', '--token-file', '/etc/hostname'], /token of at least 16 characters/],
+    ['a short token', ['--peers', '127.0.0.1:1,127.0.0.1:2', '--node', '0', '--token-file', tokenFile('short')], /token of at least 16 characters/],
+    ['a token others can read', ['--peers', '127.0.0.1:1,127.0.0.1:2', '--node', '0', '--token-file', '/etc/hostname'], /can be read by other users .*chmod 600/],
     ['half the TLS files', ['--peers', '127.0.0.1:1,127.0.0.1:2', '--node', '0', '--token-file', tokenFile(), '--tls-cert', '/etc/hostname'], /needs all three of --tls-cert, --tls-key and --tls-ca/],
     ['a cluster flag without --peers', ['--node', '1'], /--node applies only to a cluster/],
     ['--data-port without --peers', ['--data-port', '7071'], /--data-port applies only to a cluster/],
@@ -209,6 +210,6 @@ t.test('sharded packs: a node killed mid-epoch; only its samples fail, with EIO,
   const served = survivors.map(r => dataset.byContent.get(r.content))
   t.equal(served.filter((s, i) => s === undefined || classOf(s) !== classOf(survivors[i].opened)).length, 0, 'every other open got a sample of its class')
   t.equal(new Set(served).size, served.length, 'and none twice')
-  const log = readFileSync(defaultLogFile(cluster.mountpoints[0]), 'utf8')
+  const log = readFileSync(await defaultLogFile(cluster.mountpoints[0]), 'utf8')
   t.match(log, /peer 2 \(127\.0\.0\.1:\d+\) is unreachable \(.*\): its samples are only in its pack shard/)
 })

@@ -173,10 +173,15 @@ def read(args):
         table = json.load(f)
     dataset = image_folder(args.mnt, args.loader)
 
+    if "TORCHELASTIC_RUN_ID" in os.environ:  # started by torchrun: rank and rendezvous from its environment
+        args.rank, args.world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     distributed = args.world > 1
     if distributed:
         import torch.distributed as dist
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=args.rank, world_size=args.world)
+        if "TORCHELASTIC_RUN_ID" in os.environ:
+            dist.init_process_group("gloo")
+        else:
+            dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=args.rank, world_size=args.world)
         sampler = torch.utils.data.distributed.DistributedSampler(dataset, num_replicas=args.world, rank=args.rank, shuffle=True, seed=args.seed)
     else:
         sampler = None
@@ -194,7 +199,11 @@ def read(args):
         time.sleep(args.epoch_pause)
         if distributed:
             dist.barrier()  # as DDP's per-step all-reduce keeps ranks in step
-    print(json.dumps({"samples": len(dataset), "epochs": epochs}))
+    report = json.dumps({"samples": len(dataset), "epochs": epochs})
+    if args.out:
+        with open(args.out.replace("{rank}", str(args.rank)), "w") as f:
+            f.write(report + "\n")
+    print(report)
 
 
 def main():
@@ -219,6 +228,7 @@ def main():
     r.add_argument("--rank", type=int, default=0)
     r.add_argument("--world", type=int, default=1)
     r.add_argument("--port", type=int, default=0)
+    r.add_argument("--out", help="also write the report to this file ({rank} is replaced by the rank)")
     args = parser.parse_args()
     if args.command == "generate":
         generate(args.root, args.shape)

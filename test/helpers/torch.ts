@@ -3,7 +3,7 @@
  * a mount: generating its datasets, reading them as a trainer does, and
  * checking what each epoch received.
  */
-import { execFile } from 'node:child_process'
+import { execFile, spawn, type ChildProcess } from 'node:child_process'
 import { mkdirSync, readFileSync } from 'node:fs'
 import path from 'node:path'
 import { promisify } from 'node:util'
@@ -17,9 +17,21 @@ export interface ReaderReport { samples: number, epochs: ReaderEpoch[] }
 
 /** Runs a reader command (`read`, `splits`) and returns the JSON it printed last. */
 export async function runReader<T = ReaderReport> (command: string, mountpoint: string, table: string, ...args: string[]): Promise<T> {
-  const { stdout } = await run(PYTHON, [READER, command, mountpoint, table, ...args], { timeout: 300_000, maxBuffer: 64 * 2 ** 20 })
+  return await runReaderWith<T>({}, command, mountpoint, table, ...args)
+}
+
+/** `runReader` with more environment (a launcher's, as torchrun sets it). */
+export async function runReaderWith<T = ReaderReport> (env: NodeJS.ProcessEnv, command: string, mountpoint: string, table: string, ...args: string[]): Promise<T> {
+  const { stdout } = await run(PYTHON, [READER, command, mountpoint, table, ...args], { timeout: 300_000, maxBuffer: 64 * 2 ** 20, env: { ...process.env, ...env } })
   return JSON.parse(stdout.trim().split('\n').pop()!) as T
 }
+
+/** The reader as a job of its own (its own process group, as a shell starts one), to be stopped from outside. */
+export function startReader (command: string, mountpoint: string, table: string, ...args: string[]): ChildProcess {
+  return spawn(PYTHON, [READER, command, mountpoint, table, ...args], { detached: true, stdio: 'ignore' })
+}
+
+export { PYTHON, READER }
 
 export interface TorchDataset {
   root: string

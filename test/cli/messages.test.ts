@@ -1,0 +1,77 @@
+// What a user reads when the system says no: one line that names what was
+// being done, to what, and why, never "unexpected error: E..." or a stack
+// trace; figures are rounded as people write them.
+import { execFile } from 'node:child_process'
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
+import path from 'node:path'
+import { promisify } from 'node:util'
+import t from 'tap'
+import { emptyDir, forceUnmount, redirfs } from '../helpers/mount'
+
+const run = promisify(execFile)
+
+const source = emptyDir('redirfs-msg-src-')
+mkdirSync(path.join(source, 'cat'))
+for (let i = 0; i < 3; i++) writeFileSync(path.join(source, 'cat', `${i}.jpg`), Buffer.alloc(100_000 + i * 7, i))
+t.teardown(() => rmSync(source, { recursive: true, force: true }))
+
+/** A small tmpfs of the test's own, unmounted in teardown. */
+async function tmpfs (t: Tap.Test, options: string): Promise<string> {
+  const dir = emptyDir('redirfs-msg-fs-')
+  await run('mount', ['-t', 'tmpfs', '-o', options, 'tmpfs', dir])
+  t.teardown(async () => { await run('umount', [dir]).catch(() => {}) })
+  return dir
+}
+
+function oneLine (t: Tap.Test, stderr: string): void {
+  t.equal(stderr.split('\n').length, 2, 'one line')
+  t.notMatch(stderr, /unexpected error|\n\s+at /)
+}
+
+t.test('packing onto a read-only filesystem', async t => {
+  const ro = await tmpfs(t, 'size=64k,ro')
+  const result = await redirfs('pack', source, path.join(ro, 'pack'))
+  t.equal(result.code, 1)
+  t.equal(result.stderr, `redirfs: cannot write the pack ${ro}/pack: a read-only filesystem (EROFS)\n`)
+})
+
+t.test('packing onto a filesystem that fills up leaves nothing behind', async t => {
+  const full = await tmpfs(t, 'size=128k')
+  const result = await redirfs('pack', source, path.join(full, 'pack'))
+  t.equal(result.code, 1)
+  t.equal(result.stderr, `redirfs: cannot write the pack ${full}/pack: no space left on the device (ENOSPC); nothing was left behind\n`)
+  const { stdout } = await run('ls', ['-A', full])
+  t.equal(stdout, '')
+})
+
+t.test('verify of a file that is not a pack', async t => {
+  const result = await redirfs('verify', path.join(source, 'cat', '0.jpg'))
+  t.equal(result.stderr, `redirfs: ${source}/cat/0.jpg is not a redirfs pack (a pack is a directory)\n`)
+  oneLine(t, result.stderr)
+})
+
+t.test('a pack whose index is not one is not mounted as a plain directory', async t => {
+  const damaged = emptyDir('redirfs-msg-pack-')
+  writeFileSync(path.join(damaged, 'index.bin'), 'not an index')
+  writeFileSync(path.join(damaged, 'chunks.bin'), '')
+  t.teardown(() => rmSync(damaged, { recursive: true, force: true }))
+  const mountpoint = emptyDir()
+  t.teardown(() => forceUnmount(mountpoint))
+  const result = await redirfs('mount', damaged, mountpoint)
+  t.equal(result.stderr, `redirfs: ${damaged} has a pack's files, but its index.bin is not a redirfs pack index: check it with redirfs verify ${damaged}, or pack the dataset again\n`)
+})
+
+t.test('a system error with nothing more said is still one line naming the operation', async t => {
+  const result = await redirfs('pack', source, '/proc/not-here/pack')
+  t.equal(result.code, 1)
+  oneLine(t, result.stderr)
+  t.match(result.stderr, /^redirfs: (cannot write the pack \/proc\/not-here\/pack|the directory of \/proc\/not-here\/pack does not exist)/)
+})
+
+t.test('figures are rounded: a mean file size in whole bytes', async t => {
+  const mountpoint = emptyDir()
+  t.teardown(() => forceUnmount(mountpoint))
+  const result = await redirfs('mount', source, mountpoint, '--memory', '1K')
+  t.match(result.stderr, /\(mean 97\.7 KiB\)/)
+  t.notMatch(result.stderr, /\d\.\d{3,}/, 'no long fractions')
+})

@@ -48,6 +48,10 @@ export interface FsStats {
 /** What a cluster node counts beyond the protocol and its mirrors. */
 export interface ClusterCounters {
   peersLost: number
+  /** Peers that came back after they died (mounted again). */
+  peersRejoined: number
+  /** Generations this node started. */
+  generations: number
   refusedRequests: number
 }
 
@@ -60,7 +64,9 @@ export interface ClusterStats extends ClusterCounters, MirrorCounters {
   dataPort: number
   remoteMemoryBytes: number
   tls: boolean
-  peers: Array<{ node: number, address: string, state: 'self' | 'alive' | 'dead' }>
+  peers: Array<{ node: number, address: string, state: 'self' | 'alive' | 'rejoining' | 'dead' }>
+  /** The generation the cluster is in (src/cluster/generations.ts): how many runs began since the mount, and the last one's name. */
+  generation: { number: number, key: string }
   takeovers: number
   /** Standby copies, served notices and sync calls not yet delivered to peers (0 once the sync caught up). */
   unsynced: number

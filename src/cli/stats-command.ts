@@ -47,11 +47,12 @@ function clusterRows (s: MountStats, c: ClusterStats): [string, string][] {
   const p = s.protocol
   const perSample = c.remoteOpens === 0 ? '-' : (c.remoteRequests / c.remoteOpens).toFixed(2)
   return [
-    ['cluster', `node ${c.node} of ${c.nodes}, ${c.storage} storage${c.tls === true ? ', TLS' : ''}, listening on ${c.listen}, data channel on port ${c.dataPort}`],
+    ['cluster', `node ${c.node} of ${c.nodes}, ${c.storage} storage${c.tls === true ? ', TLS' : ''}, listening on ${c.listen}, data channel on port ${c.dataPort}; ` +
+      (c.generation.number === 0 ? 'first generation' : `generation ${c.generation.number} (${c.generation.key})`)],
     ['peers', `${c.peers.map(peer => `${peer.node} ${peer.address} ${peer.state}`).join(', ')}; ${c.unsynced} updates not yet sent to peers`],
     ['remote', `${c.remoteRequests} requests for ${c.remoteOpens} remote samples (${perSample} per sample), ${c.remoteSamplesReceived} samples received, ${c.prefetchReceived} prefetched, ${c.prefetchUsed} used`],
     ['mirrors', `${formatSize(c.mirrorBytes)} now, peak ${formatSize(c.peakMirrorBytes)}; ${c.givenBack} files given back`],
     ['served', `${p.remoteOpens} opens for other nodes, ${p.prefetchShipped} files shipped in batches, ${p.reclaims} reclaim rounds (${p.reclaimedFiles} files back)`],
-    ['failures', `${c.peersLost} peers lost, ${c.takeovers} virtual chunks taken over, ${p.lostHeldFiles} shipped files made loadable again`]
+    ['failures', `${c.peersLost} peers lost, ${c.peersRejoined} came back, ${c.takeovers} virtual chunks taken over, ${p.lostHeldFiles} shipped files made loadable again`]
   ]
 }

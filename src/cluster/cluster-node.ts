@@ -5,6 +5,7 @@
  * - service.ts: what this node answers to its peers;
  * - sync.ts: standby copies and served notices, four times a second;
  * - takeover.ts: what a peer's death changes;
+ * - generations.ts: a new training run begins a generation everywhere;
  * - here: this node's own opens, routed to the engine (VCs it owns) or to
  *   the remote reader, which asks the VC's current owner; and the home
  *   side's reclaims from the nodes holding its files.
@@ -25,6 +26,8 @@ import type { ReclaimReport } from '../redirect/protocol'
 import type { PeerAddress } from './addresses'
 import type { Membership } from './membership'
 import { PeerCallError } from './call-error'
+import { compareGenerations, generationOf, refusedFor } from './generations'
+import type { Run } from '../runs/run-tracker'
 import { startPeerServer, type RunningPeerServer } from './peer-server'
 import { PeerService } from './service'
 import { Sync } from './sync'
@@ -54,12 +57,20 @@ export function reclaimFromHolders (membership: Membership, log: Logger): Reclai
     await Promise.all(plan.holders.map(async holder => {
       if (membership.isDead(holder)) { reports.push({ node: holder, dead: true }); return }
       const giveBack = plan.giveBack?.node === holder
+      const incarnation = membership.incarnationOf(holder)
       try {
-        const reply = await membership.client(holder).reclaim({ node: membership.node, vc: plan.vc, giveBack, offsets: giveBack ? [...(plan.giveBack!.offsets ?? [])] : [] }, membership.handshakeRequest())
+        const reply = await membership.client(holder).reclaim({ generation: membership.generation, node: membership.node, vc: plan.vc, giveBack, offsets: giveBack ? [...(plan.giveBack!.offsets ?? [])] : [] }, membership.handshakeRequest())
         if (reply.returned != null) returned = { file: reply.returned.file, bytes: reply.returned.data }
         reports.push({ node: holder, held: reply.held, lastBatch: reply.lastBatch, returned: reply.returned?.file })
       } catch (err) {
-        if (err instanceof PeerCallError && err.unreachable) membership.markDead(holder, err.details)
+        const later = err instanceof PeerCallError ? refusedFor(err) : undefined
+        if (later !== undefined) {
+          // The holder is in a later generation: this node starts it (its ledgers are then empty), and the holder holds nothing of this one.
+          membership.observe(later)
+          reports.push({ node: holder, held: [], lastBatch: 0 })
+          return
+        }
+        if (err instanceof PeerCallError && err.unreachable) membership.markDead(holder, err.details, incarnation)
         else log.error({ holder, vc: plan.vc, err: (err as Error).message }, 'reclaim refused; treating the holder as dead')
         reports.push({ node: holder, dead: true })
       }
@@ -76,6 +87,8 @@ export class ClusterNode {
   private readonly service: PeerService
   private server?: RunningPeerServer
   private warnedExact = false
+  /** Whether this node's trainer opened a sample in the current generation (see generations.ts). */
+  private readHere = false
 
   constructor (
     private readonly layout: Layout,
@@ -89,6 +102,40 @@ export class ClusterNode {
     this.takeover = new Takeover(layout, membership, engine, this.remote, log)
     this.sync = new Sync(layout, membership, engine, this.remote, this.takeover, log)
     this.service = new PeerService({ layout, membership, engine, remote: this.remote, takeover: this.takeover, sync: this.sync, statsJson: options.statsJson, log })
+    membership.onGeneration(() => this.startedGeneration())
+  }
+
+  /**
+   * A training run began on this node (src/runs): it begins a generation
+   * across the cluster, or joins the one it finds (generations.ts).
+   */
+  beginRun (run: Run): void {
+    const { generation } = this.membership
+    if (generation.key === run.key) return
+    if (!run.global && !this.readHere) {
+      this.log.info({ run: run.key, generation: generation.number }, 'a training run began here; it joins the current generation (this node\'s trainer had not read in it)')
+      return
+    }
+    const next = { number: generation.number + 1, key: run.key }
+    this.membership.startGeneration(next)
+    for (const peer of this.membership.livePeers()) {
+      this.membership.client(peer).newGeneration(next).then(theirs => { this.membership.observe(generationOf({ generation: theirs })) }, (err: unknown) => {
+        // A peer that misses the news learns it from the next call that carries the generation.
+        this.log.warn({ peer, err: (err as Error).message }, 'a peer did not hear of the new generation yet')
+      })
+    }
+  }
+
+  /** Every node's epochs start afresh: nothing of the last generation is kept, and owners are each VC's first live node again. */
+  private startedGeneration (): void {
+    const droppedHere = this.engine.reset()
+    const droppedMirrors = this.remote.reset()
+    this.takeover.newGeneration()
+    this.sync.newGeneration()
+    this.engine.setOwnership(vc => this.membership.ownerOf(vc) === this.membership.node)
+    this.remote.wakeAll(this.layout.vcs.map((_, vc) => vc))
+    this.readHere = false
+    this.log.info({ generation: this.membership.generation.number, droppedHere, droppedMirrors }, 'new generation: epoch state, mirrors and ledgers reset')
   }
 
   /** Listens, then handshakes with every peer; throws a one-line reason on any mismatch. */
@@ -96,6 +143,8 @@ export class ClusterNode {
     const { credentials, token } = this.membership.options
     this.server = await startPeerServer(this.options.listen, credentials, token, this.service, this.log, this.options.dataPort)
     await this.membership.handshakeAll()
+    // Mounted again after it died: its VCs stay with their adopters until the next generation.
+    if (this.membership.isRejoining(this.membership.node)) this.engine.setOwnership(vc => this.membership.ownerOf(vc) === this.membership.node)
     this.sync.start()
   }
 
@@ -105,6 +154,7 @@ export class ClusterNode {
    * it yet, so such an open is answered as any other (and logged once).
    */
   async open (file: FileId, options: { exact?: boolean } = {}): Promise<ServedFile> {
+    this.readHere = true
     for (;;) {
       if (this.engine.owns(this.vcOf(file))) return await this.engine.open(file, options)
       if (options.exact === true && !this.warnedExact) {
@@ -132,18 +182,31 @@ export class ClusterNode {
         if (!this.engine.owns(request.vc)) throw new FsError('EIO', `this node could not take over virtual chunk ${request.vc} of dead node ${home}`)
         return { kind: 'owner-is-here' }
       }
+      const incarnation = this.membership.incarnationOf(owner)
       try {
         const reply = await this.membership.client(owner).read({
+          generation: this.membership.generation,
           node: this.membership.node,
           file: request.file,
           emptyOffsets: encodeOffsets(request.emptyOffsets, this.layout.chunkSize),
           freeBytes: Math.floor(request.freeBytes),
           lastBatch: request.lastBatch
         }, this.membership.handshakeRequest())
+        // A later generation the owner is in starts here; an answer of one this node has left is not kept (its files were that generation's).
+        this.membership.observe(reply.generation)
+        if (compareGenerations(reply.generation, this.membership.generation) !== 0) {
+          this.drop(reply)
+          continue
+        }
         return { kind: 'answered', answer: decodeReadReply(reply) }
       } catch (err) {
+        const later = err instanceof PeerCallError ? refusedFor(err) : undefined
+        if (later !== undefined) {
+          this.membership.observe(later)
+          continue
+        }
         if (err instanceof PeerCallError && err.unreachable) {
-          this.membership.markDead(owner, err.details)
+          this.membership.markDead(owner, err.details, incarnation)
           continue
         }
         throw new FsError('EIO', `node ${owner} could not answer for file ${request.file}: ${(err as Error).message}`)
@@ -155,6 +218,12 @@ export class ClusterNode {
   giveBack (served: ServedFile): void {
     if (this.engine.owns(this.vcOf(served.file))) this.engine.giveBack(served)
     else sampleBuffers.give(served.bytes)
+  }
+
+  /** An answer of another generation: nobody takes its bytes. */
+  private drop (reply: ReadReply): void {
+    if (reply.served !== null) sampleBuffers.give(reply.served.data)
+    for (const f of reply.batch) sampleBuffers.give(f.data)
   }
 
   /** Drops every mirrored file (`redirfs reset`); gives how many. */
@@ -172,6 +241,7 @@ export class ClusterNode {
       remoteMemoryBytes: this.remote.limitBytes,
       tls: credentials.tls,
       peers: peers.map((address, peer) => ({ node: peer, address: address.text, state: this.membership.stateOf(peer) })),
+      generation: { ...this.membership.generation },
       ...this.membership.counters,
       ...this.service.counters,
       takeovers: this.engine.takeovers,

@@ -22,6 +22,7 @@ import * as grpc from '@grpc/grpc-js'
 import type { Logger } from 'pino'
 import { sampleBuffers } from '../chunks/sample-buffers'
 import { PeerCallError } from './call-error'
+import { generationOf } from './generations'
 import { tokenMatches, type Credentials } from './security'
 import { dataMessages, PROTOCOL_VERSION, type FileData, type MessageCodec, type ReadAnswer, type ReadReply, type ReadRequest, type ReclaimAnswer, type ReclaimReply, type ReclaimRequest } from './wire'
 
@@ -166,7 +167,8 @@ function readAnswer (reply: ReadReply): Answer {
     sizes: bytes.map(b => b.length),
     servedAbsent: reply.served === null,
     batchNumber: reply.batchNumber,
-    vcEpoch: reply.vcEpoch
+    vcEpoch: reply.vcEpoch,
+    generation: reply.generation
   })
   return { head, bytes }
 }
@@ -402,6 +404,13 @@ export class DataClient {
   /** Where the peer's data channel listens, as its handshake says; 0 until one has. */
   get knownPort (): number { return this.port ?? 0 }
 
+  /** Forgets the port (the peer restarted): the next call needs a handshake first. */
+  forgetPort (): void {
+    this.port = undefined
+    this.connection?.close()
+    this.connection = undefined
+  }
+
   setPort (port: number): void {
     if (port === this.port) return
     this.port = port
@@ -412,7 +421,7 @@ export class DataClient {
     return this.connected().call(READ, messages().read.encode(request), deadlineMs, (head: ReadAnswer, bytes): ReadReply => {
       const files = head.files.map((file, i) => ({ file, data: bytes[i] }))
       const served = head.servedAbsent ? null : files.shift() ?? null
-      return { served, batch: files, batchNumber: head.batchNumber, vcEpoch: head.vcEpoch }
+      return { served, batch: files, batchNumber: head.batchNumber, vcEpoch: head.vcEpoch, generation: generationOf(head) }
     })
   }
 

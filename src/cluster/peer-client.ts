@@ -21,7 +21,7 @@ import type { PeerAddress } from './addresses'
 import { PeerCallError } from './call-error'
 import { DataClient } from './data-channel'
 import { TOKEN_METADATA, type Credentials } from './security'
-import { peerStub, type HandshakeReply, type HandshakeRequest, type PeerStub, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type StatsReply, type SyncReply, type SyncRequest, type TakeoverStateReply, type TakeoverStateRequest } from './wire'
+import { peerStub, type HandshakeReply, type HandshakeRequest, type PeerStub, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type StatsReply, type SyncReply, type SyncRequest, type TakeoverStateReply, type TakeoverStateRequest, type Generation } from './wire'
 
 /** One call on the stub, given what every call carries (the token's metadata, the deadline) and where its answer goes. */
 type Invoke<Rep> = (metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<Rep>) => grpc.ClientUnaryCall
@@ -85,6 +85,9 @@ export class PeerClient {
     return await (await this.dataChannel(ping)).reclaim(request, this.timeoutMs).answer
   }
 
+  /** The peer was mounted again: its data channel listens elsewhere now, which its next handshake says. */
+  forgetDataChannel (): void { this.data.forgetPort() }
+
   /** The peer's data channel, after the handshake (`ping`) that names its port, if none has yet. */
   private async dataChannel (ping: HandshakeRequest): Promise<DataClient> {
     if (this.data.knownPort === 0) await this.handshake(ping)
@@ -97,6 +100,10 @@ export class PeerClient {
 
   async stats (): Promise<StatsReply> {
     return await this.call<StatsReply>((metadata, options, done) => this.client.stats({}, metadata, options, done))
+  }
+
+  async newGeneration (generation: Generation): Promise<Generation> {
+    return await this.call<Generation>((metadata, options, done) => this.client.newGeneration(generation, metadata, options, done))
   }
 
   async sync (request: SyncRequest): Promise<SyncReply> {

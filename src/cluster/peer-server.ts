@@ -13,7 +13,7 @@ import type { PeerAddress } from './addresses'
 import { startDataServer, type StatusOf } from './data-channel'
 import { TOKEN_METADATA, tokenMatches, type Credentials } from './security'
 import type { PeerHandlers } from './generated/redirfs/v1/Peer'
-import { CHANNEL_OPTIONS, peerService, type HandshakeReply, type HandshakeRequest, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type StatsReply, type SyncReply, type SyncRequest, type TakeoverStateReply, type TakeoverStateRequest } from './wire'
+import { CHANNEL_OPTIONS, peerService, type HandshakeReply, type HandshakeRequest, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type StatsReply, type SyncReply, type SyncRequest, type TakeoverStateReply, type TakeoverStateRequest, type Generation } from './wire'
 
 /** A refusal with the gRPC status the caller gets. */
 export class PeerRefusal extends Error {
@@ -31,6 +31,8 @@ export interface PeerHandler {
   takeoverState (request: TakeoverStateRequest): Promise<TakeoverStateReply>
   sync (request: SyncRequest): SyncReply
   stats (): StatsReply
+  /** A peer began a generation; answers with this node's, after. */
+  newGeneration (request: Generation): Generation
 }
 
 export interface RunningPeerServer {
@@ -73,7 +75,8 @@ export async function startPeerServer (listen: PeerAddress, credentials: Credent
     Handshake: unary<HandshakeRequest, HandshakeReply>('handshake', request => ({ ...handler.handshake(request), dataPort: data.port })),
     TakeoverState: unary<TakeoverStateRequest, TakeoverStateReply>('takeoverState', async request => await handler.takeoverState(request)),
     Sync: unary<SyncRequest, SyncReply>('sync', request => handler.sync(request)),
-    Stats: unary<object, StatsReply>('stats', () => handler.stats())
+    Stats: unary<object, StatsReply>('stats', () => handler.stats()),
+    NewGeneration: unary<Generation, Generation>('newGeneration', request => handler.newGeneration(request))
   }
   server.addService(peerService(), handlers)
   const port = await new Promise<number>((resolve, reject) => {

@@ -3,7 +3,10 @@
  * each request (a bad one is refused with INVALID_ARGUMENT, a call this
  * node must not answer with FAILED_PRECONDITION, counted) and hands the
  * work to the engine (home side), the remote reader (mirrors), the
- * takeover and the sync.
+ * takeover and the sync. Every call that depends on epoch state carries
+ * the caller's generation: a later one is started here first; an earlier
+ * one is refused (ABORTED, naming this node's), never answered from
+ * another generation's state (generations.ts).
  */
 import * as grpc from '@grpc/grpc-js'
 import type { Logger } from 'pino'
@@ -15,7 +18,8 @@ import type { Membership } from './membership'
 import { PeerRefusal, type PeerHandler } from './peer-server'
 import type { Sync } from './sync'
 import type { Takeover } from './takeover'
-import { decodeOffsets, PROTOCOL_VERSION, type FileData, type HandshakeReply, type HandshakeRequest, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type SyncReply, type SyncRequest, type TakeoverStateReply, type TakeoverStateRequest } from './wire'
+import { generationOf, staleGeneration } from './generations'
+import { decodeOffsets, PROTOCOL_VERSION, type Generation, type FileData, type HandshakeReply, type HandshakeRequest, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type SyncReply, type SyncRequest, type TakeoverStateReply, type TakeoverStateRequest } from './wire'
 
 export interface PeerServiceParts {
   readonly layout: Layout
@@ -39,12 +43,26 @@ export class PeerService implements PeerHandler {
   private get node (): NodeId { return this.parts.membership.node }
 
   handshake (request: HandshakeRequest): Omit<HandshakeReply, 'dataPort'> {
-    const problem = this.parts.membership.refusalOf(request)
+    const { membership } = this.parts
+    const problem = membership.refusalOf(request)
     if (problem !== undefined) {
       this.parts.log.warn({ peer: request.node, problem }, 'refused a peer handshake')
       throw new PeerRefusal(grpc.status.FAILED_PRECONDITION, `node ${this.node}: ${problem}`)
     }
-    return { protocolVersion: PROTOCOL_VERSION, node: this.node, layoutHash: this.parts.layout.hash }
+    const rejoining = membership.admit(request.node, Number(request.incarnation))
+    membership.observe(generationOf(request))
+    return { protocolVersion: PROTOCOL_VERSION, node: this.node, layoutHash: this.parts.layout.hash, generation: membership.generation, rejoining, dead: membership.deadNodes() }
+  }
+
+  /** A peer began a generation: this node starts it too, unless it is in a later one. */
+  newGeneration (request: Generation): Generation {
+    this.parts.membership.observe(generationOf({ generation: request }))
+    return this.parts.membership.generation
+  }
+
+  /** A call from an earlier generation than this node's is refused; a later one is started here first. */
+  private sameGeneration (request: { generation?: Generation | null }): void {
+    if (this.parts.membership.observe(generationOf(request)) < 0) throw staleGeneration(this.parts.membership.generation)
   }
 
   /** Another node's open of a file of a VC this node answers for (or must now: a takeover). */
@@ -52,6 +70,7 @@ export class PeerService implements PeerHandler {
     const { layout, engine, takeover } = this.parts
     this.invalid(this.parts.membership.checkNode(request.node))
     this.invalid(request.file < layout.files.length ? undefined : `file ${request.file} is not in the layout (it has ${layout.files.length})`)
+    this.sameGeneration(request)
     const vc = layout.pcs[layout.filePc[request.file]].vc
     if (!engine.owns(vc)) {
       const why = await takeover.claim(vc, request.node)
@@ -63,7 +82,7 @@ export class PeerService implements PeerHandler {
       freeBytes: request.freeBytes,
       lastBatch: request.lastBatch
     })
-    return { served: answer.served === undefined ? null : data(answer.served), batch: answer.batch.map(data), batchNumber: answer.batchNumber, vcEpoch: answer.vcEpoch }
+    return { served: answer.served === undefined ? null : data(answer.served), batch: answer.batch.map(data), batchNumber: answer.batchNumber, vcEpoch: answer.vcEpoch, generation: this.parts.membership.generation }
   }
 
   /** A read's or reclaim's answer went out: its bytes left this node's memory for good (engine.serveRequest and the remote reader took them), so their buffers serve the next load. */
@@ -78,6 +97,7 @@ export class PeerService implements PeerHandler {
     // a late reclaim from it must not take a file that the new owner counts on.
     if (this.parts.membership.isDead(request.node)) throw new PeerRefusal(grpc.status.FAILED_PRECONDITION, `node ${this.node} takes node ${request.node} for dead`)
     this.invalid(request.vc < this.parts.layout.vcs.length ? undefined : `virtual chunk ${request.vc} is not in the layout`)
+    this.sameGeneration(request)
     const { held, lastBatch, returned } = this.parts.remote.reclaim(request.vc, request.giveBack, request.offsets)
     return { held, lastBatch, returned: returned === undefined ? null : data(returned) }
   }
@@ -87,9 +107,10 @@ export class PeerService implements PeerHandler {
     const { layout, membership } = this.parts
     this.invalid(membership.checkNode(request.node) ?? membership.checkNode(request.dead))
     this.invalid(request.vcs.every(vc => vc < layout.vcs.length && layout.vcs[vc].home === request.dead) ? undefined : 'the virtual chunks asked for are not all the dead node\'s')
+    this.sameGeneration(request)
     const reply = this.parts.takeover.reportFor(request.vcs)
-    // The taking-over node found it dead: stop asking it, and take over our share.
-    membership.markDead(request.dead, `node ${request.node} is taking over its chunks`)
+    // The taking-over node found it dead: stop asking it, and take over our share (unless it is back already: another incarnation).
+    if (!membership.isRejoining(request.dead)) membership.markDead(request.dead, `node ${request.node} is taking over its chunks`)
     return reply
   }
 
@@ -101,6 +122,7 @@ export class PeerService implements PeerHandler {
     for (const notice of request.served) {
       this.invalid(notice.vc < this.parts.layout.vcs.length && notice.file < this.parts.layout.files.length ? undefined : `bad served notice: file ${notice.file} of virtual chunk ${notice.vc}`)
     }
+    this.sameGeneration(request)
     this.parts.sync.receive(request)
     return {}
   }

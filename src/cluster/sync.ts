@@ -50,6 +50,9 @@ export class Sync {
     return this.engine.standbyPending + this.remote.servedNoticesPending + unsent + this.syncing.size
   }
 
+  /** A new generation: what was not sent of the last one never will be. */
+  newGeneration (): void { this.unsentNotices.clear() }
+
   /** A peer's sync: its standby copies for this node to keep, and what it served of VCs this node answers for. */
   receive (request: SyncRequest): void {
     if (this.membership.isDead(request.node)) return
@@ -63,7 +66,7 @@ export class Sync {
     const node = this.membership.node
     const standbyFor = new Map<NodeId, StandbyVc[]>()
     for (const update of this.engine.takeStandbyUpdates()) {
-      const next = ownerOrder(this.layout, update.vc).find(peer => peer !== node && !this.membership.isDead(peer))
+      const next = ownerOrder(this.layout, update.vc).find(peer => peer !== node && this.membership.mayOwn(peer))
       const wire = { vc: update.vc, epoch: update.epoch, servedFiles: update.served.map(s => s.file), servedNodes: update.served.map(s => s.node) }
       if (next !== undefined) appendTo(standbyFor, next, wire)
     }
@@ -82,7 +85,7 @@ export class Sync {
       this.unsentNotices.delete(peer)
       this.syncing.add(peer)
       try {
-        await this.membership.client(peer).sync({ node, standby, served })
+        await this.membership.client(peer).sync({ generation: this.membership.generation, node, standby, served })
       } catch (err) {
         this.log.debug({ peer, err: (err as Error).message }, 'sync failed; will send again')
         for (const update of standby) this.engine.resendStandby(update.vc)

@@ -50,6 +50,12 @@ export class Takeover {
     }
   }
 
+  /** A new generation: every VC starts afresh with its owner, so nothing of a takeover carries over. */
+  newGeneration (): void {
+    this.adopting.clear()
+    this.standby.clear()
+  }
+
   /** Keeps the newest standby copy of `vc` a peer sent. */
   keepStandby (vc: VcId, copy: StandbyCopy): void {
     const known = this.standby.get(vc)
@@ -84,14 +90,15 @@ export class Takeover {
     collect(this.node, this.reportFor(vcs))
     await Promise.all(this.membership.livePeers().map(async node => {
       try {
-        collect(node, await this.membership.client(node).takeoverState({ node: this.node, dead: home, vcs }))
+        collect(node, await this.membership.client(node).takeoverState({ generation: this.membership.generation, node: this.node, dead: home, vcs }))
       } catch (err) {
         this.log.warn({ peer: node, err: (err as Error).message }, 'a survivor did not report its state for a takeover; going on without it')
       }
     }))
     for (const vc of vcs) {
       const reports = states.get(vc)!.map(({ node, state }) => ({ node, ...state }))
-      this.engine.adopt(vc, planAdoption(reports, this.standby.get(vc), this.node, node => this.membership.isDead(node)), this.remote.surrender(vc))
+      // A node that came back is another incarnation: what its trainer got before it died counts as served.
+      this.engine.adopt(vc, planAdoption(reports, this.standby.get(vc), this.node, node => this.membership.isDead(node) || this.membership.isRejoining(node)), this.remote.surrender(vc))
     }
     this.remote.wakeAll(vcs)
     this.log.info({ home, vcs: vcs.length }, `took over ${vcs.length} virtual chunk(s) of node ${home}`)
@@ -112,11 +119,12 @@ export class Takeover {
     if (this.membership.storage === 'sharded') return `its home, node ${home}, is the only node with its chunks`
     const order = ownerOrder(this.layout, vc)
     for (const earlier of order.slice(0, order.indexOf(this.node))) {
-      if (this.membership.isDead(earlier)) continue
+      if (!this.membership.mayOwn(earlier)) continue
+      const incarnation = this.membership.incarnationOf(earlier)
       const probe = await this.membership.probe(earlier)
       if (probe.kind === 'answers') return `node ${earlier}, which answers for it before this node, answers`
       if (probe.kind === 'failed') return `node ${earlier} answered: ${probe.message}`
-      this.membership.markDead(earlier, `node ${requester} found it unreachable, and so did this node`)
+      this.membership.markDead(earlier, `node ${requester} found it unreachable, and so did this node`, incarnation)
     }
     const owner = this.membership.ownerOf(vc)
     if (owner !== this.node) return `node ${owner ?? 'none'} takes it over`

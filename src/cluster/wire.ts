@@ -26,9 +26,11 @@ import type { SyncRequest__Output } from './generated/redirfs/v1/SyncRequest'
 import type { TakeoverStateReply__Output } from './generated/redirfs/v1/TakeoverStateReply'
 import type { TakeoverStateRequest__Output } from './generated/redirfs/v1/TakeoverStateRequest'
 import type { VcState__Output } from './generated/redirfs/v1/VcState'
+import type { Generation__Output } from './generated/redirfs/v1/Generation'
+import type { GenerationId } from './generations'
 
-/** Bumped whenever a message or its meaning changes; checked at handshake. 2: ReadReply lost `unreadable`. 3: Read and Reclaim left gRPC for the data channel. */
-export const PROTOCOL_VERSION = 3
+/** Bumped whenever a message or its meaning changes; checked at handshake. 2: ReadReply lost `unreadable`. 3: Read and Reclaim left gRPC for the data channel. 4: generations and incarnations. */
+export const PROTOCOL_VERSION = 4
 
 export const PROTO_FILE = path.resolve(__dirname, '../../proto/redirfs.proto')
 
@@ -50,6 +52,8 @@ export interface ReadReply {
   readonly batch: FileData[]
   readonly batchNumber: number
   readonly vcEpoch: number
+  /** The owner's generation when it answered (generations.ts). */
+  readonly generation: GenerationId
 }
 export type DataHello = DataHello__Output
 export type ReadAnswer = ReadAnswer__Output
@@ -72,6 +76,7 @@ export type ServedNotice = ServedNotice__Output
 export type SyncRequest = SyncRequest__Output
 export type SyncReply = SyncReply__Output
 export type PeerStub = GeneratedPeerClient
+export type Generation = Generation__Output
 
 /** The options both the gRPC loader and the data channel's codecs read the .proto with (scripts/proto-types.sh too). */
 const PROTO_OPTIONS = { keepCase: false, longs: Number, enums: String, defaults: true, oneofs: true }

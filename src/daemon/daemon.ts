@@ -260,7 +260,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
     log,
     stats,
     reset,
-    beforeSampleOpen: runs === undefined ? undefined : thread => { if (thread !== undefined) onRunEvent(runs.noteOpen(thread), engine, log) }
+    beforeSampleOpen: runs === undefined ? undefined : thread => { if (thread !== undefined) onRunEvent(runs.noteOpen(thread), cluster ?? engine, log) }
   })
 
   try {
@@ -326,12 +326,21 @@ function checkMemoryLimit (config: MountConfig, entries: number): MemoryLimit | 
   return limit
 }
 
-/** What a run's beginning changes (src/runs): a new run after the last one ended starts a new epoch; one beside another is said. */
-function onRunEvent (event: RunEvent, engine: Engine, log: Logger): void {
-  if (event.kind === 'first') log.info({ run: event.run.key, trainer: event.run.description }, 'a training run began')
-  if (event.kind === 'new') {
-    const dropped = engine.startNewRun()
-    log.info({ run: event.run.key, trainer: event.run.description, previous: event.previous.key, dropped }, 'a new training run began after the last one ended: every virtual chunk starts a new epoch')
+/**
+ * What a run's beginning changes (src/runs): on one node, a new run after
+ * the last one ended starts a new epoch; in a cluster every run's
+ * beginning is the cluster's business (a generation, src/cluster); one
+ * beside another is said.
+ */
+function onRunEvent (event: RunEvent, samples: Engine | ClusterNode, log: Logger): void {
+  if (event.kind === 'first' || event.kind === 'new') {
+    log.info({ run: event.run.key, trainer: event.run.description, previous: event.kind === 'new' ? event.previous.key : undefined }, 'a training run began')
+  }
+  if (samples instanceof ClusterNode) {
+    if (event.kind === 'first' || event.kind === 'new') samples.beginRun(event.run)
+  } else if (event.kind === 'new') {
+    const dropped = samples.startNewRun()
+    log.info({ run: event.run.key, dropped }, 'the last run ended: every virtual chunk starts a new epoch')
   }
   if (event.kind === 'concurrent') {
     log.warn({ run: event.run.key, trainer: event.run.description, others: event.others.map(other => other.description) },

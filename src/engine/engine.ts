@@ -175,6 +175,9 @@ export class Engine {
 
   // ---------------------------------------------------------------- the home side's ledger, for the cluster
 
+  /** Which VCs this node answers for from now on (a new generation, or a node mounted again): taken with fresh state. */
+  setOwnership (owns: (vc: VcId) => boolean): void { this.protocol.setOwnership(owns) }
+
   /** Whether this node answers for `vc` (its home, or it took the VC over). */
   owns (vc: VcId): boolean { return this.protocol.owns(vc) }
 

@@ -642,6 +642,18 @@ export class Protocol {
   }
 
   /**
+   * Which VCs this node answers for, from now on: at a new generation (each
+   * VC's first live node, its state fresh after a reset) and on a node
+   * mounted again after it died (none of its own until then).
+   */
+  setOwnership (owns: (vc: VcId) => boolean): void {
+    for (let vc = 0; vc < this.layout.vcs.length; vc++) {
+      this.owned[vc] = owns(vc) ? 1 : 0
+      if (this.owned[vc] === 1) this.standbyDirty.add(vc)
+    }
+  }
+
+  /**
    * Takes over a VC whose home died (shared storage): from now on this node
    * answers for it, in the epoch and with the consumed files, holdings and
    * own trainer's files the adoption gives (see takeover.ts). `heldHere`

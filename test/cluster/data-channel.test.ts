@@ -77,8 +77,9 @@ t.test('a reclaim brings back what the holder holds, and the file it gives back 
 })
 
 t.test('an owner that could not read the file answers without it', async t => {
-  const { client } = await serve(t, { reclaim: noReclaim, read: async () => ({ served: null, batch: [], batchNumber: 0, vcEpoch: 4 }) })
-  t.same(await client().read(request(1), 5000).answer, { served: null, batch: [], batchNumber: 0, vcEpoch: 4 })
+  const generation = { number: 3, key: 'REDIRFS_RUN_ID a' }
+  const { client } = await serve(t, { reclaim: noReclaim, read: async () => ({ served: null, batch: [], batchNumber: 0, vcEpoch: 4, generation }) })
+  t.same(await client().read(request(1), 5000).answer, { served: null, batch: [], batchNumber: 0, vcEpoch: 4, generation }, 'with the owner\'s generation')
 })
 
 t.test('many reads at once on one connection each get their own answer, in whatever order they are ready', async t => {

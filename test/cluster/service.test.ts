@@ -1,6 +1,6 @@
 // The peer service's checks of a sync, on its own: the other parts are
 // small stand-ins that record what reaches them (the real nodes are in
-// test/cluster/cluster.test.ts).
+// test/cluster/cluster.test.ts, test/cluster/restarts.test.ts).
 import * as grpc from '@grpc/grpc-js'
 import pino from 'pino'
 import t from 'tap'
@@ -10,17 +10,31 @@ import { PeerService, type PeerServiceParts } from '../../src/cluster/service'
 import type { Sync } from '../../src/cluster/sync'
 import type { SyncRequest } from '../../src/cluster/wire'
 import type { Layout } from '../../src/redirect/layout'
+import { compareGenerations, refusedFor, type GenerationId } from '../../src/cluster/generations'
 
-function serviceRecordingSyncs (): { service: PeerService, received: SyncRequest[] } {
+function serviceRecordingSyncs (): { service: PeerService, received: SyncRequest[], generations: GenerationId[] } {
   const received: SyncRequest[] = []
+  const generations: GenerationId[] = []
+  const membership = {
+    node: 0,
+    generation: { number: 2, key: 'b' } as GenerationId,
+    checkNode: () => undefined,
+    observe (theirs: GenerationId): number {
+      const order = compareGenerations(theirs, this.generation)
+      if (order > 0) { this.generation = theirs; generations.push(theirs) }
+      return order
+    }
+  }
   const parts = {
     layout: { vcs: [{}, {}], files: [{}, {}, {}, {}] } as unknown as Layout,
-    membership: { node: 0, checkNode: () => undefined } as unknown as Membership,
+    membership: membership as unknown as Membership,
     sync: { receive: (request: SyncRequest) => received.push(request) } as unknown as Sync,
     log: pino({ level: 'silent' })
   } as unknown as PeerServiceParts
-  return { service: new PeerService(parts), received }
+  return { service: new PeerService(parts), received, generations }
 }
+
+const now = { number: 2, key: 'b' }
 
 function statusOf (call: () => unknown): number | undefined {
   try { call() } catch (error) { return error instanceof PeerRefusal ? error.status : -1 }
@@ -29,14 +43,32 @@ function statusOf (call: () => unknown): number | undefined {
 
 t.test('a sync naming a virtual chunk or a file outside the layout is refused and not applied', async t => {
   const { service, received } = serviceRecordingSyncs()
-  t.equal(statusOf(() => service.sync({ node: 1, standby: [], served: [{ vc: 2, file: 0, batch: 1 }] })), grpc.status.INVALID_ARGUMENT)
-  t.equal(statusOf(() => service.sync({ node: 1, standby: [], served: [{ vc: 1, file: 4, batch: 1 }] })), grpc.status.INVALID_ARGUMENT)
+  t.equal(statusOf(() => service.sync({ generation: now, node: 1, standby: [], served: [{ vc: 2, file: 0, batch: 1 }] })), grpc.status.INVALID_ARGUMENT)
+  t.equal(statusOf(() => service.sync({ generation: now, node: 1, standby: [], served: [{ vc: 1, file: 4, batch: 1 }] })), grpc.status.INVALID_ARGUMENT)
   t.equal(received.length, 0)
 })
 
 t.test('a well-formed sync is handed to the sync', async t => {
   const { service, received } = serviceRecordingSyncs()
-  const request = { node: 1, standby: [], served: [{ vc: 1, file: 3, batch: 1 }] }
+  const request = { generation: now, node: 1, standby: [], served: [{ vc: 1, file: 3, batch: 1 }] }
   t.equal(statusOf(() => service.sync(request)), undefined)
   t.same(received, [request])
+})
+
+t.test('a sync from an earlier generation is refused, naming this node\'s, and not applied', async t => {
+  const { service, received } = serviceRecordingSyncs()
+  let refusal: unknown
+  try { service.sync({ generation: { number: 1, key: 'z' }, node: 1, standby: [], served: [{ vc: 1, file: 3, batch: 1 }] }) } catch (err) { refusal = err }
+  t.ok(refusal instanceof PeerRefusal)
+  t.equal((refusal as PeerRefusal).status, grpc.status.ABORTED)
+  t.same(refusedFor({ status: (refusal as PeerRefusal).status, details: (refusal as PeerRefusal).message }), now)
+  t.equal(received.length, 0)
+})
+
+t.test('a sync from a later generation starts it here first, then applies', async t => {
+  const { service, received, generations } = serviceRecordingSyncs()
+  const later = { number: 3, key: 'a' }
+  t.equal(statusOf(() => service.sync({ generation: later, node: 1, standby: [], served: [{ vc: 1, file: 3, batch: 1 }] })), undefined)
+  t.same(generations, [later])
+  t.equal(received.length, 1)
 })

@@ -281,3 +281,61 @@ for (const mixBlock of [1, 4]) {
     t.ok(new Set(plan.pieces.map(piece => piece.pc)).size > 1, 'the load takes blocks of more than one chunk')
   })
 }
+
+/** One epoch of the trainer: every path once, in a seeded order, each open carried out at once; gives what was served. */
+function oneEpochOf (protocol: Protocol, order: FileId[]): (FileId | undefined)[] {
+  return order.map(file => openOnce(protocol, file, false))
+}
+
+function shuffled (seed: number): FileId[] {
+  const order = [...everyFile]
+  let state = seed
+  for (let i = order.length - 1; i > 0; i--) {
+    state = (state * 1103515245 + 12345) % 2 ** 31
+    const j = state % (i + 1);
+    [order[i], order[j]] = [order[j], order[i]]
+  }
+  return order
+}
+
+for (const mode of ['strict', 'pool', 'mix'] as RedirectMode[]) {
+  t.test(`${mode}: a run stopped at 60% of an epoch, then a new run: its epochs are exact`, async t => {
+    const { layout, memoryBytes } = layoutFor(0.25)
+    const protocol = new Protocol(layout, { mode, memoryBytes, seed: 2, mixBlock: 4 })
+    oneEpochOf(protocol, shuffled(1).slice(0, Math.floor(files.length * 0.6)))
+    protocol.startNewRun()
+    for (let e = 0; e < 3; e++) t.same(multiset(oneEpochOf(protocol, shuffled(10 + e))), everyFile, `new run, epoch ${e}: exactly once`)
+    t.equal(protocol.counters.newRuns, 1)
+  })
+
+  t.test(`${mode}: a new run after a whole epoch keeps what the VCs read for their next one`, async t => {
+    const { layout, memoryBytes } = layoutFor(0.25)
+    const protocol = new Protocol(layout, { mode, memoryBytes, seed: 2, mixBlock: 4 })
+    t.same(multiset(oneEpochOf(protocol, shuffled(1))), everyFile)
+    const resident = protocol.slots.residentBytes
+    const dropped = protocol.startNewRun()
+    if (mode !== 'strict') t.same(dropped, [], 'nothing dropped: every VC\'s epoch was over')
+    if (mode !== 'strict') t.equal(protocol.slots.residentBytes, resident, 'what was staged for the next epoch stays')
+    t.same(multiset(oneEpochOf(protocol, shuffled(2))), everyFile, 'and the next epoch is exact')
+  })
+
+  t.test(`${mode}: a file whose opener went away waits for another open; the epoch still serves every file once`, async t => {
+    const { layout, memoryBytes } = layoutFor(0.25)
+    const protocol = new Protocol(layout, { mode, memoryBytes, seed: 2, mixBlock: 4 })
+    const order = shuffled(3)
+    const served: (FileId | undefined)[] = []
+    order.forEach((file, i) => {
+      const answer = openOnce(protocol, file, false)
+      // Every tenth opener is killed before the answer reaches it; its path is opened again later in the epoch.
+      if (i % 10 === 0 && answer !== undefined) {
+        const outcome = protocol.returnUnserved(answer)
+        t.ok(outcome === 'placed' || outcome === 'dropped')
+        served.push(openOnce(protocol, file, false))
+      } else {
+        served.push(answer)
+      }
+    })
+    t.same(multiset(served), everyFile, 'every file served once to an opener that got it')
+    t.ok(protocol.counters.returnedFiles > 0)
+  })
+}

@@ -2,6 +2,7 @@ import type * as grpc from '@grpc/grpc-js';
 import type { MessageTypeDefinition } from '@grpc/proto-loader';
 
 import type { DataHello as _redirfs_v1_DataHello, DataHello__Output as _redirfs_v1_DataHello__Output } from './redirfs/v1/DataHello';
+import type { Generation as _redirfs_v1_Generation, Generation__Output as _redirfs_v1_Generation__Output } from './redirfs/v1/Generation';
 import type { HandshakeReply as _redirfs_v1_HandshakeReply, HandshakeReply__Output as _redirfs_v1_HandshakeReply__Output } from './redirfs/v1/HandshakeReply';
 import type { HandshakeRequest as _redirfs_v1_HandshakeRequest, HandshakeRequest__Output as _redirfs_v1_HandshakeRequest__Output } from './redirfs/v1/HandshakeRequest';
 import type { PeerClient as _redirfs_v1_PeerClient, PeerDefinition as _redirfs_v1_PeerDefinition } from './redirfs/v1/Peer';
@@ -27,6 +28,7 @@ export interface ProtoGrpcType {
   redirfs: {
     v1: {
       DataHello: MessageTypeDefinition<_redirfs_v1_DataHello, _redirfs_v1_DataHello__Output>
+      Generation: MessageTypeDefinition<_redirfs_v1_Generation, _redirfs_v1_Generation__Output>
       HandshakeReply: MessageTypeDefinition<_redirfs_v1_HandshakeReply, _redirfs_v1_HandshakeReply__Output>
       HandshakeRequest: MessageTypeDefinition<_redirfs_v1_HandshakeRequest, _redirfs_v1_HandshakeRequest__Output>
       Peer: SubtypeConstructor<typeof grpc.Client, _redirfs_v1_PeerClient> & { service: _redirfs_v1_PeerDefinition }

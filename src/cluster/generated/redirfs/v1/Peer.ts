@@ -2,6 +2,7 @@
 
 import type * as grpc from '@grpc/grpc-js'
 import type { MethodDefinition } from '@grpc/proto-loader'
+import type { Generation as _redirfs_v1_Generation, Generation__Output as _redirfs_v1_Generation__Output } from '../../redirfs/v1/Generation';
 import type { HandshakeReply as _redirfs_v1_HandshakeReply, HandshakeReply__Output as _redirfs_v1_HandshakeReply__Output } from '../../redirfs/v1/HandshakeReply';
 import type { HandshakeRequest as _redirfs_v1_HandshakeRequest, HandshakeRequest__Output as _redirfs_v1_HandshakeRequest__Output } from '../../redirfs/v1/HandshakeRequest';
 import type { StatsReply as _redirfs_v1_StatsReply, StatsReply__Output as _redirfs_v1_StatsReply__Output } from '../../redirfs/v1/StatsReply';
@@ -28,6 +29,23 @@ export interface PeerClient extends grpc.Client {
   handshake(argument: _redirfs_v1_HandshakeRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_redirfs_v1_HandshakeReply__Output>): grpc.ClientUnaryCall;
   handshake(argument: _redirfs_v1_HandshakeRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_HandshakeReply__Output>): grpc.ClientUnaryCall;
   handshake(argument: _redirfs_v1_HandshakeRequest, callback: grpc.requestCallback<_redirfs_v1_HandshakeReply__Output>): grpc.ClientUnaryCall;
+  
+  /**
+   * A new training run began somewhere in the cluster: every node starts
+   * the generation it names (docs/design.md, "Runs"), unless it has a later one.
+   */
+  NewGeneration(argument: _redirfs_v1_Generation, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_Generation__Output>): grpc.ClientUnaryCall;
+  NewGeneration(argument: _redirfs_v1_Generation, metadata: grpc.Metadata, callback: grpc.requestCallback<_redirfs_v1_Generation__Output>): grpc.ClientUnaryCall;
+  NewGeneration(argument: _redirfs_v1_Generation, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_Generation__Output>): grpc.ClientUnaryCall;
+  NewGeneration(argument: _redirfs_v1_Generation, callback: grpc.requestCallback<_redirfs_v1_Generation__Output>): grpc.ClientUnaryCall;
+  /**
+   * A new training run began somewhere in the cluster: every node starts
+   * the generation it names (docs/design.md, "Runs"), unless it has a later one.
+   */
+  newGeneration(argument: _redirfs_v1_Generation, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_Generation__Output>): grpc.ClientUnaryCall;
+  newGeneration(argument: _redirfs_v1_Generation, metadata: grpc.Metadata, callback: grpc.requestCallback<_redirfs_v1_Generation__Output>): grpc.ClientUnaryCall;
+  newGeneration(argument: _redirfs_v1_Generation, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_Generation__Output>): grpc.ClientUnaryCall;
+  newGeneration(argument: _redirfs_v1_Generation, callback: grpc.requestCallback<_redirfs_v1_Generation__Output>): grpc.ClientUnaryCall;
   
   /**
    * The node's counters, as the JSON `<mnt>/.redirfs/stats` shows.
@@ -94,6 +112,12 @@ export interface PeerHandlers extends grpc.UntypedServiceImplementation {
   Handshake: grpc.handleUnaryCall<_redirfs_v1_HandshakeRequest__Output, _redirfs_v1_HandshakeReply>;
   
   /**
+   * A new training run began somewhere in the cluster: every node starts
+   * the generation it names (docs/design.md, "Runs"), unless it has a later one.
+   */
+  NewGeneration: grpc.handleUnaryCall<_redirfs_v1_Generation__Output, _redirfs_v1_Generation>;
+  
+  /**
    * The node's counters, as the JSON `<mnt>/.redirfs/stats` shows.
    */
   Stats: grpc.handleUnaryCall<_redirfs_v1_StatsRequest__Output, _redirfs_v1_StatsReply>;
@@ -117,6 +141,7 @@ export interface PeerHandlers extends grpc.UntypedServiceImplementation {
 
 export interface PeerDefinition extends grpc.ServiceDefinition {
   Handshake: MethodDefinition<_redirfs_v1_HandshakeRequest, _redirfs_v1_HandshakeReply, _redirfs_v1_HandshakeRequest__Output, _redirfs_v1_HandshakeReply__Output>
+  NewGeneration: MethodDefinition<_redirfs_v1_Generation, _redirfs_v1_Generation, _redirfs_v1_Generation__Output, _redirfs_v1_Generation__Output>
   Stats: MethodDefinition<_redirfs_v1_StatsRequest, _redirfs_v1_StatsReply, _redirfs_v1_StatsRequest__Output, _redirfs_v1_StatsReply__Output>
   Sync: MethodDefinition<_redirfs_v1_SyncRequest, _redirfs_v1_SyncReply, _redirfs_v1_SyncRequest__Output, _redirfs_v1_SyncReply__Output>
   TakeoverState: MethodDefinition<_redirfs_v1_TakeoverStateRequest, _redirfs_v1_TakeoverStateReply, _redirfs_v1_TakeoverStateRequest__Output, _redirfs_v1_TakeoverStateReply__Output>

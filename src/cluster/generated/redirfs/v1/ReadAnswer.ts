@@ -1,5 +1,6 @@
 // Original file: proto/redirfs.proto
 
+import type { Generation as _redirfs_v1_Generation, Generation__Output as _redirfs_v1_Generation__Output } from '../../redirfs/v1/Generation';
 import type { Long } from '@grpc/proto-loader';
 
 export interface ReadAnswer {
@@ -22,6 +23,10 @@ export interface ReadAnswer {
    * How many times this VC's epoch has ended at the owner.
    */
   'vcEpoch'?: (number);
+  /**
+   * The owner's, when it answered: files of another generation than the caller's are not kept.
+   */
+  'generation'?: (_redirfs_v1_Generation | null);
 }
 
 export interface ReadAnswer__Output {
@@ -44,4 +49,8 @@ export interface ReadAnswer__Output {
    * How many times this VC's epoch has ended at the owner.
    */
   'vcEpoch': (number);
+  /**
+   * The owner's, when it answered: files of another generation than the caller's are not kept.
+   */
+  'generation': (_redirfs_v1_Generation__Output | null);
 }

@@ -1,5 +1,6 @@
 // Original file: proto/redirfs.proto
 
+import type { Generation as _redirfs_v1_Generation, Generation__Output as _redirfs_v1_Generation__Output } from '../../redirfs/v1/Generation';
 import type { Long } from '@grpc/proto-loader';
 
 export interface ReadRequest {
@@ -23,6 +24,7 @@ export interface ReadRequest {
    * The last batch of this VC the requester received (0: none).
    */
   'lastBatch'?: (number | string | Long);
+  'generation'?: (_redirfs_v1_Generation | null);
 }
 
 export interface ReadRequest__Output {
@@ -46,4 +48,5 @@ export interface ReadRequest__Output {
    * The last batch of this VC the requester received (0: none).
    */
   'lastBatch': (number);
+  'generation': (_redirfs_v1_Generation__Output | null);
 }

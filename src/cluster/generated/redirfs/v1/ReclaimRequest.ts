@@ -1,5 +1,6 @@
 // Original file: proto/redirfs.proto
 
+import type { Generation as _redirfs_v1_Generation, Generation__Output as _redirfs_v1_Generation__Output } from '../../redirfs/v1/Generation';
 
 export interface ReclaimRequest {
   /**
@@ -12,6 +13,7 @@ export interface ReclaimRequest {
    */
   'giveBack'?: (boolean);
   'offsets'?: (number)[];
+  'generation'?: (_redirfs_v1_Generation | null);
 }
 
 export interface ReclaimRequest__Output {
@@ -25,4 +27,5 @@ export interface ReclaimRequest__Output {
    */
   'giveBack': (boolean);
   'offsets': (number)[];
+  'generation': (_redirfs_v1_Generation__Output | null);
 }

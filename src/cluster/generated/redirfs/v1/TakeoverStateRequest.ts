@@ -1,5 +1,6 @@
 // Original file: proto/redirfs.proto
 
+import type { Generation as _redirfs_v1_Generation, Generation__Output as _redirfs_v1_Generation__Output } from '../../redirfs/v1/Generation';
 
 export interface TakeoverStateRequest {
   /**
@@ -8,6 +9,7 @@ export interface TakeoverStateRequest {
   'node'?: (number);
   'dead'?: (number);
   'vcs'?: (number)[];
+  'generation'?: (_redirfs_v1_Generation | null);
 }
 
 export interface TakeoverStateRequest__Output {
@@ -17,4 +19,5 @@ export interface TakeoverStateRequest__Output {
   'node': (number);
   'dead': (number);
   'vcs': (number)[];
+  'generation': (_redirfs_v1_Generation__Output | null);
 }

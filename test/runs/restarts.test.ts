@@ -74,6 +74,15 @@ t.test('a clean run, then a second run: both exact, the second starts afresh at 
   t.equal(stats.protocol.resets, 0, 'nobody had to reset')
 })
 
+t.test('a job with persistent workers is one run across its epochs', async t => {
+  const { table, identities } = await dataset
+  const mountpoint = await freshMount(t)
+  checkEpochs(t, (await runReader('read', mountpoint, table, '--workers', '2', '--persistent', '--epochs', '3', '--epoch-pause', '0.2')).epochs, identities())
+  const stats = await readStats(mountpoint)
+  t.equal(stats.runs?.runs, 1)
+  t.equal(stats.protocol.newRuns, 0)
+})
+
 t.test('a validation pass between epochs (train/ and val/ of one mount) is one run', async t => {
   const splits = await generateTorchDataset(path.join(work, 'splits'), 'splits')
   const mountpoint = emptyDir()

@@ -85,6 +85,7 @@ export class MultipartObjectWriter implements ObjectWriter {
   }
 
   async write (bytes: Uint8Array): Promise<void> {
+    if (this.failure !== undefined) return await this.failed()
     this.checkOpen('write')
     if (this.writing) throw new Error('ObjectWriter.write called again before the previous write finished')
     this.writing = true
@@ -104,6 +105,7 @@ export class MultipartObjectWriter implements ObjectWriter {
   }
 
   async close (): Promise<WrittenObject> {
+    if (this.failure !== undefined) return await this.failed()
     this.checkOpen('close')
     this.state = 'closed'
     if (this.uploadId === undefined) return await this.transport.put(this.key, this.part.subarray(0, this.filled))
@@ -145,7 +147,8 @@ export class MultipartObjectWriter implements ObjectWriter {
     const upload = (async () => {
       this.etags[partNumber - 1] = await this.transport.uploadPart(this.key, await uploadId, partNumber, bytes, this.cancel.signal)
     })().catch(err => {
-      this.failure ??= err
+      if (this.cancel.signal.aborted) return // stopped by an abort or another part's failure: not a failure of its own
+      this.failure = err
       // No more parts will be needed: stop the others and remove the upload now,
       // whether or not the caller ever calls again.
       void this.end().catch(() => {})

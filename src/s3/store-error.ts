@@ -19,6 +19,7 @@
  * `unreachable`) and one line a user can act on. It is a `UsageError`, so
  * the CLI prints that line and no stack trace.
  */
+import { STATUS_CODES } from 'node:http'
 import { UsageError, codeOf } from '../errors'
 
 export type StoreErrorKind =
@@ -95,9 +96,11 @@ export function judge (err: unknown, answeredBefore: boolean): Verdict {
   const status = (err as { $metadata?: { httpStatusCode?: number } } | undefined)?.$metadata?.httpStatusCode
   const name = (err as { name?: unknown } | undefined)?.name
   const sdkCode = (err as { Code?: unknown } | undefined)?.Code
-  const code = typeof sdkCode === 'string' ? sdkCode : typeof name === 'string' ? name : undefined
+  const named = typeof sdkCode === 'string' ? sdkCode : typeof name === 'string' ? name : undefined
+  // An answer without a body (a HEAD's) has no code; the SDK then names it Unknown or by its status.
+  const code = named === undefined || /^(Unknown|UnknownError|\d+)$/.test(named) ? undefined : named
   if (typeof status === 'number' && status > 0) {
-    const reason = code !== undefined && code !== String(status) ? `${status} ${code}` : String(status)
+    const reason = `${status} ${code ?? STATUS_CODES[status] ?? 'error'}`
     const answer = (transient: boolean, kind: StoreErrorKind): Verdict => ({ transient, kind, reason, status, code })
     if (status === 429 || status === 408 || status >= 500 || (code !== undefined && (THROTTLING.has(code) || code === 'RequestTimeout'))) return answer(true, 'failed')
     if (code === 'NoSuchBucket') return answer(false, 'no-bucket')

@@ -278,7 +278,8 @@ export class ObjectStore {
       }
     })
     // A HEAD's 404 has no body to say whether the key or the bucket is missing; ask once.
-    if (found === undefined && !this.bucketSeen) await this.checkBucket()
+    if (found !== undefined) this.bucketSeen = true
+    else if (!this.bucketSeen) await this.checkBucket()
     return found
   }
 
@@ -455,6 +456,7 @@ export class ObjectStore {
         throw new StoreError('no-bucket', storeErrorMessage({ transient: false, kind: 'no-bucket', reason: '404' }, await this.context('HeadBucket', '', 1)), { cause: err })
       }
     })
+    this.bucketSeen = true
   }
 
   /**
@@ -495,7 +497,8 @@ export class ObjectStore {
     try {
       const result = await send(watchdog)
       this.answered = true
-      this.bucketSeen = true
+      // Any success proves the bucket, except a HEAD's: its 404 is a success here, and says nothing of buckets.
+      if (counter !== 'headRequests') this.bucketSeen = true
       return result
     } catch (err) {
       const verdict: Verdict | undefined = statusOf(err) !== undefined ? judge(err, true) : undefined

@@ -150,3 +150,11 @@ t.test('stats count each kind of request, the bytes, and the failures', async t 
     inFlight: 0
   })
 })
+
+t.test('a HEAD miss before the bucket was seen asks HeadBucket once (a HEAD 404 cannot tell a missing bucket)', async t => {
+  const store = testStore(t, server, await freshBucket())
+  t.equal(await store.head('a'), undefined)
+  t.equal(store.stats().headRequests, 2, 'HeadObject and HeadBucket')
+  t.equal(await store.head('b'), undefined)
+  t.equal(store.stats().headRequests, 3, 'the bucket is known now')
+})

@@ -31,6 +31,7 @@ export interface ProxiedRequest {
   readonly key: string
   readonly query: URLSearchParams
   readonly range?: string
+  readonly headers: http.IncomingHttpHeaders
 }
 
 export interface FaultProxy {
@@ -39,6 +40,8 @@ export interface FaultProxy {
   inject: (fault: Fault, options?: { times?: number, match?: (request: ProxiedRequest) => boolean }) => void
   /** Requests received, by kind. */
   readonly requests: Record<RequestKind, number>
+  /** Every request received, in order. */
+  readonly log: ProxiedRequest[]
   /** Faults dealt, by fault. */
   readonly injected: Record<Fault, number>
   /** Faults told and not dealt yet. */
@@ -64,9 +67,11 @@ export async function startFaultProxy (t: Teardown, target: string, options: { r
   const requests: Record<RequestKind, number> = { get: 0, head: 0, list: 0, put: 0, post: 0, delete: 0 }
   const injected: Record<Fault, number> = { 'slow-down': 0, 'internal-error': 0, reset: 0, stall: 0, 'stall-body': 0, 'short-body': 0, hold: 0 }
   let held: Array<() => void> = []
+  const log: ProxiedRequest[] = []
 
   const server = http.createServer((request, response) => {
     const facts = describe(request)
+    log.push(facts)
     requests[facts.kind]++
     const rule = rules.find(candidate => candidate.times > 0 && candidate.match(facts))
     if (rule !== undefined) {
@@ -146,6 +151,7 @@ export async function startFaultProxy (t: Teardown, target: string, options: { r
     endpoint: `http://127.0.0.1:${port}`,
     inject: (fault, { times = 1, match = () => true } = {}) => { rules.push({ fault, times, match }) },
     requests,
+    log,
     injected,
     pending: () => rules.reduce((sum, rule) => sum + rule.times, 0),
     held: () => held.length,
@@ -174,5 +180,5 @@ function describe (request: http.IncomingMessage): ProxiedRequest {
     case 'DELETE': kind = 'delete'; break
     default: kind = key === '' || query.has('list-type') || query.has('uploads') || query.has('uploadId') ? 'list' : 'get'
   }
-  return { method, kind, bucket: decodeURIComponent(bucket), key, query, range }
+  return { method, kind, bucket: decodeURIComponent(bucket), key, query, range, headers: request.headers }
 }

@@ -115,6 +115,8 @@ t.test('the helper\'s env lets a child process reach the server, and carries no 
   t.equal(secured.env.AWS_CA_BUNDLE, undefined)
   t.equal(secured.env.AWS_REGION, TEST_REGION)
   t.equal(secured.env.AWS_ENDPOINT_URL, secured.endpoint)
-  const { stdout } = await promisify(execFile)('aws', ['s3api', 'list-objects-v2', '--bucket', 'chain', '--output', 'json'], { env: secured.env })
-  t.same((JSON.parse(stdout) as { Contents: Array<{ Key: string, Size: number }> }).Contents.map(object => [object.Key, object.Size]), [['k.bin', 64]])
+  // boto3 comes with moto[server]; it reads the same variables as the aws CLI and the redirfs CLI's SDK.
+  const script = 'import boto3, json; print(json.dumps([[o["Key"], o["Size"]] for o in boto3.client("s3").list_objects_v2(Bucket="chain")["Contents"]]))'
+  const { stdout } = await promisify(execFile)('python3', ['-c', script], { env: secured.env })
+  t.same(JSON.parse(stdout), [['k.bin', 64]])
 })

@@ -491,6 +491,7 @@ export class ObjectStore {
   }
 
   private async attempt<T> (counter: Counted, send: (attempt: Attempt) => Promise<T>, cancel: AbortSignal | undefined, idleTimeout: boolean): Promise<T> {
+    if (cancelled(cancel)) throw cancel?.reason // cancelled while it waited for a slot: send nothing
     this.counters[counter]++
     this.inFlight++
     const watchdog = new Watchdog(idleTimeout ? this.timeoutMs : 0, cancel)

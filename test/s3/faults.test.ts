@@ -17,7 +17,7 @@ let buckets = 0
 const STALL_MS = 3000
 
 /** A bucket of its own and a proxy in front of the server, with quick retries. */
-async function setUp (t: Test, options: { retries?: number, partSize?: number, timeoutMs?: number } = {}): Promise<{ proxy: FaultProxy, store: ReturnType<typeof testStore>, bucket: string, retries: RetryInfo[] }> {
+async function setUp (t: Test, options: { retries?: number, partSize?: number, timeoutMs?: number, concurrency?: number } = {}): Promise<{ proxy: FaultProxy, store: ReturnType<typeof testStore>, bucket: string, retries: RetryInfo[] }> {
   const bucket = `faults-${++buckets}`
   await createBucket(server.endpoint, bucket)
   const proxy = await startFaultProxy(t, server.endpoint)
@@ -146,4 +146,49 @@ t.test('a refused connection is retried to an endpoint that answered before, and
   const first = await storeFailure(fresh.getRange('gone.bin', 0, 1))
   t.equal(first.message, `cannot reach the S3 endpoint ${proxy.endpoint} (connection refused); check --s3-endpoint`)
   t.equal(fresh.stats().retries, 0)
+})
+
+t.test('an object replaced between a failed attempt and its retry is a changed error, never the new bytes', async t => {
+  const { proxy, store, bucket } = await setUp(t)
+  const first = await store.put('replaced.bin', seededBytes(27, 4000))
+  proxy.inject('short-body', { match: request => request.kind === 'get' })
+  proxy.inject('hold', { match: request => request.kind === 'get' })
+  const reading = storeFailure(store.getRange('replaced.bin', 0, 4000))
+  while (proxy.held() < 1) await new Promise(resolve => setTimeout(resolve, 10))
+  await testStore(t, server, bucket).put('replaced.bin', seededBytes(28, 4000)) // behind the proxy's back
+  proxy.release()
+  const err = await reading
+  t.equal(err.kind, 'changed')
+  t.equal(proxy.log.filter(request => request.kind === 'get').at(-1)?.headers['if-match'], first.etag, 'the retry asked for the version the first answer had')
+  t.equal(store.stats().retries, 1)
+})
+
+t.test('an object replaced between the parts of a split read is a changed error, never a mix of versions', async t => {
+  const { proxy, store, bucket } = await setUp(t, { partSize: 1000 })
+  const first = await store.put('mixed.bin', seededBytes(29, 2000))
+  proxy.inject('hold', { match: request => request.range === 'bytes=1000-1999' })
+  const reading = storeFailure(store.getRange('mixed.bin', 0, 2000))
+  while (proxy.held() < 1 || store.stats().bytesRead < 1000) await new Promise(resolve => setTimeout(resolve, 10))
+  await testStore(t, server, bucket).put('mixed.bin', seededBytes(30, 2000))
+  proxy.release()
+  const err = await reading
+  t.equal(err.kind, 'changed')
+  t.match(err.message, /^s3:\/\/faults-\d+\/mixed\.bin changed while redirfs read it \(its ETag is now "[0-9a-f]+", not "[0-9a-f]+"\): it was replaced or rewritten since it was listed$/)
+  t.equal(proxy.log.find(request => request.range === 'bytes=1000-1999')?.headers['if-match'], undefined, 'both parts went out before either answer: nothing to pin yet')
+  t.not(first.etag, (await store.head('mixed.bin'))?.etag)
+})
+
+t.test('concurrency bounds the requests in flight across all callers', async t => {
+  const { proxy, store } = await setUp(t, { concurrency: 3 })
+  const bytes = seededBytes(31, 10_000)
+  await store.put('bounded.bin', bytes)
+  proxy.inject('hold', { times: 3, match: request => request.kind === 'get' })
+  const reads = Array.from({ length: 10 }, async (_, i) => await store.getRange('bounded.bin', i * 1000, 1000))
+  await new Promise(resolve => setImmediate(resolve))
+  t.equal(store.stats().inFlight, 3, 'ten reads, three requests in flight')
+  while (proxy.held() < 3) await new Promise(resolve => setTimeout(resolve, 10))
+  t.equal(store.stats().inFlight, 3, 'the held three keep the others waiting')
+  proxy.release()
+  t.ok(Buffer.concat(await Promise.all(reads)).equals(bytes))
+  t.equal(proxy.requests.get, 10)
 })

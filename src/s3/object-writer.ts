@@ -74,6 +74,8 @@ export class MultipartObjectWriter implements ObjectWriter {
   private failure: unknown
   private ending: Promise<void> | undefined
   private state: 'open' | 'closed' | 'aborted' = 'open'
+  /** The object was made: an abort now has nothing to undo. */
+  private made = false
   private writing = false
 
   constructor (private readonly transport: PartTransport, private readonly key: string, options: ObjectWriterOptions = {}) {
@@ -108,13 +110,18 @@ export class MultipartObjectWriter implements ObjectWriter {
     if (this.failure !== undefined) return await this.failed()
     this.checkOpen('close')
     this.state = 'closed'
-    if (this.uploadId === undefined) return await this.transport.put(this.key, this.part.subarray(0, this.filled))
+    if (this.uploadId === undefined) {
+      const written = await this.transport.put(this.key, this.part.subarray(0, this.filled))
+      this.made = true
+      return written
+    }
     if (this.filled > 0) await this.ship()
     await this.settle()
     if (this.failure !== undefined) return await this.failed()
     const uploadId = await this.uploadId
     try {
       const etag = await this.transport.completeUpload(this.key, uploadId, this.etags)
+      this.made = true
       return { etag, size: this.size }
     } catch (err) {
       this.failure = err
@@ -123,6 +130,7 @@ export class MultipartObjectWriter implements ObjectWriter {
   }
 
   async abort (): Promise<void> {
+    if (this.made) return
     this.state = 'aborted'
     await this.end()
   }

@@ -59,6 +59,8 @@ t.test('an object of two parts and a bit is a multipart upload of three parts, b
   t.equal(proxy.requests.post, 2, 'CreateMultipartUpload and CompleteMultipartUpload')
   t.equal(store.stats().bytesWritten, bytes.length)
   t.same(await store.listUploads(''), [], 'no upload left pending')
+  await writer.abort()
+  t.equal((await store.head('multi.bin'))?.size, bytes.length, 'an abort after close leaves the object alone')
 })
 
 t.test('write waits while the parts in flight are at the bound, and goes on when one finishes', async t => {

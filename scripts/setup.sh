@@ -37,6 +37,16 @@ mapfile -t need < <(missing "${packages[@]}")
 install "" "${need[@]}"
 mapfile -t need < <(missing "${lean_packages[@]}")
 install "--no-install-recommends" "${need[@]}"
+# moto_server, a real S3-compatible server for the object-storage tests (test/helpers/s3-server.ts),
+# with boto3, which those tests' helpers also use. Installed only where it is missing: pip needs PyPI,
+# which a machine that already has it may not reach. (Debian's python3 is externally managed, so
+# pip installs beside it, into /usr/local, only when told to.)
+if ! command -v moto_server >/dev/null 2>&1; then
+  python3 -m pip --version >/dev/null 2>&1 || install "" python3-pip
+  echo "setup: installing moto[server] with pip (moto_server, for the S3 tests)" >&2
+  python3 -m pip install -q 'moto[server]' 2>/dev/null || python3 -m pip install -q --break-system-packages 'moto[server]'
+  command -v moto_server >/dev/null 2>&1 || { echo "setup: pip installed moto[server] but moto_server is not on PATH: add pip's script directory to PATH" >&2; exit 1; }
+fi
 [ -e /dev/fuse ] || modprobe fuse || { echo "setup: /dev/fuse is missing and 'modprobe fuse' failed: this machine cannot mount FUSE filesystems" >&2; exit 1; }
 
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then

@@ -71,12 +71,10 @@ async function inBatches<T> (items: readonly T[], each: (item: T) => Promise<voi
 /** `root` is where the source is read from (it may be a /proc/self/fd path). */
 export async function scanTree (root: string, options: ScanOptions = {}): Promise<DatasetTree> {
   const extensions = new Set(options.extensions ?? DEFAULT_SAMPLE_EXTENSIONS)
-  const warn = options.onWarning ?? (() => {})
   const builder = new TreeBuilder()
   const skipped: SkippedEntry[] = []
   const join = (relative: string, name: string): string => relative === '' ? name : `${relative}/${name}`
-  const isSample = (relative: string, size: number): boolean =>
-    size > 0 && relative.includes('/') && extensions.has(path.extname(relative).toLowerCase())
+  const isSample = (relative: string, size: number): boolean => isSampleFile(relative, size, extensions)
   const source = await fs.realpath(root)
   const access = new DirectoryAccessCache()
 
@@ -156,6 +154,23 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
   rootRow[Listed.mode] = access.reachableMode(rootRow[Listed.mode], rootRow[Listed.uid], rootRow[Listed.gid], path.dirname(source))
   const rootEntry = builder.add(0, '', rootStat.isDirectory() ? EntryKind.Directory : EntryKind.Other, rootRow)
   if (rootStat.isDirectory()) await visitDirectory('', rootEntry, new Set([`${Number(rootStat.dev)}:${Number(rootStat.ino)}`, ...await identitiesAbove(source)]))
+  return finishScan(builder, skipped, options).tree
+}
+
+/** A sample: a regular, non-empty file with a sample extension inside some directory of the root. */
+export function isSampleFile (relative: string, size: number, extensions: ReadonlySet<string>): boolean {
+  return size > 0 && relative.includes('/') && extensions.has(path.extname(relative).toLowerCase())
+}
+
+/**
+ * The end of every scan (a directory's, a bucket's): the include list's
+ * unusable lines join the entries left out, which fail the scan by name
+ * unless skipping was asked for; then the tree, its samples numbered in
+ * path order (the layout, and a pack written from this tree, depend on it),
+ * and for each of its entries the number the builder gave it.
+ */
+export function finishScan (builder: TreeBuilder, skipped: SkippedEntry[], options: ScanOptions): { tree: DatasetTree, added: Uint32Array } {
+  const warn = options.onWarning ?? (() => {})
   if (options.include !== undefined) skipped.push(...unusableIncludes(options.include, builder))
   if (skipped.length > 0 && options.skipUnservable !== true) {
     skipped.sort((a, b) => (a.path < b.path ? -1 : 1))
@@ -165,15 +180,14 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
       `fix or remove ${skipped.length === 1 ? 'it' : 'them'}, or pass --skip-unservable to leave ${skipped.length === 1 ? 'it' : 'them'} out`)
   }
   for (const entry of skipped) warn(`left out ${entry.path}: ${entry.why}`)
-  const { columns } = builder.finish()
-  // Samples are numbered in path order (the layout, and a pack written from this tree, depend on it).
+  const { columns, added } = builder.finish()
   const byPath: { entry: number, path: string }[] = []
   columns.kind.forEach((kind, entry) => { if (kind === EntryKind.Sample) byPath.push({ entry, path: pathIn(columns, entry) }) })
   byPath.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
   if (byPath.length === 0) {
-    throw new UsageError(`no sample files found (looked for ${[...extensions].join(' ')} inside the directories of the source)`)
+    throw new UsageError(`no sample files found (looked for ${[...(options.extensions ?? DEFAULT_SAMPLE_EXTENSIONS)].join(' ')} inside the directories of the source)`)
   }
-  return new DatasetTree(columns, byPath.map(sample => sample.entry), options.groupDepth, skipped)
+  return { tree: new DatasetTree(columns, byPath.map(sample => sample.entry), options.groupDepth, skipped), added }
 }
 
 /**

@@ -4,12 +4,18 @@
  */
 import { Command, InvalidArgumentError, Option } from 'commander'
 import path from 'node:path'
-import { defaultFuseThreads, FUSE_BACKENDS, type ClusterConfig, type FuseBackend, type MountConfig } from '../daemon/config'
+import { defaultFuseThreads, FUSE_BACKENDS, type ClusterConfig, type FuseBackend, type MountConfig, type S3Config } from '../daemon/config'
 import { isForUser, systemErrorMessage, UsageError } from '../errors'
 import { REDIRECT_MODES, type RedirectMode } from '../redirect/protocol'
 import { SingleBar, Presets } from 'cli-progress'
 import { verifyPack } from '../pack/verify'
-import { writePack } from '../pack/writer'
+import { DEFAULT_SEGMENT_SIZE, writePack, type PackInput, type PackOptions, type PackSummary } from '../pack/writer'
+import { readIncludeList } from '../chunks/scan'
+import { isS3Url, parseS3Url } from '../s3/location'
+import { BucketOutput } from '../s3/pack-output'
+import { BucketPackStorage } from '../s3/pack-storage'
+import { bucketInput, scanBucket } from '../s3/object-dataset'
+import { ObjectStore } from '../s3/store'
 import { formatSize, parseSize } from '../util/size'
 import { sampleOfGroups } from '../redirect/grouping'
 import { runDaemon, runInBackground, runInForeground } from './mount-command'
@@ -47,9 +53,26 @@ program
     'so the disk is read only in large chunks. Every sample is still seen exactly once per epoch.')
   .showHelpAfterError('(run with --help for usage)')
 
-program.command('mount')
-  .description('present <source> (an ImageFolder tree) at <mountpoint>; returns once the mount is ready')
-  .argument('<source>', 'dataset root: one directory per class')
+/** Shared by mount, pack and verify: how a bucket is reached (credentials and region come from the standard AWS chain). */
+function s3Options (command: Command): Command {
+  return command
+    .optionsGroup('Object storage (a source or output given as s3://bucket/prefix; credentials and region from the standard AWS chain):')
+    .addOption(new Option('--s3-endpoint <url>', 'an S3-compatible endpoint, e.g. http://minio:9000 (default: AWS, or AWS_ENDPOINT_URL)'))
+    .option('--s3-path-style', 'put the bucket in the path, not the host name (most S3-compatible stores want this)', false)
+    .addOption(new Option('--s3-concurrency <n>', 'requests in flight at once').argParser(wholeNumber('--s3-concurrency', 1, 4096)).default(64))
+    .addOption(new Option('--s3-timeout <s>', 'a request that receives nothing for this long is retried (with backoff; a failure after 5 retries is EIO for the opens that needed it)').argParser(seconds('--s3-timeout')).default(20))
+}
+
+function s3Config (options: Record<string, any>): S3Config {
+  return { endpoint: options.s3Endpoint, pathStyle: options.s3PathStyle === true, concurrency: options.s3Concurrency, timeoutMs: Math.round(options.s3Timeout * 1000) }
+}
+
+/** A local path resolved, or an s3:// URL as given. */
+const sourcePath = (text: string): string => isS3Url(text) ? text : path.resolve(text)
+
+const mount = program.command('mount')
+  .description('present <source> (an ImageFolder tree, or a pack; a directory or s3://bucket/prefix) at <mountpoint>; returns once the mount is ready')
+  .argument('<source>', 'dataset root: one directory per class; or a pack; or s3://bucket/prefix holding either')
   .argument('<mountpoint>', 'an empty directory, or the source itself to mount over it')
   .addOption(new Option('--memory <size>', 'memory budget for samples, e.g. 512M, 2G').argParser(size('--memory')).default(parseSize('1G', '--memory'), '1G'))
   .option('--chunk-size <K>', 'files per chunk: larger means fewer, bigger disk reads', wholeNumber('--chunk-size', 1, 65535), 64)
@@ -93,7 +116,7 @@ chunks are taken over by the others; with sharded packs (redirfs pack --nodes N)
 samples fail with EIO.`)
   .action(async (source: string, mountpoint: string, options, command: Command) => {
     const config: MountConfig = {
-      source: path.resolve(source),
+      source: sourcePath(source),
       mountpoint: path.resolve(mountpoint),
       memoryBytes: options.memory,
       chunkSize: options.chunkSize,
@@ -111,7 +134,8 @@ samples fail with EIO.`)
       extensions: parseExtensions(options.extensions),
       logFile: options.logFile !== undefined ? path.resolve(options.logFile) : undefined,
       logLevel: options.logLevel,
-      cluster: clusterConfig(options, command)
+      cluster: clusterConfig(options, command),
+      s3: s3Config(options)
     }
     if (options.foreground) return await runInForeground(config)
     process.stdout.write(await runInBackground(config) + '\n')
@@ -122,10 +146,12 @@ program.command('daemon', { hidden: true })
   .argument('<mountpoint>')
   .action(async () => { await runDaemon() })
 
-program.command('pack')
-  .description('write <source> as contiguous chunks plus an index (with checksums) into <out>, for one sequential read per chunk')
-  .argument('<source>', 'dataset root: one directory per class')
-  .argument('<out>', 'the pack directory to create (must not exist)')
+s3Options(mount)
+
+const pack = program.command('pack')
+  .description('write <source> as contiguous chunks plus an index (with checksums) into <out>, for one sequential read (or ranged GET) per chunk')
+  .argument('<source>', 'dataset root: one directory per class; or s3://bucket/prefix holding one as objects')
+  .argument('<out>', 'the pack directory to create (must not exist), or s3://bucket/prefix (must hold no objects): uploaded as it is written, the index last')
   .option('--chunk-size <K>', 'files per chunk (a pack is always mounted with this K)', wholeNumber('--chunk-size', 1, 65535), 64)
   .option('--seed <n>', 'seed of the within-class shuffle', wholeNumber('--seed', 0, 2 ** 31 - 1), 0)
   .option('--include <listfile>', 'pack only the samples listed (relative paths, one per line)')
@@ -133,33 +159,63 @@ program.command('pack')
   .option(...GROUP_DEPTH_OPTION)
   .option(...SKIP_UNSERVABLE_OPTION)
   .option('--nodes <N>', 'for a cluster without shared storage: write one pack per node, <out>/node-<i>, each with that node\'s home chunks', wholeNumber('--nodes', 1, 65535), 1)
+  .addOption(new Option('--segment-size <size>', 'cut the chunks into segment files (objects) of about this size, each holding whole chunks').argParser(size('--segment-size')).default(DEFAULT_SEGMENT_SIZE, formatSize(DEFAULT_SEGMENT_SIZE)))
   .action(async (source: string, out: string, options) => {
-    const summary = await withProgress('packing', async onProgress => await writePack(path.resolve(source), path.resolve(out), {
+    const packOptions: PackOptions = {
       chunkSize: options.chunkSize,
       seed: options.seed,
       nodes: options.nodes,
+      segmentSize: options.segmentSize,
       includeFile: options.include !== undefined ? path.resolve(options.include) : undefined,
       extensions: parseExtensions(options.extensions),
       groupDepth: options.groupDepth,
       skipUnservable: options.skipUnservable,
-      onProgress,
       onWarning: message => process.stderr.write(`redirfs: warning: ${message}\n`)
-    }))
+    }
+    const stores: ObjectStore[] = []
+    const storeFor = (bucket: string): ObjectStore => {
+      const store = new ObjectStore({ bucket, ...s3Config(options) })
+      stores.push(store)
+      return store
+    }
+    let summary: PackSummary
+    try {
+      const input = isS3Url(source) ? await bucketPackInput(source, packOptions, storeFor) : path.resolve(source)
+      const output = isS3Url(out) ? new BucketOutput(storeFor(parseS3Url(out).bucket), parseS3Url(out)) : path.resolve(out)
+      summary = await withProgress('packing', async onProgress => await writePack(input, output, { ...packOptions, onProgress }))
+    } finally {
+      for (const store of stores) await store.close()
+    }
     const where = options.nodes > 1 ? `${options.nodes} packs, ${out}/node-0 to node-${options.nodes - 1} (mount node-<i> on node i)` : out
     const groups = `${summary.groups.length} groups (${sampleOfGroups(summary.groups).join(', ')}${summary.groups.length > 4 ? ', …' : ''})`
     const skipped = summary.skipped > 0 ? `; left out ${summary.skipped} entries that cannot be served` : ''
     process.stdout.write(`redirfs: packed ${summary.samples} samples in ${groups}${options.nodes > 1 ? '' : `, ${summary.chunks} chunks`} (${formatSize(summary.sampleBytes)}) and ${summary.others} other files into ${where}${skipped}\n`)
   })
 
-program.command('verify')
+s3Options(pack)
+
+const verify = program.command('verify')
   .description('check every chunk and file of a pack against its checksums; exit 1 on any problem')
-  .argument('<pack>')
-  .action(async (pack: string) => {
-    const report = await withProgress('verifying', async onProgress => await verifyPack(path.resolve(pack), onProgress))
+  .argument('<pack>', 'a pack directory, or s3://bucket/prefix')
+  .action(async (pack: string, options) => {
+    const where = isS3Url(pack)
+      ? new BucketPackStorage(new ObjectStore({ bucket: parseS3Url(pack).bucket, ...s3Config(options) }), parseS3Url(pack))
+      : path.resolve(pack)
+    const report = await withProgress('verifying', async onProgress => await verifyPack(where, onProgress))
     for (const problem of report.problems) process.stdout.write(`${problem}\n`)
     if (report.problems.length > 0) throw new UsageError(`${pack}: ${report.problems.length} problem(s) in ${report.chunks} chunks and ${report.files} files`)
     process.stdout.write(`redirfs: ${pack} is intact (${report.chunks} chunks, ${report.files} files)\n`)
   })
+s3Options(verify)
+
+/** An ImageFolder in a bucket, listed, as the input of a pack. */
+async function bucketPackInput (source: string, options: PackOptions, storeFor: (bucket: string) => ObjectStore): Promise<PackInput> {
+  const location = parseS3Url(source)
+  const store = storeFor(location.bucket)
+  const include = options.includeFile !== undefined ? await readIncludeList(options.includeFile) : undefined
+  const dataset = await scanBucket(store, location, { include, extensions: options.extensions, groupDepth: options.groupDepth, skipUnservable: options.skipUnservable, onWarning: options.onWarning })
+  return bucketInput(store, dataset)
+}
 
 program.command('umount')
   .alias('unmount')

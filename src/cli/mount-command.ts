@@ -10,6 +10,7 @@ import type { MountConfig } from '../daemon/config'
 import { createLogger } from '../daemon/logger'
 import { defaultLogFile, openLog } from '../daemon/registry'
 import { isForUser, UsageError } from '../errors'
+import { isS3Url } from '../s3/location'
 
 type Notice = { ready: true, summary: MountSummary } | { error: string }
 
@@ -34,7 +35,8 @@ export async function runDaemon (): Promise<void> {
 export function describeMount (config: MountConfig, summary: MountSummary, logFile: string): string {
   const groups = `${summary.samples} samples in ${summary.groups} groups (${summary.someGroups.join(', ')}${summary.groups > summary.someGroups.length ? ', …' : ''})`
   const skipped = summary.skipped > 0 ? `; left out ${summary.skipped} entr${summary.skipped === 1 ? 'y' : 'ies'} that cannot be served (listed in the log)` : ''
-  return `redirfs: mounted ${config.source} at ${config.mountpoint}: ${groups}${skipped}; ${config.mode}; log ${logFile}`
+  const bucket = isS3Url(config.source) ? ` (${summary.kind === 'pack' ? 'a pack' : 'an ImageFolder of objects'} in a bucket)` : ''
+  return `redirfs: mounted ${config.source}${bucket} at ${config.mountpoint}: ${groups}${skipped}; ${config.mode}; log ${logFile}`
 }
 
 /** Runs the mount in this process until SIGINT/SIGTERM. */

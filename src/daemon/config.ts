@@ -32,6 +32,16 @@ export interface MountConfig {
   logFile?: string
   logLevel: string
   cluster?: ClusterConfig
+  /** How a bucket source (`s3://…`) is reached; absent for a local source. */
+  s3?: S3Config
+}
+
+/** `--s3-endpoint`, `--s3-path-style`, `--s3-concurrency` (src/s3/store.ts has the defaults). */
+export interface S3Config {
+  endpoint?: string
+  pathStyle?: boolean
+  concurrency?: number
+  timeoutMs?: number
 }
 
 /**

@@ -21,6 +21,11 @@ import { sampleBuffers } from '../chunks/sample-buffers'
 import type { ChunkSource } from '../chunks/source'
 import type { DatasetTree, FileReader } from '../chunks/tree'
 import { INDEX_FILE, isPack, loadPackIndex, looksLikeDamagedPack } from '../pack/pack-index'
+import { DirectoryPackStorage, type PackStorage } from '../pack/storage'
+import { isS3Url, parseS3Url } from '../s3/location'
+import { BucketPackStorage } from '../s3/pack-storage'
+import { ObjectFileReader, ObjectSource, scanBucket } from '../s3/object-dataset'
+import { ObjectStore } from '../s3/store'
 import { PackFileReader, PackSource } from '../pack/pack-source'
 import { Engine } from '../engine/engine'
 import { isForUser, UsageError } from '../errors'
@@ -58,6 +63,8 @@ export interface MountSummary {
   someGroups: string[]
   /** Entries of the source left out (`--skip-unservable`). */
   skipped: number
+  /** What the source is: 'directory', 'pack' or 'objects' (an ImageFolder in a bucket). */
+  kind: string
 }
 
 async function checkSource (source: string): Promise<void> {
@@ -121,10 +128,10 @@ async function openDirectory (config: MountConfig, log: Logger): Promise<OpenedD
   }
 }
 
-/** A pack: its layout was fixed when it was written. */
-async function openPack (config: MountConfig, log: Logger): Promise<OpenedDataset> {
+/** A pack, in a directory or a bucket: its layout was fixed when it was written. */
+async function openPack (config: MountConfig, log: Logger, storage: PackStorage = new DirectoryPackStorage(config.source)): Promise<OpenedDataset> {
   if (config.includeFile !== undefined) throw new UsageError('--include does not apply to a pack: pack the subset instead (redirfs pack --include <list>)')
-  const pack = await loadPackIndex(config.source)
+  const pack = await loadPackIndex(storage)
   if (config.chunkSizeGiven && config.chunkSize !== pack.header.chunkSize) {
     throw new UsageError(`the pack was written with chunk size ${pack.header.chunkSize}; its chunks cannot be mounted with --chunk-size ${config.chunkSize}`)
   }
@@ -136,7 +143,7 @@ async function openPack (config: MountConfig, log: Logger): Promise<OpenedDatase
     tree: pack.tree,
     files: new PackFileReader(pack),
     source,
-    statfsPath: config.source,
+    statfsPath: isS3Url(config.source) ? '/' : config.source,
     chunkSize: pack.header.chunkSize,
     layoutSeed: pack.header.seed,
     groupDepth: pack.header.groupDepth,
@@ -146,7 +153,59 @@ async function openPack (config: MountConfig, log: Logger): Promise<OpenedDatase
   }
 }
 
+/**
+ * A bucket prefix (`s3://bucket/prefix`): a pack if it holds a pack's
+ * index, else an ImageFolder stored as objects. The first request tells
+ * bad credentials, a missing bucket or an unreachable endpoint, in one line.
+ */
+async function openBucket (config: MountConfig, log: Logger): Promise<OpenedDataset> {
+  const location = parseS3Url(config.source)
+  const store = new ObjectStore({
+    bucket: location.bucket,
+    endpoint: config.s3?.endpoint,
+    pathStyle: config.s3?.pathStyle,
+    concurrency: config.s3?.concurrency,
+    timeoutMs: config.s3?.timeoutMs,
+    onRetry: info => log.warn({ operation: info.operation, url: info.url, attempt: info.attempt, reason: info.reason, delayMs: info.delayMs }, 'S3 request retried')
+  })
+  try {
+    const storage = new BucketPackStorage(store, location)
+    if (await isPack(storage)) return await openPack(config, log, storage)
+    if (await store.head(location.prefix + 'segments/00000.bin') !== undefined || await store.head(location.prefix + 'chunks.bin') !== undefined) {
+      throw new UsageError(`${config.source} has a pack's files but no ${INDEX_FILE}: an upload that did not finish; pack it again (redirfs pack <dir> ${config.source})`)
+    }
+    const include = config.includeFile !== undefined ? await readIncludeList(config.includeFile) : undefined
+    const dataset = await scanBucket(store, location, { include, extensions: config.extensions, groupDepth: config.groupDepth, skipUnservable: config.skipUnservable, onWarning: message => log.warn(message) })
+    const source = new ObjectSource(store, dataset, log)
+    return {
+      tree: dataset.tree,
+      files: new ObjectFileReader(store, dataset),
+      source,
+      statfsPath: '/',
+      chunkSize: config.chunkSize,
+      layoutSeed: config.seed,
+      groupDepth: config.groupDepth,
+      close: async () => await source.close()
+    }
+  } catch (err) {
+    await store.close()
+    throw err
+  }
+}
+
 export async function startMount (config: MountConfig, log: Logger): Promise<RunningMount> {
+  if (isS3Url(config.source)) {
+    await checkMountpoint(config.mountpoint, config.source)
+    native().tuneAllocator()
+    sampleBuffers.limitBytes = config.memoryBytes + (config.cluster?.remoteMemoryBytes ?? 0)
+    const dataset = await openBucket(config, log)
+    try {
+      return await serve(config, dataset, log)
+    } catch (err) {
+      await dataset.close()
+      throw err
+    }
+  }
   await checkSource(config.source)
   await checkMountpoint(config.mountpoint, config.source)
   if (await isPack(path.join(config.source, shardName(0)))) {
@@ -282,7 +341,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
   log.info({ source: config.source, mountpoint: config.mountpoint, mode: config.mode, samples: layout.files.length, groups: layout.groups.length, pcs: layout.pcs.length, vcs: layout.vcs.length, layoutHash: layout.hash }, 'mounted')
 
   return {
-    summary: { samples: layout.files.length, groups: layout.groups.length, someGroups: sampleOfGroups(layout.groups), skipped: tree.skipped.length },
+    summary: { samples: layout.files.length, groups: layout.groups.length, someGroups: sampleOfGroups(layout.groups), skipped: tree.skipped.length, kind: String(dataset.source.stats().kind) },
     stop: async () => {
       const stillMounted = (await mountAt(config.mountpoint))?.source === 'redirfs'
       if (stillMounted) await mounted?.unmount().catch(err => log.error({ err: (err as Error).message }, 'unmount failed'))

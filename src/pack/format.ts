@@ -1,22 +1,32 @@
 /**
- * The pack format, version 3. A pack is a directory:
+ * The pack format, version 4. A pack is a directory, or the objects under a
+ * bucket prefix, of the same names:
  *
- *   chunks.bin  every physical chunk's files back to back, in layout order;
- *               each chunk starts on a 4 KiB boundary so it can be read
- *               with one aligned O_DIRECT read
+ *   segments/00000.bin, 00001.bin, ...
+ *               every physical chunk's files back to back, in layout order,
+ *               cut into segments of about `segmentSize` bytes that each
+ *               hold whole chunks; each chunk starts on a 4 KiB boundary of
+ *               its segment so it can be read with one aligned O_DIRECT
+ *               read (or one ranged GET)
  *   others.bin  the non-sample files, so the mounted tree is complete
- *   index.bin   the tree and where everything is, with checksums
+ *   index.bin   the tree and where everything is, with checksums; written
+ *               last, so a pack without one is not a pack (an interrupted
+ *               write)
  *
  * index.bin: the magic, a u32 version, a u32 header length and a JSON
  * header; then, each on an 8-byte boundary, typed arrays (entries:
  * size, atime, mtime, ctime (milliseconds), location as f64; mode, uid,
  * gid, crc32, chunk, path end, and the nanoseconds within the second of
- * atime, mtime, ctime as u32; kind as u8; chunks: offset and length as f64, crc32 as
- * u32), then the UTF-8 paths back to back; and last a u32 CRC-32 of every
- * byte before it. Entries are sorted by path, so a directory precedes its
+ * atime, mtime, ctime as u32; kind as u8; chunks: offset (in its segment) and
+ * length as f64, crc32 and segment as u32), then the UTF-8 paths back to
+ * back; and last a u32 CRC-32 of every byte before it. A sample's location
+ * is its offset in its chunk's segment. Entries are sorted by path, so a directory precedes its
  * children and samples come in the order the layout numbers them.
  *
- * Version 3 adds the nanoseconds of the times. Version 2 recorded the
+ * Version 4 cuts the chunks into segments: one huge file is fine for a
+ * disk and for S3's ranged GETs, but not for every store (some read the
+ * whole object for any range), nor for uploads, retries and caches, which
+ * work per object. Version 3 adds the nanoseconds of the times. Version 2 recorded the
  * redirect grouping (`groupDepth`, absent for the default); version 1
  * packs grouped samples by their top-level directory, which mixes classes
  * under a root holding `train/` and `val/`. Older packs are refused with a
@@ -26,7 +36,7 @@ import { crc32 } from 'node:zlib'
 import { UsageError } from '../errors'
 
 export const PACK_MAGIC = Buffer.from('RDXPACK\0', 'latin1')
-export const PACK_VERSION = 3
+export const PACK_VERSION = 4
 export const CHUNK_ALIGNMENT = 4096
 export const NO_CHUNK = 0xffffffff
 
@@ -48,6 +58,9 @@ export interface PackHeader {
   /** A shard of a `--nodes` pack: the cluster size and which node's home chunks it holds. */
   nodes?: number
   node?: number
+  /** How many segment files hold the chunks, and the size they were cut at (`--segment-size`). */
+  segments: number
+  segmentSize: number
 }
 
 export interface PackArrays {
@@ -70,6 +83,8 @@ export interface PackArrays {
   chunkOffset: Float64Array
   chunkLength: Float64Array
   chunkCrc: Uint32Array
+  /** The segment each chunk is in. */
+  chunkSegment: Uint32Array
 }
 
 const ENTRY_F64 = ['size', 'atimeMs', 'mtimeMs', 'ctimeMs', 'location'] as const
@@ -83,11 +98,12 @@ export function allocateArrays (entries: number, chunks: number): PackArrays {
   arrays.chunkOffset = new Float64Array(chunks)
   arrays.chunkLength = new Float64Array(chunks)
   arrays.chunkCrc = new Uint32Array(chunks)
+  arrays.chunkSegment = new Uint32Array(chunks)
   return arrays as unknown as PackArrays
 }
 
 function sections (a: PackArrays): ArrayBufferView[] {
-  return [...ENTRY_F64.map(n => a[n]), a.chunkOffset, a.chunkLength, ...ENTRY_U32.map(n => a[n]), a.chunkCrc, a.kind]
+  return [...ENTRY_F64.map(n => a[n]), a.chunkOffset, a.chunkLength, ...ENTRY_U32.map(n => a[n]), a.chunkCrc, a.chunkSegment, a.kind]
 }
 
 const pad8 = (n: number): number => (8 - (n % 8)) % 8
@@ -115,7 +131,9 @@ export function decodeIndex (bytes: Buffer, file: string): DecodedIndex {
   if (bytes.length < PACK_MAGIC.length + 12 || !bytes.subarray(0, PACK_MAGIC.length).equals(PACK_MAGIC)) throw bad('wrong magic')
   const version = bytes.readUInt32LE(PACK_MAGIC.length)
   if (version < PACK_VERSION) {
-    const why = version === 1 ? 'whose redirect groups were top-level directories and could mix classes' : 'which keeps times to the microsecond only'
+    const why = version === 1
+      ? 'whose redirect groups were top-level directories and could mix classes'
+      : version === 2 ? 'which keeps times to the microsecond only' : 'which keeps every chunk in one chunks.bin, not in segments'
     throw new UsageError(`${file} was written by an older redirfs (pack format ${version}, ${why}); re-pack the dataset: redirfs pack <source> <out>`)
   }
   if (version > PACK_VERSION) throw bad(`format version ${version}, this redirfs reads version ${PACK_VERSION}; use a newer redirfs`)
@@ -145,6 +163,7 @@ export function decodeIndex (bytes: Buffer, file: string): DecodedIndex {
   arrays.chunkLength = take(f64, header.chunks, 8)
   for (const name of ENTRY_U32) arrays[name] = take(u32v, header.entries, 4)
   arrays.chunkCrc = take(u32v, header.chunks, 4)
+  arrays.chunkSegment = take(u32v, header.chunks, 4)
   arrays.kind = take(u8, header.entries, 1)
   if (position + header.pathBytes !== aligned.length) throw bad('section sizes do not add up')
   return { header, arrays: arrays as unknown as PackArrays, paths: aligned.subarray(position) }

@@ -1,21 +1,20 @@
 /**
  * A loaded pack: the tree it presents (columns built from the index, as a
  * scan builds them), its samples in layout order, and where every byte
- * lives.
+ * lives (its storage: a directory, or a bucket prefix).
  */
 import { promises as fs } from 'node:fs'
 import path from 'node:path'
-import { describeSystemError, UsageError } from '../errors'
+import { describeSystemError, isForUser, UsageError } from '../errors'
 import { Listed } from '../chunks/native'
 import { DatasetTree, EntryKind as TreeKind, secondsOf, TreeBuilder } from '../chunks/tree'
 import { decodeIndex, EntryKind, PACK_MAGIC, type PackArrays, type PackHeader } from './format'
+import { DirectoryPackStorage, INDEX_FILE, OTHERS_FILE, SEGMENTS_DIR, type PackStorage } from './storage'
 
-export const INDEX_FILE = 'index.bin'
-export const CHUNKS_FILE = 'chunks.bin'
-export const OTHERS_FILE = 'others.bin'
+export { INDEX_FILE, OTHERS_FILE }
 
 export interface PackIndex {
-  readonly directory: string
+  readonly storage: PackStorage
   readonly header: PackHeader
   readonly arrays: PackArrays
   readonly tree: DatasetTree
@@ -29,32 +28,29 @@ export interface PackIndex {
 /**
  * A directory that has a pack's files but whose index is not one: a
  * damaged pack, which must not be mounted as if it were a plain dataset.
+ * (An older pack's chunks.bin counts: its index says what to do.)
  */
 export async function looksLikeDamagedPack (directory: string): Promise<boolean> {
-  const present = await Promise.all([INDEX_FILE, CHUNKS_FILE].map(async name => await fs.stat(path.join(directory, name)).then(s => s.isFile(), () => false)))
-  return present.every(Boolean) && !(await isPack(directory))
+  const isFile = async (name: string): Promise<boolean> => await fs.stat(path.join(directory, name)).then(s => s.isFile() || s.isDirectory(), () => false)
+  const chunks = await isFile(SEGMENTS_DIR) || await isFile('chunks.bin')
+  return chunks && await isFile(INDEX_FILE) && !(await isPack(directory))
 }
 
-/** True when `directory` holds a pack index (by its magic). */
-export async function isPack (directory: string): Promise<boolean> {
-  const handle = await fs.open(path.join(directory, INDEX_FILE), 'r').catch(() => undefined)
-  if (handle === undefined) return false
-  try {
-    const magic = Buffer.alloc(PACK_MAGIC.length)
-    await handle.read(magic, 0, magic.length, 0)
-    return magic.equals(PACK_MAGIC)
-  } finally {
-    await handle.close()
-  }
+/** True when `directory` (or a storage) holds a pack index (by its magic). */
+export async function isPack (where: string | PackStorage): Promise<boolean> {
+  const storage = typeof where === 'string' ? new DirectoryPackStorage(where) : where
+  return await storage.hasIndex(PACK_MAGIC)
 }
 
-export async function loadPackIndex (directory: string): Promise<PackIndex> {
-  const file = path.join(directory, INDEX_FILE)
-  const bytes = await fs.readFile(file).catch((err: NodeJS.ErrnoException) => {
-    throw new UsageError(err.code === 'ENOENT'
-      ? `${directory} is not a redirfs pack (no ${INDEX_FILE}; an interrupted pack leaves none)`
-      : err.code === 'ENOTDIR' ? `${directory} is not a redirfs pack (a pack is a directory)` : `cannot read ${file}: ${describeSystemError(err)}`)
+/** Loads the pack in `where`: a directory, or a storage (a bucket prefix). */
+export async function loadPackIndex (where: string | PackStorage): Promise<PackIndex> {
+  const storage = typeof where === 'string' ? new DirectoryPackStorage(where) : where
+  const file = `${storage.where}/${INDEX_FILE}`
+  const bytes = await storage.readIndex().catch((err: unknown) => {
+    if (isForUser(err)) throw err
+    throw new UsageError((err as NodeJS.ErrnoException).code === 'ENOTDIR' ? `${storage.where} is not a redirfs pack (a pack is a directory)` : `cannot read ${file}: ${describeSystemError(err)}`)
   })
+  if (bytes === undefined) throw new UsageError(`${storage.where} is not a redirfs pack (no ${INDEX_FILE}; an interrupted pack leaves none)`)
   const { header, arrays, paths } = decodeIndex(bytes, file)
   const pathOf = (i: number): string => paths.toString('utf8', i === 0 ? 0 : arrays.pathEnd[i - 1], arrays.pathEnd[i])
   const builder = new TreeBuilder()
@@ -87,7 +83,7 @@ export async function loadPackIndex (directory: string): Promise<PackIndex> {
   added.forEach((packEntry, treeEntry) => { treeEntryOf[packEntry] = treeEntry })
   const tree = new DatasetTree(columns, Array.from(sampleEntry, packEntry => treeEntryOf[packEntry]), header.groupDepth)
   return {
-    directory,
+    storage,
     header,
     arrays,
     tree,

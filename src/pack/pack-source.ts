@@ -1,5 +1,6 @@
 /**
- * Chunk source for a pack: one aligned read per request, from the first
+ * Chunk source for a pack: one read per request (an aligned O_DIRECT read
+ * on a filesystem, a ranged GET in a bucket: storage.ts), from the first
  * file asked for to the last, checked before any byte of it is served
  * (against the chunk's CRC-32 when it is the whole chunk, else file by
  * file). A read that is short (truncated file) or fails a checksum
@@ -7,27 +8,22 @@
  * gets EIO, and it is logged and counted. The native reader copies the requested files out of the chunk
  * on the thread pool, so bytes the protocol does not place never reach JS.
  */
-import { promises as fs } from 'node:fs'
-import path from 'node:path'
 import { crc32 } from 'node:zlib'
 import type { Logger } from 'pino'
-import { ChunkFile, type ChunkRead } from '../chunks/native'
+import type { ChunkRead } from '../chunks/native'
 import type { ChunkRequest, ChunkSource } from '../chunks/source'
 import { sampleBuffers } from '../chunks/sample-buffers'
 import type { FileReader, OpenFile } from '../chunks/tree'
 import { FsError } from '../errors'
-import { CHUNKS_FILE, OTHERS_FILE, type PackIndex } from './pack-index'
+import type { PackIndex } from './pack-index'
 
 export class PackSource implements ChunkSource {
   readonly readsFileByFile = false
-  private readonly file: ChunkFile
   private chunksRead = 0
   private bytesRead = 0
   private corruptChunks = 0
 
-  constructor (private readonly pack: PackIndex, private readonly log: Logger) {
-    this.file = ChunkFile.open(path.join(pack.directory, CHUNKS_FILE))
-  }
+  constructor (private readonly pack: PackIndex, private readonly log: Logger) {}
 
   /**
    * Reads the requested files with one read: the whole chunk, checked
@@ -57,7 +53,7 @@ export class PackSource implements ChunkSource {
     const giveBack = (): void => { for (const bytes of targets) sampleBuffers.give(bytes) }
     let read: ChunkRead
     try {
-      read = await this.file.readPieces(offset, length, pieces, targets)
+      read = await this.pack.storage.readPieces(arrays.chunkSegment[request.pc], offset, length, pieces, targets)
     } catch (err) {
       giveBack()
       this.log.error({ chunk: request.pc, err: (err as Error).message }, 'cannot read chunk')
@@ -83,10 +79,10 @@ export class PackSource implements ChunkSource {
   }
 
   stats (): Record<string, number | string> {
-    return { kind: 'pack', directIo: String(this.file.direct), chunksRead: this.chunksRead, bytesRead: this.bytesRead, corruptChunks: this.corruptChunks }
+    return { kind: 'pack', ...this.pack.storage.stats(), chunksRead: this.chunksRead, bytesRead: this.bytesRead, corruptChunks: this.corruptChunks }
   }
 
-  async close (): Promise<void> { this.file.close() }
+  async close (): Promise<void> { await this.pack.storage.close() }
 }
 
 /** Non-sample files of a pack, read from others.bin and checked against their CRC-32. */
@@ -98,19 +94,15 @@ export class PackFileReader implements FileReader {
     if (entry === undefined) throw new FsError('ENOENT', 'no such file')
     const { arrays } = this.pack
     const size = arrays.size[entry]
-    const handle = await fs.open(path.join(this.pack.directory, OTHERS_FILE), 'r')
-    try {
-      // Non-sample files are small (labels, notes): check the whole file once at open.
-      const bytes = Buffer.alloc(size)
-      const { bytesRead } = await handle.read(bytes, 0, size, arrays.location[entry])
-      if (bytesRead !== size || crc32(bytes) !== arrays.crc[entry]) throw new FsError('EIO', `${relativePath} in the pack is damaged`)
-      return {
-        read: async (buffer, length, position) => bytes.copy(buffer, 0, position, Math.min(position + length, size)),
-        close: async () => {},
-        native: { bytes }
-      }
-    } finally {
-      await handle.close()
+    // Non-sample files are small (labels, notes): check the whole file once at open.
+    const bytes = await this.pack.storage.readOthers(arrays.location[entry], size).catch((err: unknown) => {
+      throw new FsError('EIO', `cannot read ${relativePath} from the pack: ${(err as Error).message}`, { cause: err })
+    })
+    if (bytes.length !== size || crc32(bytes) !== arrays.crc[entry]) throw new FsError('EIO', `${relativePath} in the pack is damaged`)
+    return {
+      read: async (buffer, length, position) => bytes.copy(buffer, 0, position, Math.min(position + length, size)),
+      close: async () => {},
+      native: { bytes }
     }
   }
 }

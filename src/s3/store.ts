@@ -288,6 +288,13 @@ export class ObjectStore {
     return sortByKey((await this.listPages(prefix)).objects)
   }
 
+  /** Whether any object's key starts with `prefix` (one LIST of one key). */
+  async any (prefix: string): Promise<boolean> {
+    const page = await this.run('ListObjectsV2', 'listRequests', prefix, async attempt =>
+      await this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, MaxKeys: 1 }), { abortSignal: attempt.signal }))
+    return (page.KeyCount ?? page.Contents?.length ?? 0) > 0
+  }
+
   /**
    * Every object under `prefix` (empty or ending with '/'), fast for an
    * ImageFolder: one delimited listing finds the first-level directories

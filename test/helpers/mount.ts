@@ -18,8 +18,13 @@ export const CLI_ENV: NodeJS.ProcessEnv = Object.fromEntries(Object.entries(proc
 export interface CliResult { code: number, stdout: string, stderr: string }
 
 export async function redirfs (...args: string[]): Promise<CliResult> {
+  return await redirfsWith(CLI_ENV, ...args)
+}
+
+/** The CLI with an environment of the test's (an S3 server's keys and endpoint). */
+export async function redirfsWith (env: NodeJS.ProcessEnv, ...args: string[]): Promise<CliResult> {
   try {
-    const { stdout, stderr } = await run(CLI, args, { timeout: 60_000, env: CLI_ENV })
+    const { stdout, stderr } = await run(CLI, args, { timeout: 120_000, env })
     return { code: 0, stdout, stderr }
   } catch (err) {
     const e = err as { code?: number, stdout?: string, stderr?: string }
@@ -49,9 +54,15 @@ interface Teardown { teardown: (fn: () => Promise<void> | void) => void, fail: (
 
 /** Mounts and registers an unmount for teardown; fails the test if the mount does not come up. */
 export async function mount (t: Teardown, source: string, mountpoint: string, ...options: string[]): Promise<void> {
+  await mountWith(t, CLI_ENV, source, mountpoint, ...options)
+}
+
+/** `mount` with an environment of the test's (an S3 server's keys and endpoint). */
+export async function mountWith (t: Teardown, env: NodeJS.ProcessEnv, source: string, mountpoint: string, ...options: string[]): Promise<CliResult> {
   t.teardown(async () => { await forceUnmount(mountpoint) })
-  const result = await redirfs('mount', source, mountpoint, ...options)
+  const result = await redirfsWith(env, 'mount', source, mountpoint, ...options)
   if (result.code !== 0) throw new Error(`mount failed: ${result.stderr}`)
+  return result
 }
 
 export async function forceUnmount (mountpoint: string): Promise<void> {

@@ -5,7 +5,7 @@ import { chmodSync, writeFileSync } from 'node:fs'
 import net from 'node:net'
 import path from 'node:path'
 import { readStats } from '../../src/cli/stats-command'
-import { emptyDir, forceUnmount, redirfs, type CliResult } from './mount'
+import { CLI_ENV, emptyDir, forceUnmount, redirfsWith, type CliResult } from './mount'
 import { SeededRandom } from '../../src/redirect/random'
 import { epochBoundary, readFileAsTrainer, type ReadSample } from './readers'
 
@@ -44,7 +44,7 @@ interface Teardown { teardown: (fn: () => Promise<void> | void) => void }
  * binds. A node that finds its port taken fails its mount saying so; then
  * the whole cluster is mounted again on fresh ports (twice at most).
  */
-export async function mountCluster (t: Teardown, sources: string[], options: string[], perNode: (node: number, ports: number[]) => string[] = () => []): Promise<Cluster & { results: CliResult[] }> {
+export async function mountCluster (t: Teardown, sources: string[], options: string[], perNode: (node: number, ports: number[]) => string[] = () => [], env: NodeJS.ProcessEnv = CLI_ENV): Promise<Cluster & { results: CliResult[] }> {
   const token = tokenFile()
   const mountpoints = sources.map(() => emptyDir('redirfs-node-'))
   t.teardown(async () => { for (const mountpoint of mountpoints) await forceUnmount(mountpoint) })
@@ -52,7 +52,7 @@ export async function mountCluster (t: Teardown, sources: string[], options: str
     const ports = await freePorts(sources.length)
     const peers = ports.map(port => `127.0.0.1:${port}`).join(',')
     const results = await Promise.all(sources.map(async (source, node) =>
-      await redirfs('mount', source, mountpoints[node], '--node', String(node), '--peers', peers, '--token-file', token, '--peer-wait', '30', ...options, ...perNode(node, ports))))
+      await redirfsWith(env, 'mount', source, mountpoints[node], '--node', String(node), '--peers', peers, '--token-file', token, '--peer-wait', '30', ...options, ...perNode(node, ports))))
     if (attempt < 3 && results.some(r => /cannot listen on .*the port is in use/.test(r.stderr))) {
       for (const mountpoint of mountpoints) await forceUnmount(mountpoint)
       continue

@@ -7,6 +7,7 @@ import { promisify } from 'node:util'
 import t from 'tap'
 import { readStats } from '../../src/cli/stats-command'
 import { loadPackIndex } from '../../src/pack/pack-index'
+import { segmentName } from '../../src/pack/storage'
 import { classOf, generateDataset, sha1, splitClassOf } from '../helpers/dataset'
 import { CLI, CLI_ENV, emptyDir, mount, redirfs } from '../helpers/mount'
 import { readEpoch, readFileAsTrainer } from '../helpers/readers'
@@ -22,18 +23,21 @@ t.teardown(async () => {
 })
 
 t.before(async () => {
-  const result = await redirfs('pack', dataset.root, pack, '--chunk-size', '4', '--seed', '2')
+  // Small segments, so that chunks are spread over several (a pack's segments are its files of chunks).
+  const result = await redirfs('pack', dataset.root, pack, '--chunk-size', '4', '--seed', '2', '--segment-size', '64K')
   if (result.code !== 0) throw new Error(result.stderr)
 })
 
-async function damagedCopy (name: string, damage: (chunks: string) => Promise<void>): Promise<string> {
+/** A copy of the pack whose segment holding `chunk` is damaged by `damage`. */
+async function damagedCopy (name: string, chunk: number, damage: (segment: string) => Promise<void>): Promise<string> {
   const copy = path.join(work, name)
   await fs.cp(pack, copy, { recursive: true })
-  await damage(path.join(copy, 'chunks.bin'))
+  const index = await loadPackIndex(pack)
+  await damage(path.join(copy, segmentName(index.arrays.chunkSegment[chunk])))
   return copy
 }
 
-/** Inverts one byte of chunks.bin at `position`. */
+/** Inverts one byte of a segment at `position`. */
 async function flipByte (chunks: string, position: number): Promise<void> {
   const handle = await fs.open(chunks, 'r+')
   const byte = Buffer.alloc(1)
@@ -99,7 +103,7 @@ t.test('a pack records its grouping: --group-depth is kept, a different one is r
   t.equal(stats.layout.grouping, 'the first 1 directory of each sample\'s path')
 })
 
-for (const [version, why] of [[1, 'whose redirect groups were top-level directories and could mix classes'], [2, 'which keeps times to the microsecond only']] as const) {
+for (const [version, why] of [[1, 'whose redirect groups were top-level directories and could mix classes'], [2, 'which keeps times to the microsecond only'], [3, 'which keeps every chunk in one chunks.bin, not in segments']] as const) {
   t.test(`a pack of format ${version} is refused with a message to re-pack`, async t => {
     const old = path.join(work, `format-${version}`)
     await fs.cp(pack, old, { recursive: true })
@@ -145,10 +149,10 @@ t.test('a flipped byte in a chunk is reported by verify and never served by the 
   const victim = index.sampleEntry[7]
   const victimPath = index.path(victim)
   const chunk = index.arrays.chunk[victim]
-  const damaged = await damagedCopy('flipped', async chunks => { await flipByte(chunks, index.arrays.location[victim] + 100) })
+  const damaged = await damagedCopy('flipped', chunk, async segment => { await flipByte(segment, index.arrays.location[victim] + 100) })
   const report = await redirfs('verify', damaged)
   t.equal(report.code, 1)
-  t.match(report.stdout, `chunk ${chunk} (group ${path.dirname(victimPath)}): checksum mismatch in ${victimPath}`)
+  t.match(report.stdout, `chunk ${chunk} (group ${path.dirname(victimPath)}, ${segmentName(index.arrays.chunkSegment[chunk])}): checksum mismatch in ${victimPath}`)
 
   const mountpoint = emptyDir()
   await mount(t, damaged, mountpoint, '--memory', '300K', '--redirect', 'off')
@@ -168,11 +172,12 @@ t.test('a flipped byte in a chunk is reported by verify and never served by the 
 })
 
 t.test('every change on a pack mount is refused with EROFS and the pack stays unchanged', async t => {
-  const before = readdirSync(pack).map(name => [name, sha1(readFileSync(path.join(pack, name)))])
+  const files = (): string[][] => readdirSync(pack, { recursive: true }).map(String).filter(name => statSync(path.join(pack, name)).isFile()).sort().map(name => [name, sha1(readFileSync(path.join(pack, name)))])
+  const before = files()
   const mountpoint = emptyDir()
   await mount(t, pack, mountpoint, '--memory', '300K')
   for (const [what, attempt] of changeAttempts(mountpoint, dataset.samples[0], 'bee')) await t.rejects(attempt(), { code: 'EROFS' }, what)
-  t.same(readdirSync(pack).map(name => [name, sha1(readFileSync(path.join(pack, name)))]), before)
+  t.same(files(), before)
 })
 
 for (const [mode, how] of [['pool', 'a chunk at a time'], ['mix', 'a block at a time']] as const) {
@@ -203,7 +208,7 @@ for (const [mode, how] of [['pool', 'a chunk at a time'], ['mix', 'a block at a 
 t.test('mix over a pack checks every block it reads: a damaged file costs its own open only', async t => {
   const index = await loadPackIndex(pack)
   const victim = index.sampleEntry[3]
-  const damaged = await damagedCopy('flipped-for-mix', async chunks => { await flipByte(chunks, index.arrays.location[victim] + 10) })
+  const damaged = await damagedCopy('flipped-for-mix', index.arrays.chunk[victim], async segment => { await flipByte(segment, index.arrays.location[victim] + 10) })
   const mountpoint = emptyDir()
   await mount(t, damaged, mountpoint, '--memory', '300K', '--redirect', 'mix', '--mix-block', '1')
   const results = await Promise.allSettled(dataset.samples.map(async relative => await readFileAsTrainer(mountpoint, relative)))
@@ -216,7 +221,7 @@ t.test('mix over a pack checks every block it reads: a damaged file costs its ow
 t.test('a truncated chunk file is reported by verify and its lost chunks are never served', async t => {
   const index = await loadPackIndex(pack)
   const lastChunk = index.header.chunks - 1
-  const damaged = await damagedCopy('truncated', async chunks => { await fs.truncate(chunks, index.arrays.chunkOffset[lastChunk] + 10) })
+  const damaged = await damagedCopy('truncated', lastChunk, async segment => { await fs.truncate(segment, index.arrays.chunkOffset[lastChunk] + 10) })
   const report = await redirfs('verify', damaged)
   t.equal(report.code, 1)
   t.match(report.stdout, `chunk ${lastChunk} `)
@@ -242,7 +247,8 @@ t.test('an interrupted pack leaves nothing that looks like a pack', async t => {
   const child = spawn(CLI, ['pack', big, out, '--chunk-size', '8'], { stdio: 'ignore', env: CLI_ENV })
   t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
   const partial = `${out}.partial-${child.pid}`
-  for (let i = 0; i < 2000 && !(existsSync(path.join(partial, 'chunks.bin')) && statSync(path.join(partial, 'chunks.bin')).size > 0); i++) {
+  const firstSegment = path.join(partial, segmentName(0))
+  for (let i = 0; i < 2000 && !(existsSync(firstSegment) && statSync(firstSegment).size > 0); i++) {
     await new Promise(resolve => setTimeout(resolve, 5))
   }
   child.kill('SIGKILL')
@@ -266,17 +272,31 @@ t.test('pack refuses an existing output, and a pack refuses another chunk size',
 })
 
 t.test('the daemon does not keep a second copy of a pack in the page cache', async t => {
-  const chunks = path.join(pack, 'chunks.bin')
-  const resident = async (): Promise<number> => Number((await run('fincore', ['--bytes', '--noheadings', '--output', 'RES', chunks])).stdout.trim())
-  // Evict this file only (a machine-wide drop_caches would disturb everything else running).
-  await run('dd', [`if=${chunks}`, 'iflag=nocache', 'count=0', 'status=none'])
-  t.ok(await resident() < 0.1 * statSync(chunks).size, 'the pack starts out of the page cache')
+  const segments = readdirSync(path.join(pack, 'segments')).map(name => path.join(pack, 'segments', name))
+  const total = segments.reduce((sum, segment) => sum + statSync(segment).size, 0)
+  const resident = async (): Promise<number> => (await run('fincore', ['--bytes', '--noheadings', '--output', 'RES', ...segments])).stdout.trim().split('\n').reduce((sum, line) => sum + Number(line), 0)
+  // Evict these files only (a machine-wide drop_caches would disturb everything else running).
+  for (const segment of segments) await run('dd', [`if=${segment}`, 'iflag=nocache', 'count=0', 'status=none'])
+  t.ok(await resident() < 0.1 * total, 'the pack starts out of the page cache')
   const mountpoint = emptyDir()
   await mount(t, pack, mountpoint, '--memory', '300K', '--redirect', 'pool')
   await readEpoch(mountpoint, dataset.samples, 3)
   const afterMount = await resident()
-  t.ok(afterMount <= 0.1 * statSync(chunks).size, `page cache holds ${afterMount} of ${statSync(chunks).size} bytes after reading every chunk`)
-  // The control: a buffered read of the same file does fill the page cache.
-  await fs.readFile(chunks)
-  t.ok(await resident() > 0.5 * statSync(chunks).size, 'a buffered read would have cached it')
+  t.ok(afterMount <= 0.1 * total, `page cache holds ${afterMount} of ${total} bytes after reading every chunk`)
+  // The control: a buffered read of the same files does fill the page cache.
+  for (const segment of segments) await fs.readFile(segment)
+  t.ok(await resident() > 0.5 * total, 'a buffered read would have cached it')
+})
+
+t.test('a pack spreads its chunks over segments of about --segment-size, each holding whole chunks', async t => {
+  const index = await loadPackIndex(pack)
+  t.ok(index.header.segments > 1, `${index.header.segments} segments`)
+  t.equal(index.header.segmentSize, 64 * 1024)
+  const segments = readdirSync(path.join(pack, 'segments')).sort()
+  t.same(segments, Array.from({ length: index.header.segments }, (_, i) => segmentName(i).slice('segments/'.length)))
+  for (let c = 0; c < index.header.chunks; c++) {
+    const end = index.arrays.chunkOffset[c] + index.arrays.chunkLength[c]
+    t.ok(end <= statSync(path.join(pack, segmentName(index.arrays.chunkSegment[c]))).size, `chunk ${c} lies whole in its segment`)
+    t.equal(index.arrays.chunkOffset[c] % 4096, 0, `chunk ${c} starts on a 4 KiB boundary`)
+  }
 })

@@ -135,7 +135,8 @@ samples fail with EIO.`)
       logFile: options.logFile !== undefined ? path.resolve(options.logFile) : undefined,
       logLevel: options.logLevel,
       cluster: clusterConfig(options, command),
-      s3: s3Config(options)
+      s3: s3Config(options),
+      cache: options.cacheDir !== undefined ? { directory: path.resolve(options.cacheDir), sizeBytes: options.cacheSize } : undefined
     }
     if (options.foreground) return await runInForeground(config)
     process.stdout.write(await runInBackground(config) + '\n')
@@ -147,6 +148,8 @@ program.command('daemon', { hidden: true })
   .action(async () => { await runDaemon() })
 
 s3Options(mount)
+  .option('--cache-dir <path>', 'keep chunks of a pack in a bucket on this local disk, so later epochs read them there (a remount of the same pack finds them again)')
+  .addOption(new Option('--cache-size <size>', 'the most the cache holds of one pack').argParser(size('--cache-size')).default(parseSize('10G', '--cache-size'), '10G'))
 
 const pack = program.command('pack')
   .description('write <source> as contiguous chunks plus an index (with checksums) into <out>, for one sequential read (or ranged GET) per chunk')

@@ -34,6 +34,8 @@ export interface MountConfig {
   cluster?: ClusterConfig
   /** How a bucket source (`s3://…`) is reached; absent for a local source. */
   s3?: S3Config
+  /** `--cache-dir`, `--cache-size`: the local disk tier of a pack in a bucket (src/pack/chunk-cache.ts). */
+  cache?: { directory: string, sizeBytes: number }
 }
 
 /** `--s3-endpoint`, `--s3-path-style`, `--s3-concurrency` (src/s3/store.ts has the defaults). */

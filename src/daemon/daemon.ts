@@ -22,6 +22,7 @@ import type { ChunkSource } from '../chunks/source'
 import type { DatasetTree, FileReader } from '../chunks/tree'
 import { INDEX_FILE, isPack, loadPackIndex, looksLikeDamagedPack } from '../pack/pack-index'
 import { DirectoryPackStorage, type PackStorage } from '../pack/storage'
+import { ChunkCache } from '../pack/chunk-cache'
 import { isS3Url, parseS3Url } from '../s3/location'
 import { BucketPackStorage } from '../s3/pack-storage'
 import { ObjectFileReader, ObjectSource, scanBucket } from '../s3/object-dataset'
@@ -138,7 +139,8 @@ async function openPack (config: MountConfig, log: Logger, storage: PackStorage 
   if (config.groupDepth !== undefined && config.groupDepth !== pack.header.groupDepth) {
     throw new UsageError(`the pack was written with redirect groups by ${describeGrouping(pack.header.groupDepth)}; it cannot be mounted with --group-depth ${config.groupDepth} (leave it out, or re-pack with it)`)
   }
-  const source = new PackSource(pack, log)
+  const cache = config.cache === undefined ? undefined : await ChunkCache.open(config.cache.directory, pack.identity, config.cache.sizeBytes, pack.arrays.chunkLength, log)
+  const source = new PackSource(pack, log, cache)
   return {
     tree: pack.tree,
     files: new PackFileReader(pack),
@@ -174,6 +176,7 @@ async function openBucket (config: MountConfig, log: Logger): Promise<OpenedData
     if (await store.head(location.prefix + 'segments/00000.bin') !== undefined || await store.head(location.prefix + 'chunks.bin') !== undefined) {
       throw new UsageError(`${config.source} has a pack's files but no ${INDEX_FILE}: an upload that did not finish; pack it again (redirfs pack <dir> ${config.source})`)
     }
+    if (config.cache !== undefined) throw new UsageError(`--cache-dir keeps a pack's chunks: ${config.source} holds objects, not a pack (pack it: redirfs pack ${config.source} s3://<bucket>/<prefix>.pack)`)
     const include = config.includeFile !== undefined ? await readIncludeList(config.includeFile) : undefined
     const dataset = await scanBucket(store, location, { include, extensions: config.extensions, groupDepth: config.groupDepth, skipUnservable: config.skipUnservable, onWarning: message => log.warn(message) })
     const source = new ObjectSource(store, dataset, log)
@@ -208,6 +211,7 @@ export async function startMount (config: MountConfig, log: Logger): Promise<Run
   }
   await checkSource(config.source)
   await checkMountpoint(config.mountpoint, config.source)
+  if (config.cache !== undefined) throw new UsageError('--cache-dir keeps chunks of a pack in a bucket on local disk; a local source needs none')
   if (await isPack(path.join(config.source, shardName(0)))) {
     throw new UsageError(`${config.source} holds one pack per node (written with --nodes): mount ${path.join(config.source, shardName(config.cluster?.node ?? 0))} on node ${config.cluster?.node ?? 0}`)
   }

@@ -3,6 +3,7 @@
  * scan builds them), its samples in layout order, and where every byte
  * lives (its storage: a directory, or a bucket prefix).
  */
+import { createHash } from 'node:crypto'
 import { promises as fs } from 'node:fs'
 import path from 'node:path'
 import { describeSystemError, isForUser, UsageError } from '../errors'
@@ -15,6 +16,8 @@ export { INDEX_FILE, OTHERS_FILE }
 
 export interface PackIndex {
   readonly storage: PackStorage
+  /** A hash of the index's bytes: names this pack, as written, for its chunk cache. */
+  readonly identity: string
   readonly header: PackHeader
   readonly arrays: PackArrays
   readonly tree: DatasetTree
@@ -84,6 +87,7 @@ export async function loadPackIndex (where: string | PackStorage): Promise<PackI
   const tree = new DatasetTree(columns, Array.from(sampleEntry, packEntry => treeEntryOf[packEntry]), header.groupDepth)
   return {
     storage,
+    identity: createHash('sha1').update(bytes).digest('hex'),
     header,
     arrays,
     tree,

@@ -15,7 +15,9 @@ import type { ChunkRequest, ChunkSource } from '../chunks/source'
 import { sampleBuffers } from '../chunks/sample-buffers'
 import type { FileReader, OpenFile } from '../chunks/tree'
 import { FsError } from '../errors'
+import type { ChunkCache } from './chunk-cache'
 import type { PackIndex } from './pack-index'
+import type { Pieces } from './storage'
 
 export class PackSource implements ChunkSource {
   readonly readsFileByFile = false
@@ -23,7 +25,8 @@ export class PackSource implements ChunkSource {
   private bytesRead = 0
   private corruptChunks = 0
 
-  constructor (private readonly pack: PackIndex, private readonly log: Logger) {}
+  /** `cache`: the local disk tier of a pack in a bucket (chunk-cache.ts). */
+  constructor (private readonly pack: PackIndex, private readonly log: Logger, private readonly cache?: ChunkCache) {}
 
   /**
    * Reads the requested files with one read: the whole chunk, checked
@@ -51,9 +54,15 @@ export class PackSource implements ChunkSource {
     const pieces = entries.map(entry => ({ start: arrays.location[entry] - offset, size: arrays.size[entry] }))
     const targets = pieces.map(p => sampleBuffers.take(p.size))
     const giveBack = (): void => { for (const bytes of targets) sampleBuffers.give(bytes) }
-    let read: ChunkRead
+    let read: ChunkRead | undefined
+    const fromCache = this.cache?.has(request.pc) === true
     try {
-      read = await this.pack.storage.readPieces(arrays.chunkSegment[request.pc], offset, length, pieces, targets)
+      if (fromCache) read = await this.cache!.readPieces(request.pc, offset - chunkOffset, length, pieces, targets)
+      if (read === undefined) {
+        read = this.cache !== undefined
+          ? await this.readToCache(request.pc, offset - chunkOffset, length, pieces, targets)
+          : await this.pack.storage.readPieces(arrays.chunkSegment[request.pc], offset, length, pieces, targets)
+      }
     } catch (err) {
       giveBack()
       this.log.error({ chunk: request.pc, err: (err as Error).message }, 'cannot read chunk')
@@ -68,6 +77,13 @@ export class PackSource implements ChunkSource {
         : wholeChunk
         ? (read.crc !== arrays.chunkCrc[request.pc] ? 'checksum mismatch' : undefined)
         : (entries.some((entry, i) => read.fileCrcs[i] !== arrays.crc[entry]) ? 'checksum mismatch in a block' : undefined)
+    if (problem !== undefined && fromCache) {
+      // Never serve a cached chunk that fails its check: it goes, and the bucket is asked again.
+      this.log.warn({ chunk: request.pc, problem }, 'a cached chunk failed its check; reading it from the bucket')
+      await this.cache!.drop(request.pc)
+      giveBack()
+      return await this.fetch(request)
+    }
     if (problem !== undefined) {
       this.corruptChunks++
       this.log.error({ chunk: request.pc, problem }, 'chunk failed its check; its files are not served')
@@ -78,8 +94,28 @@ export class PackSource implements ChunkSource {
     return delivered
   }
 
+  /**
+   * With a cache: reads the whole chunk from the bucket (a `mix` block's
+   * chunk too, so its other blocks are on disk when their loads come),
+   * checks it whole, copies the run asked for out, and keeps the chunk.
+   */
+  private async readToCache (pc: number, offset: number, length: number, pieces: Pieces, targets: Buffer[]): Promise<ChunkRead> {
+    const { arrays } = this.pack
+    const chunkLength = arrays.chunkLength[pc]
+    const chunk = await this.pack.storage.readSegment(arrays.chunkSegment[pc], arrays.chunkOffset[pc], chunkLength)
+    const whole = chunk.length === chunkLength ? crc32(chunk) : 0
+    const run = chunk.subarray(offset, offset + length)
+    const fileCrcs = pieces.map((piece, i) => {
+      const file = run.subarray(piece.start, piece.start + piece.size)
+      file.copy(targets[i])
+      return crc32(file)
+    })
+    if (chunk.length === chunkLength && whole === arrays.chunkCrc[pc]) void this.cache!.keep(pc, chunk)
+    return { length: run.length, crc: offset === 0 && length === chunkLength ? whole : crc32(run), copied: pieces.length, fileCrcs }
+  }
+
   stats (): Record<string, number | string> {
-    return { kind: 'pack', ...this.pack.storage.stats(), chunksRead: this.chunksRead, bytesRead: this.bytesRead, corruptChunks: this.corruptChunks }
+    return { kind: 'pack', ...this.pack.storage.stats(), chunksRead: this.chunksRead, bytesRead: this.bytesRead, corruptChunks: this.corruptChunks, ...(this.cache?.stats() ?? {}) }
   }
 
   async close (): Promise<void> { await this.pack.storage.close() }

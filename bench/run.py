@@ -716,12 +716,16 @@ def svg_chart(result):
 # ---------------------------------------------------------------- main
 
 def main():
+    # The object-storage profile is a benchmark of its own (bench/objects.py): loaders that read a bucket.
+    if "--profile" in sys.argv and sys.argv[sys.argv.index("--profile") + 1:][:1] == ["s3"]:
+        import objects
+        return objects.main(sys.argv[1:])
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", type=size_arg, default=size_arg("2G"), help="dataset size (default 2G)")
     parser.add_argument("--classes", type=int, default=16, help="classes (default 16: ~1300 files each at 2G, as ImageNet)")
     parser.add_argument("--data", default=os.path.join(HERE, "data"), help="where datasets and packs are kept between runs")
     parser.add_argument("--memory-fraction", type=float, default=0.25, help="memory for data, as a fraction of the dataset (default 0.25)")
-    parser.add_argument("--profile", choices=sorted(PROFILES) + ["custom"], default="nas")
+    parser.add_argument("--profile", choices=sorted(PROFILES) + ["custom", "s3"], default="nas", help="s3: the object-storage benchmark (bench/objects.py)")
     parser.add_argument("--iops", type=int, default=0, help="custom profile: read IOPS limit")
     parser.add_argument("--bps", type=int, default=0, help="custom profile: read bytes/s limit")
     parser.add_argument("--loaders", default=",".join(ALL_LOADERS))

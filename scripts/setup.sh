@@ -33,6 +33,8 @@ install() {
   # shellcheck disable=SC2086
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $flags "$@" >/dev/null
 }
+# The benchmark's object-storage profile compares redirfs with the FUSE mounts users have for buckets.
+[ "${REDIRFS_SETUP_BENCH:-0}" = 1 ] && packages+=(s3fs rclone)
 mapfile -t need < <(missing "${packages[@]}")
 install "" "${need[@]}"
 mapfile -t need < <(missing "${lean_packages[@]}")

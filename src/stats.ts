@@ -87,5 +87,7 @@ export interface MountStats {
   fs: FsStats
   /** Training runs seen (native backend only: it knows who opens). */
   runs?: RunStats
+  /** Where Prometheus metrics are served (`--metrics`). */
+  metrics?: string
   cluster?: ClusterStats
 }

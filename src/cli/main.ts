@@ -16,6 +16,7 @@ import { BucketOutput } from '../s3/pack-output'
 import { BucketPackStorage } from '../s3/pack-storage'
 import { bucketInput, scanBucket } from '../s3/object-dataset'
 import { ObjectStore } from '../s3/store'
+import { parseMetricsAddress } from '../metrics/prometheus'
 import { formatSize, parseSize } from '../util/size'
 import { sampleOfGroups } from '../redirect/grouping'
 import { runDaemon, runInBackground, runInForeground } from './mount-command'
@@ -96,6 +97,7 @@ const mount = program.command('mount')
   .option('--foreground', 'stay attached; Ctrl-C unmounts', false)
   .option('--allow-other', 'let other users read the mount (needs user_allow_other in /etc/fuse.conf for non-root)', false)
   .option('--log-file <path>', 'daemon log (default: next to the runtime record in /run/redirfs)')
+  .option('--metrics <[host:]port>', 'serve Prometheus metrics at http://host:port/metrics (a bare port listens on 127.0.0.1 only)')
   .addOption(new Option('--log-level <level>', 'log detail').choices(['error', 'warn', 'info', 'debug']).default('info'))
   .optionsGroup('Cluster options (every node mounts the same tree; each node\'s --memory holds its own chunks):')
   .option('--node <i>', 'this node\'s id: its index in --peers', wholeNumber('--node', 0, 65535))
@@ -136,7 +138,8 @@ samples fail with EIO.`)
       logLevel: options.logLevel,
       cluster: clusterConfig(options, command),
       s3: s3Config(options),
-      cache: options.cacheDir !== undefined ? { directory: path.resolve(options.cacheDir), sizeBytes: options.cacheSize } : undefined
+      cache: options.cacheDir !== undefined ? { directory: path.resolve(options.cacheDir), sizeBytes: options.cacheSize } : undefined,
+      metrics: options.metrics !== undefined ? parseMetricsAddress(options.metrics) : undefined
     }
     if (options.foreground) return await runInForeground(config)
     process.stdout.write(await runInBackground(config) + '\n')

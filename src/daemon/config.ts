@@ -34,6 +34,8 @@ export interface MountConfig {
   cluster?: ClusterConfig
   /** How a bucket source (`s3://…`) is reached; absent for a local source. */
   s3?: S3Config
+  /** `--metrics`: where to serve Prometheus metrics; absent: not served. */
+  metrics?: { host: string, port: number }
   /** `--cache-dir`, `--cache-size`: the local disk tier of a pack in a bucket (src/pack/chunk-cache.ts). */
   cache?: { directory: string, sizeBytes: number }
 }

@@ -46,6 +46,7 @@ import { shardName } from '../pack/writer'
 import type { MemoryStats, MountStats } from '../stats'
 import { formatSize } from '../util/size'
 import { RunTracker, type RunEvent } from '../runs/run-tracker'
+import { startMetricsServer, type MetricsServer } from '../metrics/prometheus'
 import { mountAt } from '../util/mounts'
 import type { MountConfig } from './config'
 import { memoryLimitOf, type MemoryLimit } from './memory-limit'
@@ -305,6 +306,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
     // The native server counts the kernel's open handles itself (the adapter's table also holds bytes kept for a re-open).
     fs: { backend: config.fuseBackend, ...(config.fuseBackend === 'native' ? { fuseThreads: config.fuseThreads } : {}), openHandles: adapter.handles.size, ...adapter.counters, ...(mounted?.counters?.() ?? {}) },
     ...(runs !== undefined ? { runs: runs.stats() } : {}),
+    ...(metrics !== undefined ? { metrics: `http://${metrics.address.host}:${metrics.address.port}/metrics` } : {}),
     ...(cluster !== undefined ? { cluster: cluster.describe() } : {})
   })
   /** `<mnt>/.redirfs/reset` (redirfs reset): a fresh epoch everywhere, mirrors dropped. */
@@ -323,8 +325,10 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
     log,
     stats,
     reset,
-    beforeSampleOpen: runs === undefined ? undefined : thread => { if (thread !== undefined) onRunEvent(runs.noteOpen(thread), cluster ?? engine, log) }
+    beforeSampleOpen: runs === undefined ? undefined : thread => { if (thread !== undefined) onRunEvent(runs.noteOpen(thread), cluster ?? engine, log) },
+    afterSampleOpen: seconds => metrics?.observeOpen(seconds)
   })
+  let metrics: MetricsServer | undefined
 
   try {
     await cluster?.start()
@@ -341,6 +345,13 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
     await cluster?.close()
     throw isForUser(err) ? err : new UsageError(`cannot mount at ${config.mountpoint}: ${(err as Error).message}`, { cause: err })
   }
+  try {
+    if (config.metrics !== undefined) metrics = await startMetricsServer(config.metrics, stats, log)
+  } catch (err) {
+    await mounted.unmount().catch(() => {})
+    await cluster?.close()
+    throw err
+  }
   await writeRecord({ pid: process.pid, mountpoint: config.mountpoint, source: config.source, logFile: config.logFile, startedAt: new Date().toISOString(), memoryLimit })
   log.info({ source: config.source, mountpoint: config.mountpoint, mode: config.mode, samples: layout.files.length, groups: layout.groups.length, pcs: layout.pcs.length, vcs: layout.vcs.length, layoutHash: layout.hash }, 'mounted')
 
@@ -350,6 +361,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
       const stillMounted = (await mountAt(config.mountpoint))?.source === 'redirfs'
       if (stillMounted) await mounted?.unmount().catch(err => log.error({ err: (err as Error).message }, 'unmount failed'))
       await engine.drain()
+      await metrics?.close()
       await cluster?.close()
       await adapter.handles.closeAll()
       await dataset.close()

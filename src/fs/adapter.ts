@@ -43,6 +43,8 @@ export interface AdapterOptions {
    * starts a new epoch (src/runs).
    */
   beforeSampleOpen?: (thread: number | undefined) => void
+  /** Told how long each sample open took here (the metrics' open-wait histogram). */
+  afterSampleOpen?: (seconds: number) => void
   log: Logger
 }
 
@@ -120,7 +122,9 @@ export class FsAdapter {
     const sample = tree.sampleOf(entry)
     if (sample !== undefined) {
       this.options.beforeSampleOpen?.(options.thread)
+      const started = process.hrtime.bigint()
       const served = await this.options.samples.open(sample, { exact: options.exact })
+      this.options.afterSampleOpen?.(Number(process.hrtime.bigint() - started) / 1e9)
       return { kind: 'bytes', entry, bytes: served.bytes, served: served.file }
     }
     this.counters.passthroughOpens++

@@ -1,0 +1,65 @@
+// Prometheus metrics of a live mount (--metrics), scraped over HTTP and
+// read with a real parser of the text format: the values are those
+// `redirfs stats --json` shows, opens waited are a histogram, the process
+// metrics are there, and the server listens on loopback unless told.
+import { promises as fs } from 'node:fs'
+import t from 'tap'
+import parse from 'parse-prometheus-text-format'
+import { readStats } from '../../src/cli/stats-command'
+import { generateDataset } from '../helpers/dataset'
+import { emptyDir, forceUnmount, mount, redirfs } from '../helpers/mount'
+import { readEpoch } from '../helpers/readers'
+
+const dataset = generateDataset(41)
+t.teardown(async () => { await fs.rm(dataset.root, { recursive: true, force: true }) })
+
+interface Family { name: string, type: string, metrics: Array<{ value?: string, labels?: Record<string, string>, count?: string, buckets?: Record<string, string> }> }
+
+async function scrape (url: string): Promise<Map<string, Family>> {
+  const response = await fetch(url)
+  const families = parse(await response.text()) as Family[]
+  return new Map(families.map(family => [family.name, family]))
+}
+
+const sum = (family: Family | undefined): number => (family?.metrics ?? []).reduce((total, m) => total + Number(m.value), 0)
+const valueOf = (family: Family | undefined, labels: Record<string, string> = {}): number =>
+  Number(family?.metrics.find(m => Object.entries(labels).every(([k, v]) => m.labels?.[k] === v))?.value)
+
+t.test('a scrape shows what redirfs stats shows, by Prometheus conventions', async t => {
+  const mountpoint = emptyDir()
+  await mount(t, dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4', '--metrics', '0')
+  for (let epoch = 0; epoch < 2; epoch++) await readEpoch(mountpoint, dataset.samples, epoch)
+  await new Promise(resolve => setTimeout(resolve, 300)) // readahead settles
+  const stats = await readStats(mountpoint)
+  t.match(stats.metrics, /^http:\/\/127\.0\.0\.1:\d+\/metrics$/, 'on loopback, at the port it was given')
+  const families = await scrape(stats.metrics!)
+  const after = await readStats(mountpoint)
+  t.same(after.protocol, stats.protocol, 'nothing moved while scraping')
+  t.equal(families.get('redirfs_opens')?.type ?? families.get('redirfs_opens_total')?.type, 'COUNTER')
+  const opens = families.get('redirfs_opens_total') ?? families.get('redirfs_opens')
+  t.equal(sum(opens), stats.protocol.opens, 'opens, all results')
+  t.equal(valueOf(opens, { result: 'memory' }), stats.protocol.memoryHits)
+  t.equal(sum(families.get('redirfs_chunk_loads_total') ?? families.get('redirfs_chunk_loads')), stats.protocol.chunkLoads)
+  t.equal(valueOf(families.get('redirfs_resident_bytes')), stats.protocol.residentBytes)
+  t.equal(valueOf(families.get('redirfs_budget_bytes')), 300 * 1024)
+  t.equal(valueOf(families.get('redirfs_samples')), dataset.samples.length)
+  t.equal(sum(families.get('redirfs_source_bytes_total') ?? families.get('redirfs_source_bytes')), Number(stats.source.bytesRead))
+  const wait = families.get('redirfs_open_wait_seconds')
+  t.equal(wait?.type, 'HISTOGRAM')
+  t.equal(Number(wait?.metrics[0].count), stats.protocol.opens, 'every sample open timed')
+  t.ok(families.has('redirfs_process_resident_memory_bytes'), 'the process metrics too')
+  t.equal(valueOf(families.get('redirfs_runs_exact')), 1)
+})
+
+t.test('a bad --metrics address, and a port in use, are one-line errors', async t => {
+  const mountpoint = emptyDir()
+  t.teardown(() => forceUnmount(mountpoint))
+  const bad = await redirfs('mount', dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4', '--metrics', 'nonsense')
+  t.equal(bad.stderr, "redirfs: --metrics must be host:port or a port, e.g. 127.0.0.1:9464, got 'nonsense'\n")
+  const first = emptyDir()
+  await mount(t, dataset.root, first, '--memory', '300K', '--chunk-size', '4', '--metrics', '0')
+  const port = new URL((await readStats(first)).metrics!).port
+  const taken = await redirfs('mount', dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4', '--metrics', port)
+  t.equal(taken.code, 1)
+  t.equal(taken.stderr, `redirfs: --metrics 127.0.0.1:${port}: the port is in use; choose another\n`)
+})

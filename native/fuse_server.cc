@@ -287,6 +287,10 @@ class Server : public Napi::ObjectWrap<Server> {
       fuse_loop_cfg_set_idle_threads(config, fuseThreads_);  // as many idle as at most: no thread churn under load
       fuse_session_loop_mt(session_, config);
       fuse_loop_cfg_destroy(config);
+      // The loop ends when the kernel ends the connection: an unmount from outside (umount,
+      // fusermount -u) unless JS asked for it. JS hears of it as events of null, and stops.
+      std::lock_guard<std::mutex> lock(releaseMutex_);
+      if (!released_) onEvents_.NonBlockingCall([](Napi::Env env, Napi::Function callback) { callback.Call({env.Null(), env.Null()}); });
     });
     return env.Undefined();
   }
@@ -306,6 +310,7 @@ class Server : public Napi::ObjectWrap<Server> {
       session_ = nullptr;
     }
     blocking_.Stop();
+    std::lock_guard<std::mutex> lock(releaseMutex_);
     if (!released_) {
       released_ = true;
       onEvents_.Release();
@@ -805,6 +810,7 @@ class Server : public Napi::ObjectWrap<Server> {
   int fuseThreads_ = 2;
   BlockingPool blocking_;
   Napi::ThreadSafeFunction onEvents_;
+  std::mutex releaseMutex_;  // released_ and the loop's last call to onEvents_
   bool released_ = false;
 
   std::mutex pendingMutex_;

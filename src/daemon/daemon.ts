@@ -345,6 +345,11 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
     await cluster?.close()
     throw isForUser(err) ? err : new UsageError(`cannot mount at ${config.mountpoint}: ${(err as Error).message}`, { cause: err })
   }
+  // umount(8) from outside (an fstab mount's usual end): the daemon goes with its mount.
+  mounted.onGone?.(() => {
+    log.info({ mountpoint: config.mountpoint }, 'unmounted from outside: stopping')
+    process.kill(process.pid, 'SIGTERM')
+  })
   try {
     if (config.metrics !== undefined) metrics = await startMetricsServer(config.metrics, stats, log)
   } catch (err) {

@@ -26,6 +26,8 @@ export interface MountedFilesystem {
   unmount (): Promise<void>
   /** The native server's own counts of FUSE operations (absent on fuse-native). */
   counters?: () => Record<string, number>
+  /** Called when the mount goes from outside (umount, fusermount -u): native backend. */
+  onGone?: (listener: () => void) => void
 }
 
 /** Time FUSE allows an operation; an open may wait for a chunk load on slow storage. */

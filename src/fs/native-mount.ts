@@ -32,7 +32,7 @@ interface NativeServer {
   invalidate (ino: number): void
 }
 
-type ServerClass = new (tree: object, onEvents: (opens: number[], releases: number[]) => void, options: { reopenWindowMs: number, fuseThreads: number, ownerUid: number, ownerGid: number }) => NativeServer
+type ServerClass = new (tree: object, onEvents: (opens: number[] | null, releases: number[] | null) => void, options: { reopenWindowMs: number, fuseThreads: number, ownerUid: number, ownerGid: number }) => NativeServer
 
 const ADDON = path.resolve(__dirname, '../../native/build/Release/redirfs_fuse.node')
 
@@ -82,7 +82,11 @@ export async function mountNative (mountpoint: string, adapter: FsAdapter, tree:
     adapterHandle.delete(number)
   }
 
+  let gone: (() => void) | undefined
+  let closing = false
   const server: NativeServer = new FuseServer({ ...tree.columns, controlName: CONTROL_DIR.slice(1) }, (opens, releases) => {
+    // The kernel ended the connection: unmounted from outside (umount, fusermount -u).
+    if (opens === null || releases === null) { if (!closing) gone?.(); return }
     for (const number of releases) release(number)
     // Each open: request, inode, flags, calling thread, and whether that thread stat'ed the path just before (1).
     for (let i = 0; i < opens.length; i += 5) open(opens[i], opens[i + 1], opens[i + 2], opens[i + 3], opens[i + 4] === 1)
@@ -99,7 +103,9 @@ export async function mountNative (mountpoint: string, adapter: FsAdapter, tree:
   const sweeper = options.reopenWindowMs > 0 ? setInterval(() => server.sweep(), Math.max(50, options.reopenWindowMs)).unref() : undefined
   return {
     counters: () => server.counters(),
+    onGone: listener => { gone = listener },
     unmount: async () => {
+      closing = true
       clearInterval(sweeper)
       // Lazily, from a child process: the kernel may ask this process about the mount while it goes.
       await new Promise<void>((resolve, reject) => execFile('umount', ['-l', mountpoint], err => (err ? reject(err) : resolve())))

@@ -36,7 +36,8 @@ const DEFAULT_TIMEOUT_MS = 15_000
 
 export async function mountFilesystem (mountpoint: string, operations: Record<string, (...args: any[]) => void>, options: MountOptions): Promise<MountedFilesystem> {
   const fuse = new Fuse(mountpoint, operations, {
-    fsname: 'redirfs,direct_io,attr_timeout=0' + (options.overSource ? ',nonempty' : ''),
+    // ro: the kernel itself answers EROFS (access(W_OK) too, which default_permissions would otherwise grant root).
+    fsname: 'redirfs,ro,direct_io,attr_timeout=0' + (options.overSource ? ',nonempty' : ''),
     allowOther: options.allowOther,
     // The kernel checks every access against each entry's owner and mode (as the native backend does).
     defaultPermissions: true,

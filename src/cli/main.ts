@@ -53,6 +53,7 @@ program
     'an open of a sample may be answered with another unconsumed sample of the same class that is already in memory,\n' +
     'so the disk is read only in large chunks. Every sample is still seen exactly once per epoch.')
   .showHelpAfterError('(run with --help for usage)')
+  .version((require('../../package.json') as { version: string }).version, '-V, --version', 'print the version of redirfs')
 
 /** Shared by mount, pack and verify: how a bucket is reached (credentials and region come from the standard AWS chain). */
 function s3Options (command: Command): Command {

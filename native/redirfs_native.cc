@@ -38,6 +38,7 @@
 #include <string>
 #include <unordered_map>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 #include <vector>
 
@@ -324,16 +325,19 @@ struct FileResult {
 // scan: it is read whole into a buffer of its own; never served cut short.
 class ReadFilesWorker : public Napi::AsyncWorker {
  public:
-  ReadFilesWorker(Napi::Env env, std::vector<std::string> paths, Napi::Array targets, std::vector<double> mtimes)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), paths_(std::move(paths)), targets_(targets), mtimes_(std::move(mtimes)), results_(paths_.size()) {}
+  // What the scan saw of each file, when given (src/chunks/native.ts, Expected).
+  enum ExpectedField { kExpectMtimeSec, kExpectMtimeNsec, kExpectDev, kExpectIno, kExpectMode, kExpectUid, kExpectGid, kExpectedFields };
+
+  ReadFilesWorker(Napi::Env env, std::vector<std::string> paths, Napi::Array targets, std::vector<double> expected)
+      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), paths_(std::move(paths)), targets_(targets), expected_(std::move(expected)), results_(paths_.size()) {}
 
   Napi::Promise Promise() { return deferred_.Promise(); }
 
   void Execute() override {
     for (size_t i = 0; i < paths_.size(); i++) {
       bool lent = i < targets_.Count() && targets_.Data(i) != nullptr;
-      const double* mtime = 2 * i + 1 < mtimes_.size() ? &mtimes_[2 * i] : nullptr;
-      ReadOne(paths_[i], lent ? targets_.Data(i) : nullptr, lent ? targets_.Length(i) : 0, mtime, results_[i]);
+      const double* expected = kExpectedFields * (i + 1) <= expected_.size() ? &expected_[kExpectedFields * i] : nullptr;
+      ReadOne(paths_[i], lent ? targets_.Data(i) : nullptr, lent ? targets_.Length(i) : 0, expected, results_[i]);
     }
   }
 
@@ -362,20 +366,42 @@ class ReadFilesWorker : public Napi::AsyncWorker {
   }
 
  private:
-  // `mtime` (seconds, nanoseconds), when given: the file's modification time
-  // at the scan; a file modified since is an error (ESTALE), never read.
-  static void ReadOne(const std::string& path, char* target, size_t targetLength, const double* mtime, FileResult& result) {
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Why the file now at `path` is not the one the scan saw (`expected`), or
+  // empty: another file (a link or a rename put in its place), one modified
+  // since, or one whose owner or mode no longer allow what the mount shows
+  // (a chmod after the mount must not leave a file readable through it).
+  static std::string Changed(const struct stat& st, const double* expected, int& code) {
+    code = ESTALE;
+    if (static_cast<double>(st.st_dev) != expected[kExpectDev] || static_cast<double>(st.st_ino) != expected[kExpectIno]) return "replaced in the source since the mount";
+    if (static_cast<double>(st.st_mtim.tv_sec) != expected[kExpectMtimeSec] || static_cast<double>(st.st_mtim.tv_nsec) != expected[kExpectMtimeNsec]) return "modified in the source since the mount";
+    code = EACCES;
+    unsigned shown = static_cast<unsigned>(expected[kExpectMode]) & 0777;
+    if (static_cast<double>(st.st_uid) != expected[kExpectUid] || static_cast<double>(st.st_gid) != expected[kExpectGid] || (shown & ~st.st_mode) != 0) return "owner or permissions changed in the source since the mount";
+    return "";
+  }
+
+  // Opens without blocking (a FIFO put in a file's place must not hang the
+  // reader) and reads regular files only.
+  static void ReadOne(const std::string& path, char* target, size_t targetLength, const double* expected, FileResult& result) {
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
       result.code = errno;
       result.error = ErrnoMessage(path, result.code);
       return;
     }
     struct stat st;
-    if (mtime != nullptr && fstat(fd, &st) == 0 &&
-        (static_cast<double>(st.st_mtim.tv_sec) != mtime[0] || static_cast<double>(st.st_mtim.tv_nsec) != mtime[1])) {
-      result.code = ESTALE;
-      result.error = path + ": modified in the source since the mount";
+    std::string why;
+    if (fstat(fd, &st) != 0) {
+      result.code = errno;
+      why = std::strerror(result.code);
+    } else if (!S_ISREG(st.st_mode)) {
+      result.code = expected != nullptr ? ESTALE : EINVAL;
+      why = "not a regular file";
+    } else if (expected != nullptr) {
+      why = Changed(st, expected, result.code);
+    }
+    if (!why.empty()) {
+      result.error = path + ": " + why;
       close(fd);
       return;
     }
@@ -410,7 +436,7 @@ class ReadFilesWorker : public Napi::AsyncWorker {
   Napi::Promise::Deferred deferred_;
   std::vector<std::string> paths_;
   Targets targets_;
-  std::vector<double> mtimes_;
+  std::vector<double> expected_;
   std::vector<FileResult> results_;
 };
 
@@ -450,26 +476,26 @@ Napi::Value ReadChunk(const Napi::CallbackInfo& info) {
 Napi::Value ReadFiles(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() < 2 || !info[0].IsArray() || !info[1].IsArray()) {
-    Napi::TypeError::New(env, "readFiles(paths, targets: Buffer[], mtimes?: Float64Array)").ThrowAsJavaScriptException();
+    Napi::TypeError::New(env, "readFiles(paths, targets: Buffer[], expected?: Float64Array)").ThrowAsJavaScriptException();
     return env.Undefined();
   }
   Napi::Array array = info[0].As<Napi::Array>();
   std::vector<std::string> paths;
   paths.reserve(array.Length());
   for (uint32_t i = 0; i < array.Length(); i++) paths.push_back(array.Get(i).As<Napi::String>().Utf8Value());
-  std::vector<double> mtimes;
+  std::vector<double> expected;
   if (info.Length() > 2 && info[2].IsTypedArray()) {
     Napi::Float64Array given = info[2].As<Napi::Float64Array>();
-    mtimes.assign(given.Data(), given.Data() + given.ElementLength());
+    expected.assign(given.Data(), given.Data() + given.ElementLength());
   }
-  auto* worker = new ReadFilesWorker(env, std::move(paths), info[1].As<Napi::Array>(), std::move(mtimes));
+  auto* worker = new ReadFilesWorker(env, std::move(paths), info[1].As<Napi::Array>(), std::move(expected));
   Napi::Promise promise = worker->Promise();
   worker->Queue();
   return promise;
 }
 
 // The attributes listDirectory gives per entry, as numbers in this order.
-enum ListedField { kMode, kSize, kUid, kGid, kNlink, kAtimeSec, kAtimeNsec, kMtimeSec, kMtimeNsec, kCtimeSec, kCtimeNsec, kErrno, kDev, kIno, kLink, kListedFields };
+enum ListedField { kMode, kSize, kUid, kGid, kNlink, kAtimeSec, kAtimeNsec, kMtimeSec, kMtimeNsec, kCtimeSec, kCtimeNsec, kErrno, kDev, kIno, kLink, kAcl, kListedFields };
 
 class ListDirectoryWorker : public Napi::AsyncWorker {
  public:
@@ -531,6 +557,10 @@ class ListDirectoryWorker : public Napi::AsyncWorker {
         fields[kCtimeNsec] = static_cast<double>(st.st_ctim.tv_nsec);
         fields[kDev] = static_cast<double>(st.st_dev);
         fields[kIno] = static_cast<double>(st.st_ino);
+        // An access ACL can keep a user from what the mode bits allow (user:bob:---), which the
+        // mount's mode check cannot see: the scan then shows the owner's bits only (access.ts).
+        std::string full = path_ + "/" + entry->d_name;
+        fields[kAcl] = getxattr(full.c_str(), "system.posix_acl_access", nullptr, 0) > 0 ? 1 : 0;
       }
       fields_.insert(fields_.end(), fields, fields + kListedFields);
     }

@@ -21,8 +21,9 @@
  *
  * Links may lead anywhere a dataset may be (curated subsets are trees of
  * links into a master copy), but not into the system's own directories:
- * a link into `/etc` or `/root` is an entry the mount cannot serve, so
- * the scan never walks a system tree (scan.ts).
+ * a link into `/etc` or `/root` is an entry the mount cannot serve, and
+ * so is any directory the scan would reach below a link (a link to `/`
+ * reaches `/etc`): the scan never walks a system tree (scan.ts).
  */
 import path from 'node:path'
 
@@ -70,7 +71,7 @@ export function reachableMode (mode: number, uid: number, gid: number, through: 
  * or send the scan through a whole system tree.
  */
 export const SYSTEM_DIRECTORIES = ['/bin', '/boot', '/dev', '/etc', '/lib', '/lib32', '/lib64', '/libx32', '/proc', '/root', '/run', '/sbin', '/snap', '/sys', '/usr',
-  '/var/cache', '/var/lib', '/var/log', '/var/mail', '/var/run', '/var/spool'] as const
+  '/var/backups', '/var/cache', '/var/lib', '/var/log', '/var/mail', '/var/run', '/var/spool'] as const
 
 const isWithin = (target: string, dir: string): boolean => target === dir || target.startsWith(dir === '/' ? '/' : dir + '/')
 

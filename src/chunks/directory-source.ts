@@ -8,17 +8,19 @@
  * only in the layout. Concurrency is bounded across loads, so one load
  * cannot flood the disk queue.
  *
- * The tree is a snapshot of the source: a sample whose size or modification
- * time is not the scan's was changed under the mount, and is never served
- * (short or different bytes would break exactly-once); it fails like an
+ * The tree is a snapshot of the source: a sample that is not the file the
+ * scan saw, or was modified, or is less protected now than the mount shows
+ * (source-check.ts), is never served (short or different bytes would break
+ * exactly-once, and a chmod must hold through the mount); it fails like an
  * unreadable file, and is counted.
  */
-import path from 'node:path'
 import pLimit from 'p-limit'
 import type { Logger } from 'pino'
-import type { DatasetTree } from './tree'
+import type { DatasetTree, FileReader, OpenFile } from './tree'
+import { nsecOf, secOf } from './scan'
 import { codeOf } from '../errors'
 import { native } from './native'
+import type { SourceCheck } from './source-check'
 import { sampleBuffers } from './sample-buffers'
 import type { ChunkRequest, ChunkSource } from './source'
 
@@ -31,44 +33,49 @@ export class DirectorySource implements ChunkSource {
   private filesRead = 0
   private bytesRead = 0
   private readErrors = 0
-  /** Samples found changed since the scan (each counted once, however often a load meets it). */
+  /** Samples found changed since the scan, or their directories (each counted once, however often a load meets it). */
   private readonly changedFiles = new Set<number>()
-  /** The root with one trailing slash, so a file's path is a concatenation, not a normalization per read. */
-  private readonly prefix: string
 
   constructor (
-    root: string,
     private readonly tree: DatasetTree,
+    private readonly check: SourceCheck,
     private readonly log: Logger,
     /** Batches in flight at once, across all loads. */
     concurrency = 8
   ) {
     native()
-    this.prefix = path.join(path.resolve(root), '/')
     this.limit = pLimit(concurrency)
   }
 
   async fetch (request: ChunkRequest): Promise<Map<number, Buffer>> {
     const delivered = new Map<number, Buffer>()
+    const files = this.tree.samples
+    const refusing = await this.check.directoriesRefusing(request.files.map(id => files[id].entry))
+    const readable = request.files.filter(id => {
+      const refusal = refusing(files[id].entry)
+      if (refusal !== undefined) this.refuse(id, refusal.why)
+      return refusal === undefined
+    })
     const batches: number[][] = []
-    for (let i = 0; i < request.files.length; i += BATCH_FILES) batches.push(request.files.slice(i, i + BATCH_FILES))
+    for (let i = 0; i < readable.length; i += BATCH_FILES) batches.push(readable.slice(i, i + BATCH_FILES))
     await Promise.all(batches.map(batch => this.limit(async () => {
       // Each file into a buffer one byte larger than its scanned size: one that fills it has grown.
-      const files = this.tree.samples
       const targets = batch.map(id => sampleBuffers.take(files[id].size + 1))
-      const mtimes = new Float64Array(batch.length * 2)
-      batch.forEach((id, i) => { mtimes[2 * i] = this.tree.columns.mtimeSec[files[id].entry]; mtimes[2 * i + 1] = this.tree.columns.mtimeNsec[files[id].entry] })
-      const results = await native().readFiles(batch.map(id => this.prefix + files[id].path), targets, mtimes)
+      const entries = batch.map(id => files[id].entry)
+      const results = await native().readFiles(entries.map(entry => this.check.pathOf(entry)), targets, this.check.expected(entries))
       results.forEach((result, i) => {
+        const id = batch[i]
         const length = result instanceof Error ? -1 : typeof result === 'number' ? result : result.length
-        const changed = codeOf(result) === 'ESTALE' || (length >= 0 && length !== files[batch[i]].size)
-        if (result instanceof Error || changed) {
+        const code = codeOf(result)
+        if (result instanceof Error || length !== files[id].size) {
           sampleBuffers.give(targets[i])
           if (typeof result === 'object' && !(result instanceof Error)) sampleBuffers.give(result)
-          if (changed) this.changedFiles.add(batch[i])
-          else this.readErrors++
-          const why = changed ? `changed in the source since the mount (${length >= 0 ? `${length} bytes now, ${files[batch[i]].size} at the scan` : 'modified'}); remount to serve it` : (result as Error).message
-          this.log.error({ file: files[batch[i]].path, err: why }, 'cannot serve sample file')
+          if (code === 'ESTALE' || code === 'EACCES') this.refuse(id, (result as Error).message.slice(this.check.pathOf(files[id].entry).length + 2))
+          else if (length >= 0) this.refuse(id, `changed in the source since the mount (${length} bytes now, ${files[id].size} at the scan)`)
+          else {
+            this.readErrors++
+            this.log.error({ file: files[id].path, err: (result as Error).message }, 'cannot serve sample file')
+          }
           return
         }
         let bytes: Buffer
@@ -78,7 +85,7 @@ export class DirectorySource implements ChunkSource {
           sampleBuffers.give(targets[i])
           bytes = result
         }
-        delivered.set(batch[i], bytes)
+        delivered.set(id, bytes)
         this.filesRead++
         this.bytesRead += bytes.length
       })
@@ -86,9 +93,33 @@ export class DirectorySource implements ChunkSource {
     return delivered
   }
 
+  /** A sample not served because it, or a directory on its way, changed since the scan. */
+  private refuse (id: number, why: string): void {
+    this.changedFiles.add(id)
+    this.log.error({ file: this.tree.samples[id].path, err: `${why}; remount to serve it` }, 'cannot serve sample file')
+  }
+
   stats (): Record<string, number | string> {
     return { kind: 'directory', filesRead: this.filesRead, bytesRead: this.bytesRead, readErrors: this.readErrors, changedFiles: this.changedFiles.size }
   }
 
   async close (): Promise<void> {}
+}
+
+/** Non-sample files of a scanned directory, read in place, each checked as it is opened (source-check.ts). */
+export class DirectoryFileReader implements FileReader {
+  constructor (private readonly tree: DatasetTree, private readonly check: SourceCheck) {}
+
+  async open (relativePath: string): Promise<OpenFile> {
+    const file = await this.check.open(this.tree.find(relativePath))
+    return {
+      read: async (buffer, length, position) => (await file.read(buffer, 0, length, position)).bytesRead,
+      close: async () => await file.close(),
+      native: { fd: file.fd },
+      attributesNow: async () => {
+        const stat = await file.stat({ bigint: true })
+        return { size: Number(stat.size), mtimeSec: secOf(stat.mtimeNs), mtimeNsec: nsecOf(stat.mtimeNs), ctimeSec: secOf(stat.ctimeNs), ctimeNsec: nsecOf(stat.ctimeNs) }
+      }
+    }
+  }
 }

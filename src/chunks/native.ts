@@ -10,8 +10,13 @@ interface NativeBinding {
   readAligned (fd: number, offset: number, length: number, direct: boolean): Promise<Buffer>
   /** Copies piece i into targets[i]; `copied` says how many were (none when the read was short). */
   readChunk (fd: number, offset: number, length: number, direct: boolean, pieces: Float64Array, targets: Buffer[]): Promise<ChunkRead>
-  /** Reads file i into targets[i]: the bytes read, or a Buffer of its own for a file that filled its target (it grew), or why it could not be read; with `mtimes` (seconds, nanoseconds per file), a file modified since is an ESTALE error. */
-  readFiles (paths: string[], targets: Buffer[], mtimes?: Float64Array): Promise<(number | Buffer | Error)[]>
+  /**
+   * Reads file i into targets[i]: the bytes read, or a Buffer of its own for a file that filled its target (it grew), or why it
+   * could not be read. Regular files only, opened without blocking. With `expected` (`Expected.fields` numbers per file, what
+   * the scan saw), another file in its place or one modified since is an ESTALE error, and one whose owner changed or whose
+   * mode lost a bit the mount shows is an EACCES error.
+   */
+  readFiles (paths: string[], targets: Buffer[], expected?: Float64Array): Promise<(number | Buffer | Error)[]>
   /** zlib's CRC-32 as the chunk reader computes it (native/crc32.h). */
   crc32 (bytes: Buffer, initial?: number): number
   /** Frees the memory of a Buffer that is its only view, now; every view of it becomes empty. */
@@ -25,8 +30,15 @@ interface NativeBinding {
   tuneAllocator (): void
 }
 
-/** Where each attribute of an entry sits in `listDirectory`'s fields (native/redirfs_native.cc, ListedField); errno is 0 when the stat worked; dev and ino identify a directory reached twice; link is 1 for a symbolic link. */
-export const enum Listed { mode, size, uid, gid, nlink, atimeSec, atimeNsec, mtimeSec, mtimeNsec, ctimeSec, ctimeNsec, errno, dev, ino, link, fields }
+/**
+ * Where each attribute of an entry sits in `listDirectory`'s fields (native/redirfs_native.cc, ListedField); errno is 0 when
+ * the stat worked; dev and ino identify an entry (a directory reached twice, a file replaced since); link is 1 for a symbolic
+ * link; acl is 1 for an entry with an access ACL.
+ */
+export const enum Listed { mode, size, uid, gid, nlink, atimeSec, atimeNsec, mtimeSec, mtimeNsec, ctimeSec, ctimeNsec, errno, dev, ino, link, acl, fields }
+
+/** What `readFiles` checks of each file, in this order (native/redirfs_native.cc, ExpectedField): the mode is the one the mount shows. */
+export const enum Expected { mtimeSec, mtimeNsec, dev, ino, mode, uid, gid, fields }
 
 /** A chunk (or a run of it) as read: its length and CRC-32, how many pieces were copied into their targets, and their CRC-32s (none when the read is short). */
 export interface ChunkRead { length: number, crc: number, copied: number, fileCrcs: number[] }

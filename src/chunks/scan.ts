@@ -24,7 +24,7 @@ import { UsageError } from '../errors'
 import type { GroupDepth } from '../redirect/grouping'
 import { directoriesDownTo, linkRefusal, reachableMode, type DirectoryAccess } from './access'
 import { Listed, native } from './native'
-import { DatasetTree, EntryKind, pathIn, TreeBuilder, type FileReader, type OpenFile, type SkippedEntry } from './tree'
+import { DatasetTree, EntryKind, pathIn, TreeBuilder, type SkippedEntry } from './tree'
 
 /** ImageFolder's image extensions, plus common audio ones. */
 export const DEFAULT_SAMPLE_EXTENSIONS = ['.jpg', '.jpeg', '.png', '.ppm', '.bmp', '.pgm', '.tif', '.tiff', '.webp', '.wav', '.flac', '.mp3', '.ogg']
@@ -38,15 +38,25 @@ export interface ScanOptions {
   groupDepth?: GroupDepth
   /** Leave out entries that cannot be served, and list them in `skipped`, instead of failing. */
   skipUnservable?: boolean
+  /**
+   * Show an entry with an access ACL with its owner's permission bits only
+   * (for a mount others may use: an ACL may deny a user what the mode bits
+   * allow, and the mount's check sees only the bits).
+   */
+  foldAcls?: boolean
   onWarning?: (message: string) => void
 }
+
+/** The name the mount keeps at its root for its control files (src/fs/control.ts). */
+const CONTROL_NAME = '.redirfs'
 
 /** How many skipped entries an error message names. */
 const NAMED_IN_MESSAGE = 3
 
 const BILLION = 1_000_000_000n
-const nsecOf = (ns: bigint): number => Number(((ns % BILLION) + BILLION) % BILLION)
-const secOf = (ns: bigint): number => Number((ns - BigInt(nsecOf(ns))) / BILLION)
+/** The nanoseconds within their second, and the whole seconds, of a time in nanoseconds (before 1970 too). */
+export const nsecOf = (ns: bigint): number => Number(((ns % BILLION) + BILLION) % BILLION)
+export const secOf = (ns: bigint): number => Number((ns - BigInt(nsecOf(ns))) / BILLION)
 
 /** The root's attributes (the one entry not listed by its parent), as a listing gives them. */
 function statRow (stat: BigIntStats): Float64Array {
@@ -54,6 +64,7 @@ function statRow (stat: BigIntStats): Float64Array {
   row[Listed.mode] = Number(stat.mode); row[Listed.size] = Number(stat.size); row[Listed.uid] = Number(stat.uid); row[Listed.gid] = Number(stat.gid); row[Listed.nlink] = Number(stat.nlink)
   row[Listed.atimeSec] = secOf(stat.atimeNs); row[Listed.mtimeSec] = secOf(stat.mtimeNs); row[Listed.ctimeSec] = secOf(stat.ctimeNs)
   row[Listed.atimeNsec] = nsecOf(stat.atimeNs); row[Listed.mtimeNsec] = nsecOf(stat.mtimeNs); row[Listed.ctimeNsec] = nsecOf(stat.ctimeNs)
+  row[Listed.dev] = Number(stat.dev); row[Listed.ino] = Number(stat.ino)
   return row
 }
 
@@ -77,6 +88,8 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
   const isSample = (relative: string, size: number): boolean => isSampleFile(relative, size, extensions)
   const source = await fs.realpath(root)
   const access = new DirectoryAccessCache()
+  /** Entries shown with fewer permission bits than the source's (access.ts), for one warning. */
+  let narrowed = 0
 
   /**
    * Lists directory `entry` and everything under it into the builder;
@@ -86,7 +99,7 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
    * those the source itself is in, so a link back to one of them is named
    * as a loop instead of being followed until the path is too long.
    */
-  const visitDirectory = async (relative: string, entry: number, above: ReadonlySet<string>): Promise<{ found: number, shown: number } | undefined> => {
+  const visitDirectory = async (relative: string, entry: number, real: string, above: ReadonlySet<string>): Promise<{ found: number, shown: number } | undefined> => {
     const listing = await native().listDirectory(path.join(root, relative)).catch((err: NodeJS.ErrnoException) => {
       skipped.push({ path: relative === '' ? '.' : relative, why: `cannot list directory (${err.code ?? err.message})` })
       return undefined
@@ -95,7 +108,7 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
     const { fields, targets } = listing
     // Where the links lead: the directories on the way, for the access rule (access.ts).
     await access.load(targets.filter(target => target.length > 0).map(target => path.dirname(target.toString())))
-    const subdirectories: { child: string, entry: number, identity: string }[] = []
+    const subdirectories: { child: string, entry: number, real: string, identity: string }[] = []
     let found = 0
     let shown = 0
     listing.names.forEach((raw, i) => {
@@ -111,22 +124,35 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
         skipped.push({ path: child, why: errno === os.constants.errno.ENOENT ? 'broken symbolic link' : `cannot stat (${errnoName(errno)})` })
         return
       }
-      if (fields[at + Listed.link] === 1) {
-        const target = targets[i].toString()
-        const refusal = linkRefusal(target, source)
-        if (refusal !== undefined) {
-          skipped.push({ path: child, why: `${refusal} (${target})` })
-          return
-        }
+      if (child === CONTROL_NAME) {
+        skipped.push({ path: child, why: 'the mount keeps this name at its root for its control files' })
+        return
+      }
+      const link = fields[at + Listed.link] === 1
+      const target = link ? targets[i].toString() : path.join(real, name)
+      if (link && target === '') {
+        skipped.push({ path: child, why: 'a symbolic link whose real path cannot be resolved' })
+        return
+      }
+      // Every real directory the scan reaches, through a link or below one, is checked: a link to / must not walk /etc.
+      const refusal = linkRefusal(target, source)
+      if (refusal !== undefined) {
+        skipped.push({ path: child, why: `${refusal} (${target})` })
+        return
+      }
+      const before = fields[at + Listed.mode]
+      if (link) {
         // Inside the source, the directories above it are the root's to show (below); outside, all count.
         const inside = target.startsWith(source + '/')
         fields[at + Listed.mode] = access.reachableMode(fields[at + Listed.mode], fields[at + Listed.uid], fields[at + Listed.gid], path.dirname(target), inside ? source : undefined)
       }
+      if (options.foldAcls === true && fields[at + Listed.acl] === 1) fields[at + Listed.mode] &= ~0o077
+      if (fields[at + Listed.mode] !== before) narrowed++
       const type = typeOf(fields[at + Listed.mode])
       if (type === constants.S_IFDIR) {
         const identity = `${fields[at + Listed.dev]}:${fields[at + Listed.ino]}`
         if (above.has(identity)) skipped.push({ path: child, why: 'a symbolic link back to a directory it is in, a loop' })
-        else subdirectories.push({ child, entry: builder.add(entry, raw, EntryKind.Directory, fields, at), identity })
+        else subdirectories.push({ child, entry: builder.add(entry, raw, EntryKind.Directory, fields, at), real: target, identity })
       } else if (type !== constants.S_IFREG) {
         skipped.push({ path: child, why: 'not a regular file or directory' })
       } else {
@@ -137,8 +163,8 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
         builder.add(entry, raw, sample ? EntryKind.Sample : EntryKind.Other, fields, at)
       }
     })
-    await inBatches(subdirectories, async ({ child, entry, identity }) => {
-      const below = await visitDirectory(child, entry, new Set([...above, identity]))
+    await inBatches(subdirectories, async ({ child, entry, real, identity }) => {
+      const below = await visitDirectory(child, entry, real, new Set([...above, identity]))
       // A directory whose samples the include list leaves out is hidden: ImageFolder refuses an empty class.
       if (below === undefined || (below.found > 0 && below.shown === 0)) builder.remove(entry)
       found += below?.found ?? 0
@@ -152,9 +178,14 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
   // Nobody reads through the mount's root what the directories above the source keep from them.
   await access.load([path.dirname(source)])
   rootRow[Listed.mode] = access.reachableMode(rootRow[Listed.mode], rootRow[Listed.uid], rootRow[Listed.gid], path.dirname(source))
+  if (rootRow[Listed.mode] !== Number(rootStat.mode)) narrowed++
   const rootEntry = builder.add(0, '', rootStat.isDirectory() ? EntryKind.Directory : EntryKind.Other, rootRow)
-  if (rootStat.isDirectory()) await visitDirectory('', rootEntry, new Set([`${Number(rootStat.dev)}:${Number(rootStat.ino)}`, ...await identitiesAbove(source)]))
-  return finishScan(builder, skipped, options).tree
+  if (rootStat.isDirectory()) await visitDirectory('', rootEntry, source, new Set([`${Number(rootStat.dev)}:${Number(rootStat.ino)}`, ...await identitiesAbove(source)]))
+  const { tree } = finishScan(builder, skipped, options)
+  if (narrowed > 0) {
+    options.onWarning?.(`${narrowed} entr${narrowed === 1 ? 'y is' : 'ies are'} shown with fewer permission bits than the source gives (reached through a symbolic link or a private directory above the source${options.foldAcls === true ? ', or with an ACL' : ''}), so no one reads through the mount what the source keeps from them; see docs/semantics.md`)
+  }
+  return tree
 }
 
 /** A sample: a regular, non-empty file with a sample extension inside some directory of the root. */
@@ -260,30 +291,23 @@ function printableName (raw: Buffer): string {
   return text
 }
 
-/** Reads an include list: one relative path per line; blank lines and # comments ignored. */
+/** The largest include list read: tens of millions of paths. */
+const INCLUDE_LIST_MAX_BYTES = 1024 * 1024 * 1024
+
+/** Reads an include list: one relative path per line; blank lines and # comments ignored. A regular file only (a pipe or device could hang or never end). */
 export async function readIncludeList (file: string): Promise<Set<string>> {
-  const text = await fs.readFile(file, 'utf8').catch((err: NodeJS.ErrnoException) => {
-    throw new UsageError(`cannot read include list ${file}: ${err.code ?? err.message}`)
-  })
+  const cannot = (why: string): UsageError => new UsageError(`cannot read include list ${file}: ${why}`)
+  const handle = await fs.open(file, constants.O_RDONLY | constants.O_NONBLOCK).catch((err: NodeJS.ErrnoException) => { throw cannot(err.code ?? err.message) })
+  let text: string
+  try {
+    const stat = await handle.stat()
+    if (!stat.isFile()) throw cannot('not a regular file (write the list to a file)')
+    if (stat.size > INCLUDE_LIST_MAX_BYTES) throw cannot(`larger than ${INCLUDE_LIST_MAX_BYTES / 1024 ** 3} GiB`)
+    text = await handle.readFile('utf8')
+  } finally {
+    await handle.close()
+  }
   const paths = text.split('\n').map(line => line.trim().replace(/^\.\//, '')).filter(line => line !== '' && !line.startsWith('#'))
   if (paths.length === 0) throw new UsageError(`include list ${file} names no paths`)
   return new Set(paths)
-}
-
-/** Non-sample files of a scanned directory, read in place. */
-export class DirectoryFileReader implements FileReader {
-  constructor (private readonly root: string) {}
-
-  async open (relativePath: string): Promise<OpenFile> {
-    const file = await fs.open(path.join(this.root, relativePath), 'r')
-    return {
-      read: async (buffer, length, position) => (await file.read(buffer, 0, length, position)).bytesRead,
-      close: async () => await file.close(),
-      native: { fd: file.fd },
-      attributesNow: async () => {
-        const stat = await file.stat({ bigint: true })
-        return { size: Number(stat.size), mtimeSec: secOf(stat.mtimeNs), mtimeNsec: nsecOf(stat.mtimeNs), ctimeSec: secOf(stat.ctimeNs), ctimeNsec: nsecOf(stat.ctimeNs) }
-      }
-    }
-  }
 }

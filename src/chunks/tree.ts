@@ -11,6 +11,7 @@
  * native FUSE server reads these same columns: the tree is held once.
  */
 import { groupOf, type GroupDepth } from '../redirect/grouping'
+import { reachableMode, type DirectoryAccess } from './access'
 import type { SampleFile } from '../redirect/layout'
 import { Listed, native } from './native'
 
@@ -60,6 +61,9 @@ export interface TreeColumns {
   readonly ctimeNsec: Uint32Array
   /** The sample number of a sample entry; NOT_A_SAMPLE otherwise. */
   readonly sample: Uint32Array
+  /** Device and inode of a scanned entry, so a read can tell the file the scan saw from one put in its place; 0 for a pack's or a bucket's. */
+  readonly dev: Float64Array
+  readonly ino: Float64Array
 }
 
 const NOT_A_SAMPLE = 0xffffffff
@@ -96,14 +100,19 @@ export function pathIn (columns: TreeColumns, entry: number): string {
 
 /**
  * Who may read a sample, when not everyone who can reach it: '' for a
- * file others may read. Samples another set of users may read are another
- * redirect group, even in one directory: an open is never answered with a
- * file its opener could not read (docs/design.md, "Permissions").
+ * file every class of users may read. Samples another set of users may
+ * read are another redirect group, even in one directory: an open is never
+ * answered with a file its opener could not read (docs/design.md,
+ * "Permissions"). The description names each class, so two files share
+ * one only when the same users may read them.
  */
 function readersOf (mode: number, uid: number, gid: number): string {
-  if ((mode & 0o004) !== 0) return ''
-  const readers = [(mode & 0o400) !== 0 ? `uid ${uid}` : '', (mode & 0o040) !== 0 ? `gid ${gid}` : ''].filter(Boolean)
-  return readers.length === 0 ? 'root only' : `readable by ${readers.join(', ')}`
+  const read = mode & 0o444
+  if (read === 0o444) return ''
+  if (read === 0) return 'root only'
+  const classes: [string, boolean][] = [[`uid ${uid}`, (mode & 0o400) !== 0], [`gid ${gid}`, (mode & 0o040) !== 0], ['others', (mode & 0o004) !== 0]]
+  const named = (may: boolean): string => classes.filter(([, can]) => can === may).map(([who]) => who).join(', ')
+  return `readable by ${named(true)}, not ${named(false)}`
 }
 
 /** A sample and its entry in the tree. */
@@ -130,11 +139,15 @@ export class DatasetTree {
     const samples: TreeSampleFile[] = []
     for (let id = 0; id < sampleEntries.length; id++) {
       const entry = sampleEntries[id]
-      const readers = readersOf(columns.mode[entry], columns.uid[entry], columns.gid[entry])
-      const key = `${columns.parent[entry]}:${readers}`
+      const parent = columns.parent[entry]
+      const key = `${parent}:${columns.mode[entry] & 0o777}:${columns.uid[entry]}:${columns.gid[entry]}`
       let group = groupOfDirectory.get(key)
       if (group === undefined) {
         const directory = groupOf(this.pathOf(entry), groupDepth)
+        // A coarser group spans directories: who may pass those below its root decides who may read the file too.
+        const below: DirectoryAccess[] = []
+        for (let d = parent; d !== 0 && this.pathOf(d) !== directory; d = columns.parent[d]) below.push({ uid: columns.uid[d], gid: columns.gid[d], mode: columns.mode[d] })
+        const readers = readersOf(reachableMode(columns.mode[entry], columns.uid[entry], columns.gid[entry], below), columns.uid[entry], columns.gid[entry])
         const named = readers === '' ? directory : `${directory} [${readers}]`
         group = groups.get(named) ?? named
         groups.set(group, group)
@@ -233,7 +246,7 @@ export class TreeBuilder {
   private parent = scratch(Uint32Array, this.capacity)
   private nameEnd = scratch(Uint32Array, this.capacity)
   private kind = scratch(Uint8Array, this.capacity)
-  private stats = scratch(Float64Array, this.capacity * Listed.errno)
+  private stats = scratch(Float64Array, this.capacity * Listed.fields)
   private names = scratch(Uint8Array, this.capacity * 16)
   private nameBytes = 0
   private readonly removed = new Set<number>()
@@ -250,7 +263,7 @@ export class TreeBuilder {
     this.nameEnd[entry] = this.nameBytes
     this.parent[entry] = parent
     this.kind[entry] = kind
-    for (let f = 0; f < Listed.errno; f++) this.stats[entry * Listed.errno + f] = stat[at + f]
+    for (let f = 0; f < Listed.fields; f++) this.stats[entry * Listed.fields + f] = stat[at + f] ?? 0
     return entry
   }
 
@@ -305,7 +318,7 @@ export class TreeBuilder {
       for (let k = 0; k < count; k++) array[k] = of(added[k])
       return array
     }
-    const stat = (field: Listed) => (e: number) => this.stats[e * Listed.errno + field]
+    const stat = (field: Listed) => (e: number) => this.stats[e * Listed.fields + field]
     let nameBytes = 0
     for (let k = 0; k < count; k++) nameBytes += this.nameEnd[added[k]] - nameStart(added[k])
     const names = Buffer.allocUnsafe(nameBytes)
@@ -334,7 +347,9 @@ export class TreeBuilder {
       atimeNsec: column(new Uint32Array(count), stat(Listed.atimeNsec)),
       mtimeNsec: column(new Uint32Array(count), stat(Listed.mtimeNsec)),
       ctimeNsec: column(new Uint32Array(count), stat(Listed.ctimeNsec)),
-      sample: new Uint32Array(count).fill(NOT_A_SAMPLE)
+      sample: new Uint32Array(count).fill(NOT_A_SAMPLE),
+      dev: column(new Float64Array(count), stat(Listed.dev)),
+      ino: column(new Float64Array(count), stat(Listed.ino))
     }
     for (const spent of [childrenEnd, byParent, filled, numberOf, this.parent, this.nameEnd, this.kind, this.stats, this.names]) free(spent)
     return { columns, added }
@@ -345,7 +360,7 @@ export class TreeBuilder {
     this.parent = larger(this.parent, this.capacity)
     this.nameEnd = larger(this.nameEnd, this.capacity)
     this.kind = larger(this.kind, this.capacity)
-    this.stats = larger(this.stats, this.capacity * Listed.errno)
+    this.stats = larger(this.stats, this.capacity * Listed.fields)
   }
 }
 

@@ -52,7 +52,8 @@ program
   .description('A FUSE filesystem that serves an ImageFolder dataset to training jobs by label-safe file redirection:\n' +
     'an open of a sample may be answered with another unconsumed sample of the same class that is already in memory,\n' +
     'so the disk is read only in large chunks. Every sample is still seen exactly once per epoch.')
-  .showHelpAfterError('(run with --help for usage)')
+  // A usage error is one line, as every other error: what is wrong, and where help is.
+  .configureOutput({ outputError: (text, write) => write(`redirfs: ${text.replace(/^error: /, '').trim().replace(/\s*\n\s*/g, ' ')} (run with --help for usage)\n`) })
   .version((require('../../package.json') as { version: string }).version, '-V, --version', 'print the version of redirfs')
 
 /** Shared by mount, pack and verify: how a bucket is reached (credentials and region come from the standard AWS chain). */
@@ -287,7 +288,9 @@ function clusterConfig (options: Record<string, any>, command: Command): Cluster
 }
 
 function parseExtensions (text: string | undefined): string[] | undefined {
-  return text?.split(',').map(e => e.trim().toLowerCase()).filter(Boolean).map(e => (e.startsWith('.') ? e : `.${e}`))
+  const extensions = text?.split(',').map(e => e.trim().toLowerCase()).filter(Boolean).map(e => (e.startsWith('.') ? e : `.${e}`))
+  if (extensions?.length === 0) throw new UsageError('--extensions names no extension (give a comma-separated list, e.g. jpg,png)')
+  return extensions
 }
 
 /** A progress bar with rate and ETA on a terminal; nothing otherwise. */

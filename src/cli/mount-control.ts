@@ -10,10 +10,10 @@
  * runtime record names the daemon and the memory cgroup it ran under, so a
  * kill by the kernel's OOM killer is told apart from other deaths.
  */
-import { appendFileSync, promises as fs } from 'node:fs'
+import { appendFileSync, constants, promises as fs } from 'node:fs'
 import path from 'node:path'
 import { codeOf, UsageError } from '../errors'
-import { limitNow, oomKilledSince } from '../daemon/memory-limit'
+import { limitNow, oomKillsSince } from '../daemon/memory-limit'
 import { daemonRuns, readRecord, type MountRecordFile } from '../daemon/registry'
 import { formatSize } from '../util/size'
 import { isRedirfsMount, mountAt, type MountRecord } from '../util/mounts'
@@ -21,9 +21,10 @@ import { isRedirfsMount, mountAt, type MountRecord } from '../util/mounts'
 /** Why a mount's daemon is gone, as one sentence; written to its log too, once. */
 export function deathOf (mountpoint: string, record: MountRecordFile | undefined): string {
   if (record === undefined) return `the daemon of ${mountpoint} is gone (no record of it is left); run: redirfs umount --force ${mountpoint}`
-  const oom = record.memoryLimit !== undefined && oomKilledSince(record.memoryLimit)
+  const kills = record.memoryLimit !== undefined ? oomKillsSince(record.memoryLimit) : 0
+  const oom = kills > 0
   const why = oom
-    ? `was killed by the kernel's OOM killer: the memory cgroup ${record.memoryLimit!.cgroup} (limit ${formatSize(limitNow(record.memoryLimit!))}) ran out; give the job more memory or the mount a smaller --memory`
+    ? `was probably killed by the kernel's OOM killer (${kills} kill${kills === 1 ? '' : 's'} in its memory cgroup ${record.memoryLimit!.cgroup}, limit ${formatSize(limitNow(record.memoryLimit!))}, since the mount); give the job more memory or the mount a smaller --memory`
     : 'died'
   const sentence = `the daemon of ${mountpoint} (pid ${record.pid}) ${why}${record.logFile !== undefined ? `; its log: ${record.logFile}` : ''}; run: redirfs umount --force ${mountpoint}`
   if (record.logFile !== undefined) {
@@ -43,12 +44,25 @@ export async function redirfsMountAt (mountpoint: string): Promise<MountRecord> 
   return mount!
 }
 
-/** Reads `<mnt>/.redirfs/<name>` of a proven redirfs mount. */
-export async function readControlFile (mountpoint: string, name: 'stats' | 'reset'): Promise<string> {
+/**
+ * Reads `<mnt>/.redirfs/<name>` of a proven redirfs mount, as JSON; a
+ * one-line error when what comes back is not a JSON object with `keys`.
+ * The reset file resets only when opened non-blocking (src/fs/adapter.ts).
+ */
+export async function readControlFile (mountpoint: string, name: 'stats' | 'reset', keys: readonly string[]): Promise<Record<string, unknown>> {
+  const text = await readControlText(mountpoint, name)
+  let parsed: unknown
+  try { parsed = JSON.parse(text) } catch {}
+  const missing = typeof parsed === 'object' && parsed !== null ? keys.filter(key => !(key in parsed!)) : keys
+  if (missing.length > 0) throw new UsageError(`${mountpoint} answered ${name} that redirfs cannot read (${parsed === undefined ? 'not JSON' : `no ${missing.join(', ')}`}); is its daemon another version? remount it`)
+  return parsed as Record<string, unknown>
+}
+
+async function readControlText (mountpoint: string, name: 'stats' | 'reset'): Promise<string> {
   const mount = await redirfsMountAt(mountpoint)
   let handle: fs.FileHandle
   try {
-    handle = await fs.open(path.join(mountpoint, '.redirfs', name), 'r')
+    handle = await fs.open(path.join(mountpoint, '.redirfs', name), constants.O_RDONLY | constants.O_NOFOLLOW | (name === 'reset' ? constants.O_NONBLOCK : 0))
   } catch (err) {
     throw await controlError(mountpoint, name, err)
   }

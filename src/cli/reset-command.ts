@@ -8,5 +8,5 @@
 import { readControlFile } from './mount-control'
 
 export async function resetEpochs (mountpoint: string): Promise<{ resets: number, droppedFiles: number }> {
-  return JSON.parse(await readControlFile(mountpoint, 'reset')) as { resets: number, droppedFiles: number }
+  return await readControlFile(mountpoint, 'reset', ['resets', 'droppedFiles']) as { resets: number, droppedFiles: number }
 }

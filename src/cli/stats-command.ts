@@ -4,8 +4,11 @@ import { formatSize } from '../util/size'
 import type { ClusterStats, MountStats } from '../stats'
 import type { RunStats } from '../runs/run-tracker'
 
+/** What `formatStats` reads of the stats: a daemon of another version that lacks one is named, not a stack trace. */
+const STATS_KEYS = ['dataset', 'mountpoint', 'mode', 'layout', 'memory', 'protocol', 'source', 'fs'] as const
+
 export async function readStats (mountpoint: string): Promise<MountStats> {
-  return JSON.parse(await readControlFile(mountpoint, 'stats')) as MountStats
+  return await readControlFile(mountpoint, 'stats', STATS_KEYS) as unknown as MountStats
 }
 
 const percent = (part: number, whole: number): string => whole === 0 ? '-' : `${(100 * part / whole).toFixed(1)}%`
@@ -40,7 +43,8 @@ function runsRow (r: RunStats): [string, string] {
   const now = r.current === undefined ? 'none yet' : `now ${r.current.key}: ${r.current.trainer}`
   const beside = r.alongside.length > 0 ? `; reading at the same time: ${r.alongside.map(run => run.trainer).join(', ')}` : ''
   const exact = r.exact ? '' : '; NOT EXACT: two jobs read at once (each gets duplicates and misses samples) until a run starts after both end'
-  return ['runs', `${r.runs} seen, ${now}${beside}${exact}`]
+  const orphans = (r.orphanOpens ?? 0) > 0 ? `; ${r.orphanOpens} opens by orphaned workers refused` : ''
+  return ['runs', `${r.runs} seen, ${now}${beside}${exact}${orphans}`]
 }
 
 function clusterRows (s: MountStats, c: ClusterStats): [string, string][] {

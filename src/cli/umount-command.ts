@@ -52,6 +52,9 @@ export async function unmount (mountpoint: string, force: boolean): Promise<stri
       process.kill(record.pid, 'SIGKILL')
       await waitForExit(record, 2000)
     }
+  } else if (record !== undefined && isRunning(record.pid, record.startTime)) {
+    // The daemon saw the unmount and is exiting by itself (its command line already gone): it is done once it has exited.
+    await waitForExit(record, force ? 2000 : 10_000)
   }
   await removeRecord(mountpoint)
   return died

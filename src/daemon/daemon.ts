@@ -14,8 +14,9 @@
 import { promises as fs } from 'node:fs'
 import path from 'node:path'
 import type { Logger } from 'pino'
-import { DirectoryFileReader, readIncludeList, scanTree } from '../chunks/scan'
-import { DirectorySource } from '../chunks/directory-source'
+import { readIncludeList, scanTree } from '../chunks/scan'
+import { SourceCheck } from '../chunks/source-check'
+import { DirectoryFileReader, DirectorySource } from '../chunks/directory-source'
 import { native } from '../chunks/native'
 import { sampleBuffers } from '../chunks/sample-buffers'
 import type { ChunkSource } from '../chunks/source'
@@ -113,11 +114,12 @@ async function openDirectory (config: MountConfig, log: Logger): Promise<OpenedD
   const sourceDir = await fs.open(config.source, 'r')
   const sourceRoot = `/proc/self/fd/${sourceDir.fd}`
   try {
-    const tree = await scanTree(sourceRoot, { include, extensions: config.extensions, groupDepth: config.groupDepth, skipUnservable: config.skipUnservable, onWarning: message => log.warn(message) })
+    const tree = await scanTree(sourceRoot, { include, extensions: config.extensions, groupDepth: config.groupDepth, skipUnservable: config.skipUnservable, foldAcls: config.allowOther, onWarning: message => log.warn(message) })
+    const check = new SourceCheck(sourceRoot, tree, await fs.realpath(sourceRoot))
     return {
       tree,
-      files: new DirectoryFileReader(sourceRoot),
-      source: new DirectorySource(sourceRoot, tree, log),
+      files: new DirectoryFileReader(tree, check),
+      source: new DirectorySource(tree, check, log),
       statfsPath: sourceRoot,
       chunkSize: config.chunkSize,
       layoutSeed: config.seed,
@@ -179,7 +181,7 @@ async function openBucket (config: MountConfig, log: Logger): Promise<OpenedData
     }
     if (config.cache !== undefined) throw new UsageError(`--cache-dir keeps a pack's chunks: ${config.source} holds objects, not a pack (pack it: redirfs pack ${config.source} s3://<bucket>/<prefix>.pack)`)
     const include = config.includeFile !== undefined ? await readIncludeList(config.includeFile) : undefined
-    const dataset = await scanBucket(store, location, { include, extensions: config.extensions, groupDepth: config.groupDepth, skipUnservable: config.skipUnservable, onWarning: message => log.warn(message) })
+    const dataset = await scanBucket(store, location, { include, extensions: config.extensions, groupDepth: config.groupDepth, skipUnservable: config.skipUnservable, foldAcls: config.allowOther, onWarning: message => log.warn(message) })
     const source = new ObjectSource(store, dataset, log)
     return {
       tree: dataset.tree,
@@ -325,7 +327,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
     log,
     stats,
     reset,
-    beforeSampleOpen: runs === undefined ? undefined : thread => { if (thread !== undefined) onRunEvent(runs.noteOpen(thread), cluster ?? engine, log) },
+    beforeSampleOpen: runs === undefined ? undefined : thread => thread === undefined || onRunEvent(runs.noteOpen(thread), cluster ?? engine, log),
     afterSampleOpen: seconds => metrics?.observeOpen(seconds)
   })
   let metrics: MetricsServer | undefined
@@ -412,7 +414,12 @@ function checkMemoryLimit (config: MountConfig, entries: number): MemoryLimit | 
  * beginning is the cluster's business (a generation, src/cluster); one
  * beside another is said.
  */
-function onRunEvent (event: RunEvent, samples: Engine | ClusterNode, log: Logger): void {
+/** Acts on what an open says of runs; false when the open must be refused (an orphaned worker's). */
+function onRunEvent (event: RunEvent, samples: Engine | ClusterNode, log: Logger): boolean {
+  if (event.kind === 'orphan') {
+    log.warn('refused a sample open by an orphaned DataLoader worker (its trainer exited, or its run ended): it would take a sample from the run reading now')
+    return false
+  }
   if (event.kind === 'first' || event.kind === 'new') {
     log.info({ run: event.run.key, trainer: event.run.description, previous: event.kind === 'new' ? event.previous.key : undefined }, 'a training run began')
   }
@@ -426,6 +433,7 @@ function onRunEvent (event: RunEvent, samples: Engine | ClusterNode, log: Logger
     log.warn({ run: event.run.key, trainer: event.run.description, others: event.others.map(other => other.description) },
       'two jobs read this mount at once: each gets duplicates and misses samples (exactly-once holds only over all readers together) until a run starts after both end')
   }
+  return true
 }
 
 /**

@@ -77,12 +77,16 @@ export function memoryLimitOf (pid: number | 'self' = 'self'): MemoryLimit | und
   return { cgroup: tightest.dir, limitBytes: tightest.bytes, usageBytes: usage, oomKills }
 }
 
-/** Whether the kernel's OOM killer struck in the recorded cgroups since the record was made. */
-export function oomKilledSince (recorded: MemoryLimit): boolean {
-  return Object.entries(recorded.oomKills).some(([dir, before]) => {
+/**
+ * How many times the kernel's OOM killer struck in the recorded cgroups
+ * since the record was made (the most any one of them counted). It names
+ * no victim: a kill there is likely the daemon's, not certainly.
+ */
+export function oomKillsSince (recorded: MemoryLimit): number {
+  return Math.max(0, ...Object.entries(recorded.oomKills).map(([dir, before]) => {
     const version = dir.startsWith(V1_ROOT + '/') || dir === V1_ROOT ? 1 : 2
-    return (oomKillsOf(dir, version) ?? before) > before
-  })
+    return (oomKillsOf(dir, version) ?? before) - before
+  }))
 }
 
 /** The recorded cgroup's limit now (it may have been changed since the mount), or the recorded one. */

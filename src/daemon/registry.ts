@@ -15,11 +15,11 @@
  * process only while it is the same process, running redirfs's daemon.
  */
 import { createHash, randomBytes } from 'node:crypto'
-import { constants, promises as fs, readFileSync } from 'node:fs'
+import { constants, promises as fs, readFileSync, readlinkSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { UsageError, codeOf } from '../errors'
-import { startTimeOf } from '../runs/processes'
+import { isRunning, startTimeOf } from '../runs/processes'
 import type { MemoryLimit } from './memory-limit'
 
 export interface MountRecordFile {
@@ -66,9 +66,32 @@ function runtimeName (mountpoint: string, extension: string): string {
   return createHash('sha1').update(mountpoint).digest('hex').slice(0, 16) + extension
 }
 
-/** Where a background daemon logs unless told otherwise (the directory is checked). */
+/** A log of the runtime directory is kept this long after its last line, unless its mount is live. */
+const LOG_KEPT_MS = 7 * 24 * 3600 * 1000
+/** A mount's log longer than this at mount is moved to `<name>.log.old` (replacing the one before), so it never grows without end. */
+const LOG_ROTATED_BYTES = 16 * 1024 * 1024
+
+/**
+ * Where a background daemon logs unless told otherwise (the directory is
+ * checked). Logs are per mountpoint and outlive their mount, for a look
+ * after the fact; those of mounts gone for a week are removed here.
+ */
 export async function defaultLogFile (mountpoint: string): Promise<string> {
-  return path.join(await runtimeDirectory(), runtimeName(mountpoint, '.log'))
+  const dir = await runtimeDirectory()
+  const file = path.join(dir, runtimeName(mountpoint, '.log'))
+  await pruneLogs(dir)
+  const stat = await fs.lstat(file).catch(() => undefined)
+  if (stat?.isFile() === true && stat.size > LOG_ROTATED_BYTES) await fs.rename(file, `${file}.old`).catch(() => {})
+  return file
+}
+
+async function pruneLogs (dir: string): Promise<void> {
+  const names = await fs.readdir(dir).catch(() => [] as string[])
+  const live = new Set(names.filter(name => name.endsWith('.json')).map(name => name.slice(0, -'.json'.length)))
+  await Promise.all(names.filter(name => /\.log(\.old)?$/.test(name) && !live.has(name.replace(/\.log(\.old)?$/, ''))).map(async name => {
+    const stat = await fs.lstat(path.join(dir, name)).catch(() => undefined)
+    if (stat?.isFile() === true && Date.now() - stat.mtimeMs > LOG_KEPT_MS) await fs.rm(path.join(dir, name), { force: true })
+  }))
 }
 
 /**
@@ -120,14 +143,17 @@ export async function removeRecord (mountpoint: string): Promise<void> {
 
 /**
  * Whether the record's daemon still runs: the same process (pid and start
- * time), running redirfs's daemon for that mountpoint. A pid that was
- * reused by any other process is not it.
+ * time, not a zombie), running redirfs's daemon for that mountpoint, or
+ * `redirfs mount --foreground` (whose mountpoint may be given relative to
+ * its working directory). A pid that was reused by any other process is not it.
  */
 export function daemonRuns (record: MountRecordFile): boolean {
-  if (record.startTime === 0 || startTimeOf(record.pid) !== record.startTime) return false
+  if (record.startTime === 0 || !isRunning(record.pid, record.startTime)) return false
   try {
     const args = readFileSync(`/proc/${record.pid}/cmdline`, 'utf8').split('\0')
-    return args.includes('daemon') && args.includes(record.mountpoint)
+    let cwd = '/'
+    try { cwd = readlinkSync(`/proc/${record.pid}/cwd`) } catch {}
+    return (args.includes('daemon') || args.includes('mount')) && args.some(arg => arg !== '' && path.resolve(cwd, arg) === record.mountpoint)
   } catch {
     return false
   }

@@ -40,9 +40,10 @@ export interface AdapterOptions {
   /**
    * Told of every sample open before it is decided, with the calling thread
    * when the backend knows it (the native one does): a new training run
-   * starts a new epoch (src/runs).
+   * starts a new epoch (src/runs). False refuses the open (EIO): an
+   * orphaned worker of a run that ended.
    */
-  beforeSampleOpen?: (thread: number | undefined) => void
+  beforeSampleOpen?: (thread: number | undefined) => boolean
   /** Told how long each sample open took here (the metrics' open-wait histogram). */
   afterSampleOpen?: (seconds: number) => void
   log: Logger
@@ -107,7 +108,11 @@ export class FsAdapter {
   async bind (fusePath: string, flags: number, options: OpenOptions = {}): Promise<Handle> {
     if ((flags & WRITE_ACCESS) !== 0 || (flags & fsConstants.O_TRUNC) !== 0) throw new FsError('EROFS', 'read-only')
     if (fusePath === STATS_FILE) return { kind: 'bytes', entry: STATS_ENTRY, bytes: this.statsBytes() }
-    if (fusePath === RESET_FILE) return { kind: 'bytes', entry: RESET_ENTRY, bytes: Buffer.from(JSON.stringify(this.options.reset()) + '\n') }
+    if (fusePath === RESET_FILE) {
+      // Only a deliberate open resets (redirfs reset opens it non-blocking): never a stray read by a backup or a search.
+      if ((flags & fsConstants.O_NONBLOCK) === 0) throw new FsError('EPERM', 'the reset file resets only when opened with O_NONBLOCK; run: redirfs reset <mountpoint>')
+      return { kind: 'bytes', entry: RESET_ENTRY, bytes: Buffer.from(JSON.stringify(this.options.reset()) + '\n') }
+    }
     if (fusePath === CONTROL_DIR) throw new FsError('EISDIR', 'is a directory')
     const entry = this.entry(fusePath)
     if (entry < 0) throw new FsError('ENOENT', 'no such file')
@@ -121,7 +126,7 @@ export class FsAdapter {
     if (tree.isDirectory(entry)) throw new FsError('EISDIR', 'is a directory')
     const sample = tree.sampleOf(entry)
     if (sample !== undefined) {
-      this.options.beforeSampleOpen?.(options.thread)
+      if (this.options.beforeSampleOpen?.(options.thread) === false) throw new FsError('EIO', 'an orphaned worker of a run that ended')
       const started = process.hrtime.bigint()
       const served = await this.options.samples.open(sample, { exact: options.exact })
       this.options.afterSampleOpen?.(Number(process.hrtime.bigint() - started) / 1e9)

@@ -82,6 +82,7 @@ export function mountRegistry (stats: Stats): { registry: Registry, openWait: Hi
   gauge(registry, 'redirfs_samples', 'Samples the mount shows', s => [[{}, s.layout.samples]], stats)
   gauge(registry, 'redirfs_dataset_bytes', 'Bytes of the samples the mount shows', s => [[{}, s.layout.datasetBytes]], stats)
   gauge(registry, 'redirfs_runs_exact', '1 while epochs are exact; 0 after two jobs read at once, until the next run', s => s.runs === undefined ? [] : [[{}, s.runs.exact ? 1 : 0]], stats)
+  total(registry, 'redirfs_orphan_opens_total', 'Sample opens refused to orphaned workers (their trainer exited, or their run ended)', s => s.runs === undefined ? [] : [[{}, s.runs.orphanOpens ?? 0]], stats)
   total(registry, 'redirfs_runs_total', 'Training runs seen, and those that began while another read', s => s.runs === undefined ? [] : [[{ concurrent: 'false' }, s.runs.runs - s.runs.concurrentRuns], [{ concurrent: 'true' }, s.runs.concurrentRuns]], stats, ['concurrent'])
   // The source: what it read, by kind of request.
   const kind = (s: MountStats): string => String(s.source.kind)

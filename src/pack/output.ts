@@ -26,8 +26,12 @@ export interface OutputFile {
 export interface PackOutput {
   /** Where it goes, for messages: a directory, or s3://bucket/prefix. */
   readonly where: string
-  /** Checks that nothing is there yet, and makes room; a UsageError that says why not. */
-  begin (): Promise<void>
+  /**
+   * Checks that nothing is there yet, and makes room; a UsageError that says
+   * why not. `private`: some of the data is not for everyone (a file others
+   * may not read, or a directory they may not pass), so neither is the pack.
+   */
+  begin (options: { private: boolean }): Promise<void>
   /** A pack inside this one (a shard, node-<i>); begun with it. */
   inside (name: string): Promise<PackOutput>
   create (name: string): Promise<OutputFile>
@@ -39,29 +43,39 @@ export interface PackOutput {
   abort (): Promise<void>
 }
 
+/** A pack of private data is its owner's only: directories 0700 and files 0600, whatever the umask. */
+const PRIVATE = { directory: 0o700, file: 0o600 }
+const SHARED = { directory: 0o777, file: 0o666 }
+
 export class DirectoryOutput implements PackOutput {
   private readonly partial: string
+  private modes = SHARED
 
   constructor (readonly where: string, private readonly root?: string) {
     this.partial = root ?? `${where}.partial-${process.pid}`
   }
 
-  async begin (): Promise<void> {
+  async begin (options: { private: boolean }): Promise<void> {
     if (await fs.stat(this.where).then(() => true, () => false)) throw new UsageError(`${this.where} already exists; remove it or choose another output`)
     if (!(await fs.stat(path.dirname(this.where)).then(s => s.isDirectory(), () => false))) throw new UsageError(`the directory of ${this.where} does not exist`)
-    await fs.mkdir(this.partial).catch((err: unknown) => { throw new UsageError(`cannot write the pack ${this.where}: ${describeSystemError(err)}`, { cause: err }) })
+    this.modes = options.private ? PRIVATE : SHARED
+    await fs.mkdir(this.partial, this.modes.directory).catch((err: unknown) => { throw new UsageError(`cannot write the pack ${this.where}: ${describeSystemError(err)}`, { cause: err }) })
+    // mkdir's mode passes through the umask, which can only narrow it; chmod makes 0700 exact.
+    if (options.private) await fs.chmod(this.partial, PRIVATE.directory)
   }
 
   async inside (name: string): Promise<PackOutput> {
     const root = path.join(this.partial, name)
-    await fs.mkdir(root)
-    return new DirectoryOutput(path.join(this.where, name), root)
+    await fs.mkdir(root, this.modes.directory)
+    const shard = new DirectoryOutput(path.join(this.where, name), root)
+    shard.modes = this.modes
+    return shard
   }
 
   async create (name: string): Promise<OutputFile> {
     const file = path.join(this.partial, name)
-    await fs.mkdir(path.dirname(file), { recursive: true })
-    const handle = await fs.open(file, 'w')
+    await fs.mkdir(path.dirname(file), { recursive: true, mode: this.modes.directory })
+    const handle = await fs.open(file, 'w', this.modes.file)
     let position = 0
     return {
       write: async bytes => {

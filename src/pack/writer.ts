@@ -79,7 +79,8 @@ export async function directoryInput (source: string, options: Pick<PackOptions,
   if (sourceStat === undefined) throw new UsageError(`source ${source} does not exist`)
   if (!sourceStat.isDirectory()) throw new UsageError(`source ${source} is not a directory`)
   const include = options.includeFile !== undefined ? await readIncludeList(options.includeFile) : undefined
-  const tree = await scanTree(source, { include, extensions: options.extensions, groupDepth: options.groupDepth, skipUnservable: options.skipUnservable, onWarning: options.onWarning })
+  // A pack keeps modes, not ACLs, and may later be mounted for everyone: an ACL'd entry keeps its owner's bits only.
+  const tree = await scanTree(source, { include, extensions: options.extensions, groupDepth: options.groupDepth, skipUnservable: options.skipUnservable, foldAcls: true, onWarning: options.onWarning })
   return {
     where: source,
     tree,
@@ -114,7 +115,7 @@ export async function writePack (input: PackInput | string, output: PackOutput |
   const otherBytes = byPath.reduce((sum, { entry }) => sum + (tree.kindOf(entry) === TreeKind.Other ? tree.columns.size[entry] : 0), 0)
   const layout: PackLayout = { source, chunks, byPath, chunkSize: options.chunkSize, seed: options.seed, groupDepth: options.groupDepth, sampleBytes, segmentSize }
 
-  await out.begin()
+  await out.begin({ private: holdsPrivateData(tree) })
   try {
     let written = 0
     const progress = (bytes: number): void => { written += bytes; options.onProgress?.(written, sampleBytes + nodes * otherBytes) }
@@ -264,4 +265,10 @@ async function writeOnePack (layout: PackLayout, out: PackOutput, holds: (chunk:
   const index = encodeIndex(header, arrays, Buffer.from(byPath.map(({ path }) => path).join('')))
   await out.writeIndex(index)
   return { samples: tree.samples.length, others, chunks: held.length, sampleBytes: layout.sampleBytes, indexBytes: index.length, segments }
+}
+
+/** Whether some entry is not for everyone: a file others may not read, or a directory they may not list or pass. */
+function holdsPrivateData (tree: DatasetTree): boolean {
+  const { kind, mode } = tree.columns
+  return kind.some((k, entry) => (mode[entry] & (k === TreeKind.Directory ? 0o005 : 0o004)) !== (k === TreeKind.Directory ? 0o005 : 0o004))
 }

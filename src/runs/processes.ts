@@ -16,6 +16,8 @@ export interface ProcessInfo {
   readonly parent: number
   /** Clock ticks after boot at which it started: with the pid, it names one process for good (pids are reused). */
   readonly startTime: number
+  /** False for a zombie (exited, not yet reaped by its parent) or a process being torn down: it reads nothing more. */
+  readonly alive: boolean
   /** The program it runs (`/proc/<pid>/exe`), or its name when that cannot be read. */
   readonly program: string
   readonly commandLine: readonly string[]
@@ -41,7 +43,7 @@ export interface ProcessTable {
 }
 
 /** `/proc/<pid>/stat`: the command name is in parentheses and may hold spaces and parentheses itself. */
-function parseStat (text: string): { parent: number, startTime: number, name: string } | undefined {
+function parseStat (text: string): { parent: number, startTime: number, alive: boolean, name: string } | undefined {
   const close = text.lastIndexOf(')')
   if (close < 0) return undefined
   // After the name: state (field 3), ppid (4), ..., starttime (22).
@@ -49,7 +51,8 @@ function parseStat (text: string): { parent: number, startTime: number, name: st
   const parent = Number(fields[1])
   const startTime = Number(fields[19])
   if (!Number.isFinite(parent) || !Number.isFinite(startTime)) return undefined
-  return { parent, startTime, name: text.slice(text.indexOf('(') + 1, close) }
+  // Z: a zombie; X: dead, being torn down.
+  return { parent, startTime, alive: fields[0] !== 'Z' && fields[0] !== 'X', name: text.slice(text.indexOf('(') + 1, close) }
 }
 
 const readOrUndefined = (file: string): string | undefined => {
@@ -62,9 +65,11 @@ export function startTimeOf (pid: number): number | undefined {
   return stat === undefined ? undefined : parseStat(stat)?.startTime
 }
 
-/** Whether the process that started at `startTime` with this pid still runs (a reused pid is another process). */
+/** Whether the process that started at `startTime` with this pid still runs (a reused pid is another process; a zombie runs no more). */
 export function isRunning (pid: number, startTime: number): boolean {
-  return startTimeOf(pid) === startTime
+  const stat = readOrUndefined(`/proc/${pid}/stat`)
+  const parsed = stat === undefined ? undefined : parseStat(stat)
+  return parsed?.startTime === startTime && parsed.alive
 }
 
 export const procTable: ProcessTable = {
@@ -80,7 +85,7 @@ export const procTable: ProcessTable = {
     let program: string
     try { program = readlinkSync(`/proc/${pid}/exe`) } catch { program = stat.name }
     const commandLine = (readOrUndefined(`/proc/${pid}/cmdline`) ?? '').split('\0').filter((arg, i, all) => i < all.length - 1 || arg !== '')
-    return { pid, parent: stat.parent, startTime: stat.startTime, program, commandLine }
+    return { pid, parent: stat.parent, startTime: stat.startTime, alive: stat.alive, program, commandLine }
   },
   launcherVariables (pid) {
     const environ = readOrUndefined(`/proc/${pid}/environ`)

@@ -7,8 +7,11 @@
  * its **trainer**: the process found by walking up from the opener past
  * DataLoader workers (a forked copy of its parent: same program, same
  * command line; or a Python multiprocessing child, spawned or from a fork
- * server). A worker whose trainer is gone is an orphan of a run that
- * ended: its opens count for nothing here.
+ * server). A multiprocessing child whose own `REDIRFS_RUN_ID` differs from
+ * its parent's is a trainer itself (a sweep that spawns its trials). A
+ * worker whose trainer is gone, or whose run has ended, is an orphan: its
+ * opens are refused (EIO), for a sample it took would be missing from the
+ * epoch of the run reading now.
  *
  * Trainers make up a **run**, named by the job's launcher when it says so
  * in the trainer's environment: `REDIRFS_RUN_ID` (set it yourself),
@@ -22,7 +25,7 @@
  * The rule: an open from a run the mount has not seen starts a new epoch
  * once every trainer of the runs before it has exited (a job killed and
  * started again, a second job after the first). A run whose trainers have
- * all exited is over, whatever its name: the next job of the same name
+ * all exited (zombies count as exited) is over, whatever its name: the next job of the same name
  * (a fixed MASTER_PORT, a reused REDIRFS_RUN_ID) is a new run. While one still runs, two
  * jobs read at once: nothing can keep either exact, so it is counted,
  * logged and shown in the stats until the next new run starts afresh.
@@ -30,6 +33,7 @@
  * Reading /proc for every open would cost the hot path; what a thread
  * belongs to is kept, and checked again (its start time) once a second.
  */
+import path from 'node:path'
 import { procTable, type ProcessInfo, type ProcessTable } from './processes'
 
 export interface Run {
@@ -53,6 +57,8 @@ export type RunEvent =
   | { readonly kind: 'new', readonly run: Run, readonly previous: Run }
   /** A new run while another still reads: epochs are no longer exact. */
   | { readonly kind: 'concurrent', readonly run: Run, readonly others: readonly Run[] }
+  /** An open by a worker whose trainer is gone or whose run ended: it must not take a sample. */
+  | { readonly kind: 'orphan' }
 
 export interface RunStats {
   /** Runs seen, and how many of them began while another was reading. */
@@ -63,6 +69,8 @@ export interface RunStats {
   alongside: { key: string, trainers: number[], trainer: string }[]
   /** False from a run that began beside another until the next run starts afresh. */
   exact: boolean
+  /** Opens refused to orphaned workers (see above). */
+  orphanOpens: number
 }
 
 /** How long what a thread belongs to is trusted before its start time is checked again. */
@@ -89,18 +97,27 @@ export function findTrainer (table: ProcessTable, pid: number): ProcessInfo | 'o
     const parent: ProcessInfo | undefined = process.parent > 1 ? table.info(process.parent) : undefined
     const sameProgram = parent !== undefined && parent.program === process.program
     if (isMultiprocessingChild(process)) {
+      // A parent that cannot be read is unknown, not gone.
+      if (process.parent > 1 && parent === undefined) return undefined
       // Its parent (the trainer, or a fork server) runs the same interpreter; else it was adopted by init or a reaper.
       if (parent === undefined || !sameProgram) return 'orphan'
+      if (namesOwnRun(table, process, parent)) return process
       process = parent
       continue
     }
-    if (parent !== undefined && sameProgram && sameCommandLine(parent, process)) {
+    if (parent !== undefined && sameProgram && sameCommandLine(parent, process) && !namesOwnRun(table, process, parent)) {
       process = parent
       continue
     }
     return process
   }
   return process
+}
+
+/** Whether a child's environment names a run of its own: a REDIRFS_RUN_ID that is not its parent's. */
+function namesOwnRun (table: ProcessTable, child: ProcessInfo, parent: ProcessInfo): boolean {
+  const own = table.launcherVariables(child.pid)?.REDIRFS_RUN_ID
+  return own !== undefined && own !== '' && own !== table.launcherVariables(parent.pid)?.REDIRFS_RUN_ID
 }
 
 /** The run a trainer belongs to: its launcher's job when the environment names one, else the trainer itself. */
@@ -121,15 +138,21 @@ export function runOf (table: ProcessTable, trainer: ProcessInfo, now: number): 
   return named(`process ${trainer.pid}@${trainer.startTime}`, false)
 }
 
+/**
+ * A trainer for messages and the stats, which anyone who sees the mount may
+ * read: its program and script only, never its arguments (they may hold a
+ * token or a password).
+ */
 function describe (p: ProcessInfo): string {
-  const command = p.commandLine.join(' ')
-  return `pid ${p.pid} (${command.length > 80 ? command.slice(0, 77) + '...' : command || p.program})`
+  const program = path.basename(p.commandLine[0] ?? p.program)
+  const script = p.commandLine.slice(1).find(arg => /\.py$/.test(arg) && !arg.startsWith('-'))
+  return `pid ${p.pid} (${script !== undefined ? `${program} ${path.basename(script)}` : program})`
 }
 
 interface KnownThread {
   readonly startTime: number
-  /** The run it reads for; undefined: an orphan, or unknown. */
-  readonly run: string | undefined
+  /** The run it reads for; 'orphan'; undefined: unknown. */
+  readonly run: Run | 'orphan' | undefined
   checkedAt: number
 }
 
@@ -141,6 +164,7 @@ export class RunTracker {
   private runs = 0
   private concurrentRuns = 0
   private exact = true
+  private orphanOpens = 0
 
   constructor (private readonly table: ProcessTable = procTable) {}
 
@@ -148,10 +172,14 @@ export class RunTracker {
   noteOpen (thread: number, now = Date.now()): RunEvent {
     const known = this.threads.get(thread)
     if (known !== undefined) {
-      if (now - known.checkedAt < RECHECK_MS) return { kind: 'same' }
-      if (this.table.info(thread)?.startTime === known.startTime) {
-        known.checkedAt = now
-        return { kind: 'same' }
+      const checked = now - known.checkedAt < RECHECK_MS || this.table.info(thread)?.startTime === known.startTime
+      if (checked) {
+        // Still the thread it was: still of its run, unless that run ended (checked with the thread, once a second).
+        if (now - known.checkedAt >= RECHECK_MS) {
+          known.checkedAt = now
+          if (known.run !== undefined && known.run !== 'orphan' && !this.isReading(known.run)) this.threads.set(thread, { ...known, run: 'orphan' })
+        }
+        return this.placed(this.threads.get(thread)!.run)
       }
       this.threads.delete(thread)
     }
@@ -159,16 +187,32 @@ export class RunTracker {
     const pid = this.table.processOf(thread)
     const trainer = pid === undefined ? undefined : findTrainer(this.table, pid)
     if (threadStart === undefined || trainer === undefined || trainer === 'orphan') {
-      if (threadStart !== undefined) this.remember(thread, { startTime: threadStart, run: undefined, checkedAt: now })
-      return { kind: 'same' }
+      const unplaced = trainer === 'orphan' ? 'orphan' : undefined
+      if (threadStart !== undefined) this.remember(thread, { startTime: threadStart, run: unplaced, checkedAt: now })
+      return this.placed(unplaced)
     }
     const run = runOf(this.table, trainer, now)
-    this.remember(thread, { startTime: threadStart, run: run.key, checkedAt: now })
-    return this.place(run, trainer)
+    const event = this.place(run, trainer)
+    // The run object the tracker keeps under that key: a thread belongs to that run, not to a later one of the same name.
+    this.remember(thread, { startTime: threadStart, run: this.runNamed(run.key) ?? run, checkedAt: now })
+    return event
+  }
+
+  /** What an open by a thread already placed means: nothing new, unless its run is no longer reading. */
+  private placed (run: Run | 'orphan' | undefined): RunEvent {
+    if (run === 'orphan' || (run !== undefined && this.runNamed(run.key) !== run)) {
+      this.orphanOpens++
+      return { kind: 'orphan' }
+    }
+    return { kind: 'same' }
+  }
+
+  private runNamed (key: string): Run | undefined {
+    return this.current?.key === key ? this.current : this.alongside.get(key)
   }
 
   private place (run: Run, trainer: ProcessInfo): RunEvent {
-    const known = this.current?.key === run.key ? this.current : this.alongside.get(run.key)
+    const known = this.runNamed(run.key)
     if (known !== undefined && (known.trainers.get(trainer.pid) === trainer.startTime || this.isReading(known))) {
       known.trainers.set(trainer.pid, trainer.startTime)
       return { kind: 'same' }
@@ -194,9 +238,12 @@ export class RunTracker {
     return { kind: 'new', run, previous }
   }
 
-  /** Whether any trainer of a run still runs. */
+  /** Whether any trainer of a run still runs (a zombie does not). */
   private isReading (run: Run): boolean {
-    for (const [pid, startTime] of run.trainers) if (this.table.info(pid)?.startTime === startTime) return true
+    for (const [pid, startTime] of run.trainers) {
+      const info = this.table.info(pid)
+      if (info?.startTime === startTime && info.alive) return true
+    }
     return false
   }
 
@@ -212,7 +259,8 @@ export class RunTracker {
       concurrentRuns: this.concurrentRuns,
       ...(this.current !== undefined ? { current: { ...show(this.current), since: new Date(this.current.startedAt).toISOString() } } : {}),
       alongside: [...this.alongside.values()].map(show),
-      exact: this.exact
+      exact: this.exact,
+      orphanOpens: this.orphanOpens
     }
   }
 }

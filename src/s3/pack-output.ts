@@ -18,7 +18,7 @@ export class BucketOutput implements PackOutput {
     this.where = s3Url(location.bucket, location.prefix).replace(/\/$/, '')
   }
 
-  async begin (): Promise<void> {
+  async begin (_options: { private: boolean }): Promise<void> {
     if (this.location.prefix === '') throw new UsageError(`give the pack a prefix of its own in the bucket, e.g. ${this.where}/my-dataset.pack`)
     if (await this.store.any(this.location.prefix)) throw new UsageError(`${this.where} already holds objects; remove them or choose another prefix`)
   }

@@ -122,3 +122,23 @@ t.test('a link back to a directory it is in is named as a loop, not followed; a 
   t.same(childrenOf(tree, 'cat/dogs'), ['0.jpg', '1.jpg', '2.jpg'])
   t.notOk(has(tree, 'cat/up'))
 })
+
+t.test('below a link out of the source, no system directory is walked: each is named and left out', async t => {
+  const root = makeTree()
+  t.teardown(() => rmSync(root, { recursive: true, force: true }))
+  symlinkSync('/var', path.join(root, 'var'))
+  const tree = await scanTree(root, { skipUnservable: true })
+  const left = tree.skipped.filter(entry => entry.path.startsWith('var/')).map(entry => entry.path)
+  t.ok(left.includes('var/lib'), 'var/lib (/var/lib)')
+  t.ok(left.includes('var/log'), 'var/log (/var/log)')
+  t.match(tree.skipped.find(entry => entry.path === 'var/lib')?.why, /into \/var\/lib, a system directory \(\/var\/lib\)/)
+  t.notOk(has(tree, 'var/lib') || has(tree, 'var/log') || has(tree, 'var/cache'), 'none of them is in the tree')
+})
+
+t.test('a .redirfs at the root of the source is refused: the mount keeps that name for its control files', async t => {
+  const root = makeTree()
+  t.teardown(() => rmSync(root, { recursive: true, force: true }))
+  mkdirSync(path.join(root, '.redirfs'))
+  await t.rejects(scanTree(root), /1 entry of the source cannot be served: \.redirfs \(the mount keeps this name at its root for its control files\)/)
+  t.notOk(has(await scanTree(root, { skipUnservable: true }), '.redirfs'))
+})

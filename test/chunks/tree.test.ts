@@ -99,3 +99,33 @@ t.test('a tree larger than the builder starts with grows and keeps every name', 
   t.same(tree.childNames(tree.find('d')), names)
   t.equal(tree.attributes(tree.find(`d/${names[4321]}`)).size, names[4321].length)
 })
+
+t.test('samples that another set of users may read are another group, even in one directory', async t => {
+  const builder = new TreeBuilder()
+  const root = builder.add(0, '', EntryKind.Directory, stat(DIR, 4096))
+  const cat = builder.add(root, 'cat', EntryKind.Directory, stat(DIR, 4096))
+  const modes: Record<string, number> = { 'all.jpg': 0o644, 'also.jpg': 0o444, 'not-group.jpg': 0o604, 'owner.jpg': 0o600, 'none.jpg': 0o000 }
+  for (const [name, mode] of Object.entries(modes)) builder.add(cat, name, EntryKind.Sample, stat(0o100000 | mode, 10))
+  const { columns } = builder.finish()
+  const tree = new DatasetTree(columns, Array.from({ length: columns.parent.length }, (_, e) => e).filter(e => columns.kind[e] === EntryKind.Sample), undefined)
+  const groupOf = (name: string): string => tree.samples.find(s => s.path === `cat/${name}`)!.group
+  t.equal(groupOf('all.jpg'), 'cat')
+  t.equal(groupOf('also.jpg'), 'cat', 'read bits alike: one group, whatever the write bits')
+  t.equal(groupOf('not-group.jpg'), 'cat [readable by uid 7, others, not gid 8]', 'others may read it, but not its group')
+  t.equal(groupOf('owner.jpg'), 'cat [readable by uid 7, not gid 8, others]')
+  t.equal(groupOf('none.jpg'), 'cat [root only]')
+})
+
+t.test('with a coarser grouping, a directory below the group root that keeps users out makes its samples another group', async t => {
+  const builder = new TreeBuilder()
+  const root = builder.add(0, '', EntryKind.Directory, stat(DIR, 4096))
+  const cat = builder.add(root, 'cat', EntryKind.Directory, stat(DIR, 4096))
+  const open = builder.add(cat, 'open', EntryKind.Directory, stat(DIR, 4096))
+  const closed = builder.add(cat, 'closed', EntryKind.Directory, stat(0o40700, 4096))
+  builder.add(open, 'a.jpg', EntryKind.Sample, stat(FILE, 10))
+  builder.add(closed, 'b.jpg', EntryKind.Sample, stat(FILE, 10))
+  const { columns } = builder.finish()
+  const samples = Array.from({ length: columns.parent.length }, (_, e) => e).filter(e => columns.kind[e] === EntryKind.Sample)
+  const tree = new DatasetTree(columns, samples, 1)
+  t.same(tree.samples.map(s => [s.path, s.group]).sort(), [['cat/closed/b.jpg', 'cat [readable by uid 7, not gid 8, others]'], ['cat/open/a.jpg', 'cat']])
+})

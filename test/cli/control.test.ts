@@ -7,14 +7,13 @@ import path from 'node:path'
 import t from 'tap'
 import { readStats } from '../../src/cli/stats-command'
 import { generateDataset } from '../helpers/dataset'
-import { emptyDir, mount, redirfs } from '../helpers/mount'
+import { emptyDir, isAlive, mount, redirfs } from '../helpers/mount'
 import { readEpoch } from '../helpers/readers'
 import { openToEveryone, redirfsAsNobody } from '../helpers/unprivileged'
 
 const dataset = generateDataset(7)
 t.teardown(async () => { await fs.rm(dataset.root, { recursive: true, force: true }) })
 
-const isAlive = (pid: number): boolean => { try { process.kill(pid, 0); return true } catch { return false } }
 
 t.test('a directory dressed up as a mount is refused, and the process its stats name is left alone', async t => {
   const sleeper = spawn('sleep', ['300'], { stdio: 'ignore' })

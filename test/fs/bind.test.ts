@@ -119,16 +119,23 @@ t.test('a sample whose opener went away before the answer reached it goes back t
   t.equal(fs.handles.size, 0)
 })
 
-t.test('an open of the reset file resets, and reads back what was done', async t => {
+t.test('a non-blocking open of the reset file resets, and reads back what was done', async t => {
   const { fs } = adapter()
-  const handle = await fs.bind('/.redirfs/reset', fsConstants.O_RDONLY)
+  const handle = await fs.bind('/.redirfs/reset', fsConstants.O_RDONLY | fsConstants.O_NONBLOCK)
   t.match(handle, { kind: 'bytes', bytes: Buffer.from('{"resets":1}\n') })
+})
+
+t.test('a plain open of the reset file (a stray cat, a backup) is refused and resets nothing', async t => {
+  const { fs } = adapter()
+  await t.rejects(fs.bind('/.redirfs/reset', fsConstants.O_RDONLY), { errno: 'EPERM' })
+  const handle = await fs.bind('/.redirfs/reset', fsConstants.O_RDONLY | fsConstants.O_NONBLOCK)
+  t.match(handle, { kind: 'bytes', bytes: Buffer.from('{"resets":1}\n') }, 'the first reset is the deliberate one')
 })
 
 t.test('each sample open is told first, with the thread that opened it', async t => {
   const threads: (number | undefined)[] = []
   const samples = new FakeSamples()
-  const fs = new FsAdapter({ tree: tree(), files: new FakeFiles(), statfsPath: '/', samples, log: pino({ level: 'silent' }), stats: () => ({ pid: 1 }) as unknown as MountStats, reset: () => ({}), beforeSampleOpen: thread => threads.push(thread) })
+  const fs = new FsAdapter({ tree: tree(), files: new FakeFiles(), statfsPath: '/', samples, log: pino({ level: 'silent' }), stats: () => ({ pid: 1 }) as unknown as MountStats, reset: () => ({}), beforeSampleOpen: thread => { threads.push(thread); return true } })
   await fs.bindEntry(tree().find('cat/a.jpg'), fsConstants.O_RDONLY, { thread: 4242 })
   await fs.bind('/labels.txt', fsConstants.O_RDONLY)
   t.same(threads, [4242], 'samples only')

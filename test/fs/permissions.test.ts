@@ -115,3 +115,69 @@ t.test('links into system directories are refused by name; --skip-unservable lea
   t.same((await fs.readdir(mountpoint)).sort(), ['cat'])
   t.same((await fs.readdir(path.join(mountpoint, 'cat'))).sort(), ['0.jpg', '1.jpg', '2.jpg'])
 })
+
+/** A class directory of `count` world-readable samples named `<cls>/<i>.jpg` under `root`. */
+function writeClass (root: string, cls: string, count: number): string[] {
+  mkdirSync(path.join(root, cls), { recursive: true, mode: 0o755 })
+  return Array.from({ length: count }, (_, i) => {
+    writeFileSync(path.join(root, cls, `${i}.jpg`), `${cls} ${i}`)
+    chmodSync(path.join(root, cls, `${i}.jpg`), 0o644)
+    return `${cls}/${i}.jpg`
+  })
+}
+
+/** The contents nobody got, of every read that was not refused. */
+const servedTo = (reads: Record<string, string>): string[] => Object.values(reads).filter(got => !got.startsWith('error'))
+
+t.test('an ACL that denies a user what the mode allows keeps them out through the mount too', async t => {
+  const source = emptyDir('redirfs-acl-')
+  t.teardown(() => rmSync(source, { recursive: true, force: true }))
+  const samples = writeClass(source, 'cat', 4)
+  openToEveryone(source)
+  // user::rw- user:nobody:--- group::r-- mask::r-- other::r-- on cat/0.jpg: mode 0644, nobody denied.
+  const acl = '__import__("os").setxattr(__import__("sys").argv[1], "system.posix_acl_access", __import__("struct").pack("<I", 2) + b"".join(__import__("struct").pack("<HHI", *e) for e in [(1, 6, 0xffffffff), (2, 0, 65534), (4, 4, 0xffffffff), (16, 4, 0xffffffff), (32, 4, 0xffffffff)]))'
+  const { execFileSync } = await import('node:child_process')
+  execFileSync('/usr/bin/python3', ['-c', acl, path.join(source, 'cat', '0.jpg')])
+  const mountpoint = emptyDir()
+  openToEveryone(mountpoint)
+  await mount(t, source, mountpoint, '--allow-other', '--chunk-size', '2', '--memory', '10K')
+  t.match((await readAsNobody(source, ['cat/0.jpg']))['cat/0.jpg'], /^error Permission denied/, 'the source denies nobody')
+  const through = await readAsNobody(mountpoint, samples)
+  t.match(through['cat/0.jpg'], /^error Permission denied/, 'so does the mount')
+  t.equal((await fs.stat(path.join(mountpoint, 'cat', '0.jpg'))).mode & 0o777, 0o600, 'shown with its owner\'s bits only')
+  t.notOk(servedTo(through).includes(sha1(Buffer.from('cat 0'))), 'and no other open is answered with it')
+  t.equal(servedTo(through).length, 3, 'the other three are read')
+})
+
+t.test('with --group-depth, a closed directory inside a group keeps its samples from those it keeps out', async t => {
+  const source = emptyDir('redirfs-depth-')
+  t.teardown(() => rmSync(source, { recursive: true, force: true }))
+  const open = writeClass(path.join(source, 'cat'), 'open', 4).map(s => `cat/${s}`)
+  writeClass(path.join(source, 'cat'), 'closed', 4)
+  chmodSync(path.join(source, 'cat', 'closed'), 0o700)
+  openToEveryone(source, path.join(source, 'cat'))
+  const mountpoint = emptyDir()
+  openToEveryone(mountpoint)
+  await mount(t, source, mountpoint, '--allow-other', '--group-depth', '1', '--chunk-size', '2', '--memory', '10K')
+  const through = await readAsNobody(mountpoint, open)
+  const closed = new Set(Array.from({ length: 4 }, (_, i) => sha1(Buffer.from(`closed ${i}`))))
+  t.equal(servedTo(through).length, 4, 'nobody reads all four open samples')
+  t.notOk(servedTo(through).some(got => closed.has(got)), 'never answered with a sample of the closed directory')
+})
+
+t.test('a chmod in the source after the mount holds through the mount at once', async t => {
+  const source = emptyDir('redirfs-chmod-')
+  t.teardown(() => rmSync(source, { recursive: true, force: true }))
+  const cats = writeClass(source, 'cat', 4)
+  const dogs = writeClass(source, 'dog', 4)
+  openToEveryone(source)
+  const mountpoint = emptyDir()
+  openToEveryone(mountpoint)
+  await mount(t, source, mountpoint, '--allow-other', '--chunk-size', '2', '--memory', '10K')
+  chmodSync(path.join(source, 'cat', '1.jpg'), 0o600)
+  chmodSync(path.join(source, 'dog'), 0o700)
+  const through = await readAsNobody(mountpoint, [...cats, ...dogs])
+  t.notOk(servedTo(through).includes(sha1(Buffer.from('cat 1'))), 'the file made private is never served to nobody')
+  t.equal(servedTo(through).filter(got => got !== sha1(Buffer.from('cat 1'))).length, 3, 'the other cats are')
+  t.same(dogs.map(dog => through[dog]), dogs.map(() => 'error Input/output error'), 'nothing of a directory closed since the mount')
+})

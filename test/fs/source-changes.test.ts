@@ -2,7 +2,8 @@
 // sample whose size or modification time changed is an EIO for exactly the
 // open that would have been given it (counted), never short or different
 // bytes; a non-sample passes through as the source has it now.
-import { appendFileSync, promises as fs, truncateSync, utimesSync, writeFileSync } from 'node:fs'
+import { execFileSync } from 'node:child_process'
+import { appendFileSync, promises as fs, symlinkSync, truncateSync, utimesSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import t from 'tap'
 import { readStats } from '../../src/cli/stats-command'
@@ -57,4 +58,53 @@ t.test('samples truncated or rewritten under the mount fail with EIO, once each,
   const stats = await readStats(mountpoint)
   t.equal(stats.source.changedFiles, 2, 'counted as changed')
   t.equal(stats.protocol.failedOpens, 2)
+})
+
+/** Reads every sample as a trainer would: the contents served, and the error codes of the opens that failed. */
+async function readAll (mountpoint: string, samples: readonly string[]): Promise<{ got: string[], failures: string[] }> {
+  const got: string[] = []
+  const failures: string[] = []
+  for (const sample of samples) {
+    try {
+      got.push((await readFileAsTrainer(mountpoint, sample)).content)
+    } catch (err) {
+      failures.push((err as NodeJS.ErrnoException).code ?? String(err))
+    }
+  }
+  return { got, failures }
+}
+
+t.test('a sample swapped for a link to another file after the mount is never read through it', async t => {
+  const dataset = generateDataset(13)
+  const secret = emptyDir('redirfs-secret-')
+  t.teardown(async () => { await fs.rm(dataset.root, { recursive: true, force: true }); await fs.rm(secret, { recursive: true, force: true }) })
+  writeFileSync(path.join(secret, 'key.jpg'), 'a private key, 0600 in a 0700 directory')
+  const mountpoint = emptyDir()
+  await mount(t, dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4')
+  const swapped = path.join(dataset.root, dataset.samples[7])
+  const key = path.join(secret, 'key.jpg')
+  // The same size and modification time (to the nanosecond) as the sample it replaces: only its identity differs.
+  await fs.truncate(key, (await fs.stat(swapped)).size)
+  execFileSync('touch', ['-r', swapped, key])
+  await fs.rm(swapped)
+  symlinkSync(key, swapped)
+  await epochBoundary()
+  const { got, failures } = await readAll(mountpoint, dataset.samples)
+  t.same(failures, ['EIO'], 'the one open it would have answered fails')
+  t.ok(got.every(content => dataset.byContent.has(content)), 'every byte served is a sample as scanned')
+  t.equal((await readStats(mountpoint)).source.changedFiles, 1)
+})
+
+t.test('a sample replaced by a FIFO fails its open instead of hanging the mount', async t => {
+  const dataset = generateDataset(14)
+  t.teardown(async () => { await fs.rm(dataset.root, { recursive: true, force: true }) })
+  const mountpoint = emptyDir()
+  await mount(t, dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4')
+  const replaced = path.join(dataset.root, dataset.samples[3])
+  await fs.rm(replaced)
+  execFileSync('mkfifo', [replaced])
+  await epochBoundary()
+  const { got, failures } = await readAll(mountpoint, dataset.samples)
+  t.same(failures, ['EIO'])
+  t.equal(got.length, dataset.samples.length - 1, 'every other sample is served')
 })

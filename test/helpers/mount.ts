@@ -9,6 +9,28 @@ import { promisify } from 'node:util'
 const run = promisify(execFile)
 export const CLI = path.resolve(__dirname, '../../bin/redirfs')
 
+/** Directories `emptyDir` made, removed when the test process exits. */
+const made: string[] = []
+process.on('exit', () => {
+  // Never through a mount that a failed teardown left: only what is not mounted goes.
+  for (const dir of made) if (!isMounted(dir)) rmSync(dir, { recursive: true, force: true })
+})
+
+/** A fresh directory under the system's temporary one (a mountpoint, or a place for a test's files); removed at exit. */
+export function emptyDir (prefix = 'redirfs-mnt-'): string {
+  const dir = mkdtempSync(path.join(os.tmpdir(), prefix))
+  made.push(dir)
+  return dir
+}
+
+/**
+ * The runtime directory (records and logs) of this test process's mounts:
+ * its own (mkdtemp makes it 0700), removed at exit, so that tests leave no
+ * logs behind in the machine's.
+ */
+export const RUNTIME_DIR = emptyDir('redirfs-run-')
+process.env.REDIRFS_RUNTIME_DIR = RUNTIME_DIR
+
 /**
  * The environment a user runs redirfs in: without tap's NODE_OPTIONS, whose
  * preloaded hooks would install signal handlers in the daemon before its own.
@@ -30,20 +52,6 @@ export async function redirfsWith (env: NodeJS.ProcessEnv, ...args: string[]): P
     const e = err as { code?: number, stdout?: string, stderr?: string }
     return { code: typeof e.code === 'number' ? e.code : -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' }
   }
-}
-
-/** Directories `emptyDir` made, removed when the test process exits. */
-const made: string[] = []
-process.on('exit', () => {
-  // Never through a mount that a failed teardown left: only what is not mounted goes.
-  for (const dir of made) if (!isMounted(dir)) rmSync(dir, { recursive: true, force: true })
-})
-
-/** A fresh directory under the system's temporary one (a mountpoint, or a place for a test's files); removed at exit. */
-export function emptyDir (prefix = 'redirfs-mnt-'): string {
-  const dir = mkdtempSync(path.join(os.tmpdir(), prefix))
-  made.push(dir)
-  return dir
 }
 
 export function isMounted (mountpoint: string): boolean {
@@ -69,4 +77,14 @@ export async function forceUnmount (mountpoint: string): Promise<void> {
   if (!isMounted(mountpoint)) return
   await redirfs('umount', '--force', mountpoint)
   if (isMounted(mountpoint)) await run('umount', ['-l', mountpoint]).catch(() => {})
+}
+
+/** Whether a process still runs: a zombie (exited, its parent not yet told) has stopped. */
+export function isAlive (pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return !/^[ZX]$/.test(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0])
+  } catch {
+    return false
+  }
 }

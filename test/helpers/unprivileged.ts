@@ -1,10 +1,10 @@
 // Running commands as a real unprivileged user (nobody), as a local user
 // of a shared machine would: through setpriv, with no supplementary groups.
 import { execFile } from 'node:child_process'
-import { chmodSync } from 'node:fs'
+import { chmodSync, chownSync } from 'node:fs'
 import path from 'node:path'
 import { promisify } from 'node:util'
-import { CLI, CLI_ENV } from './mount'
+import { CLI, CLI_ENV, emptyDir, RUNTIME_DIR } from './mount'
 
 const run = promisify(execFile)
 export const NOBODY = 65534
@@ -14,7 +14,12 @@ const AS_NOBODY = ['setpriv', `--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear
 
 export interface Outcome { code: number, stdout: string, stderr: string }
 
-export async function asNobody (command: string, args: string[], env: NodeJS.ProcessEnv = CLI_ENV): Promise<Outcome> {
+/** Nobody's own runtime directory for this test process (root's is not theirs to use), removed at exit. */
+const NOBODY_RUNTIME_DIR = emptyDir('redirfs-run-nobody-')
+chownSync(NOBODY_RUNTIME_DIR, NOBODY, NOBODY)
+
+export async function asNobody (command: string, args: string[], given: NodeJS.ProcessEnv = CLI_ENV): Promise<Outcome> {
+  const env = given.REDIRFS_RUNTIME_DIR === RUNTIME_DIR ? { ...given, REDIRFS_RUNTIME_DIR: NOBODY_RUNTIME_DIR } : given
   try {
     const { stdout, stderr } = await run(AS_NOBODY[0], [...AS_NOBODY.slice(1), command, ...args], { timeout: 120_000, env, maxBuffer: 16 * 2 ** 20 })
     return { code: 0, stdout, stderr }

@@ -9,7 +9,7 @@ import { promisify } from 'node:util'
 import t from 'tap'
 import { readStats } from '../../src/cli/stats-command'
 import { generateDataset } from '../helpers/dataset'
-import { emptyDir, forceUnmount, isMounted } from '../helpers/mount'
+import { emptyDir, forceUnmount, isAlive, isMounted } from '../helpers/mount'
 import { readEpoch } from '../helpers/readers'
 
 const run = promisify(execFile)
@@ -24,7 +24,6 @@ if (!existsSync(INSTALLED)) {
   t.teardown(() => { unlinkSync(INSTALLED) })
 }
 
-const isAlive = (pid: number): boolean => { try { process.kill(pid, 0); return true } catch { return false } }
 
 async function gone (pid: number): Promise<boolean> {
   for (let i = 0; i < 200 && isAlive(pid); i++) await new Promise(resolve => setTimeout(resolve, 50))

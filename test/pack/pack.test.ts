@@ -300,3 +300,23 @@ t.test('a pack spreads its chunks over segments of about --segment-size, each ho
     t.equal(index.arrays.chunkOffset[c] % 4096, 0, `chunk ${c} starts on a 4 KiB boundary`)
   }
 })
+
+t.test('a pack of data not everyone may read is its owner\'s only; a pack of public data is as the umask makes it', async t => {
+  const source = emptyDir('redirfs-private-src-')
+  for (const cls of ['cat', 'dog']) {
+    await fs.mkdir(path.join(source, cls), { mode: 0o755 })
+    for (let i = 0; i < 3; i++) await fs.writeFile(path.join(source, cls, `${i}.jpg`), `${cls} ${i}`, { mode: 0o644 })
+  }
+  await fs.chmod(source, 0o755)
+  const open = path.join(work, 'public-pack')
+  t.equal((await redirfs('pack', source, open, '--chunk-size', '2')).code, 0)
+  t.equal(statSync(open).mode & 0o077, 0o755 & ~process.umask() & 0o077, 'public data: the umask decides')
+  await fs.chmod(path.join(source, 'dog', '1.jpg'), 0o600)
+  const closed = path.join(work, 'private-pack')
+  const result = await redirfs('pack', source, closed, '--chunk-size', '2')
+  t.equal(result.code, 0, result.stderr)
+  t.equal(statSync(closed).mode & 0o777, 0o700, 'the pack directory is 0700')
+  const files = (await fs.readdir(closed, { recursive: true })).map(name => path.join(closed, name)).filter(file => statSync(file).isFile())
+  t.ok(files.length >= 3)
+  t.same(files.map(file => statSync(file).mode & 0o777), files.map(() => 0o600), 'and each of its files 0600')
+})

@@ -9,7 +9,7 @@ import path from 'node:path'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { readStats } from '../../src/cli/stats-command'
-import { emptyDir, mount } from '../helpers/mount'
+import { emptyDir, isAlive, mount } from '../helpers/mount'
 import { checkEpochs, generateTorchDataset, PYTHON, READER, runReader, startReader, type ReaderReport } from '../helpers/torch'
 
 const run = promisify(execFile)
@@ -33,7 +33,6 @@ async function waitForOpens (mountpoint: string, from: number, opens: number): P
   }
 }
 
-const isAlive = (pid: number): boolean => { try { process.kill(pid, 0); return true } catch { return false } }
 
 async function waitForExit (pid: number): Promise<void> {
   for (let tries = 0; isAlive(pid); tries++) {

@@ -14,13 +14,15 @@ class FakeTable implements ProcessTable {
   readonly threads = new Map<number, number>()
 
   add (pid: number, parent: number, commandLine: string[], program = PYTHON, environment: Partial<Record<LauncherVariable, string>> = {}): number {
-    this.processes.set(pid, { pid, parent, startTime: 1000 + pid, program, commandLine })
+    this.processes.set(pid, { pid, parent, startTime: 1000 + pid, alive: true, program, commandLine })
     this.environments.set(pid, environment)
     this.threads.set(pid, pid)
     return pid
   }
 
   exit (pid: number): void { this.processes.delete(pid); this.threads.delete(pid) }
+  /** Exited, not yet reaped: still in the table. */
+  zombie (pid: number): void { this.processes.set(pid, { ...this.processes.get(pid)!, alive: false }) }
   processOf (thread: number): number | undefined { return this.threads.get(thread) }
   info (pid: number): ProcessInfo | undefined { return this.processes.get(pid) }
   launcherVariables (pid: number): Partial<Record<LauncherVariable, string>> | undefined { return this.environments.get(pid) }
@@ -109,7 +111,7 @@ t.test('a new run after the last one ended starts a new epoch; its workers and l
   const next = runs.noteOpen(300, 30)
   t.equal(next.kind, 'new')
   t.equal(next.kind === 'new' && next.previous.key, 'process 200@1200')
-  t.same(runs.stats(), { runs: 2, concurrentRuns: 0, current: { key: 'process 300@1300', trainers: [300], trainer: 'pid 300 (python3 train.py --epochs 3)', since: new Date(30).toISOString() }, alongside: [], exact: true })
+  t.same(runs.stats(), { runs: 2, concurrentRuns: 0, current: { key: 'process 300@1300', trainers: [300], trainer: 'pid 300 (python3 train.py)', since: new Date(30).toISOString() }, alongside: [], exact: true, orphanOpens: 0 })
 })
 
 t.test('a second job while the first still reads is concurrent: not exact until a run starts after both end', async t => {
@@ -147,15 +149,64 @@ t.test('ranks of one job are one run; the same name after every rank exited is a
   t.equal(runs.noteOpen(210, 6000).kind, 'new')
 })
 
-t.test('an orphaned worker changes nothing', async t => {
+t.test('an orphaned worker\'s open is refused and starts no run', async t => {
   const table = machine()
   const runs = new RunTracker(table)
   table.add(200, 100, TRAIN)
   runs.noteOpen(200, 0)
   table.exit(200)
   table.add(201, 1, SPAWNED)
-  t.equal(runs.noteOpen(201, 10).kind, 'same')
+  t.equal(runs.noteOpen(201, 10).kind, 'orphan')
   t.equal(runs.stats().runs, 1)
+  t.equal(runs.stats().orphanOpens, 1)
+})
+
+t.test('a worker left over from a run that ended is refused once the next run began', async t => {
+  const table = machine()
+  const runs = new RunTracker(table)
+  table.add(200, 100, TRAIN)
+  table.add(201, 200, TRAIN)
+  t.equal(runs.noteOpen(201, 0).kind, 'first')
+  table.exit(200) // killed; its worker lingers (still a forked copy, now of init's)
+  table.add(300, 100, TRAIN)
+  t.equal(runs.noteOpen(300, 10).kind, 'new')
+  t.equal(runs.noteOpen(201, 20).kind, 'orphan', 'its thread was placed in the run that ended')
+})
+
+t.test('a worker whose trainer exited is refused, even before another run begins', async t => {
+  const table = machine()
+  const runs = new RunTracker(table)
+  table.add(200, 100, TRAIN)
+  table.add(201, 200, SPAWNED)
+  t.equal(runs.noteOpen(201, 0).kind, 'first')
+  table.exit(200)
+  t.equal(runs.noteOpen(201, 2000).kind, 'orphan', 'found when the thread is checked again')
+})
+
+t.test('a zombie trainer has exited: the next job is a new run, not a concurrent one', async t => {
+  const table = machine()
+  const runs = new RunTracker(table)
+  table.add(200, 100, TRAIN)
+  runs.noteOpen(200, 0)
+  table.zombie(200)
+  table.add(300, 100, TRAIN)
+  t.equal(runs.noteOpen(300, 10).kind, 'new')
+  t.equal(runs.stats().exact, true)
+})
+
+t.test('a spawned child with a REDIRFS_RUN_ID of its own is a trainer of its own run (a sweep)', async t => {
+  const table = machine()
+  table.add(200, 100, TRAIN, PYTHON, { REDIRFS_RUN_ID: 'sweep' })
+  table.add(201, 200, SPAWNED, PYTHON, { REDIRFS_RUN_ID: 'trial-1' })
+  table.add(202, 201, SPAWNED, PYTHON, { REDIRFS_RUN_ID: 'trial-1' })
+  t.equal((findTrainer(table, 202) as ProcessInfo).pid, 201, 'its workers stop at it')
+  t.equal(runOf(table, table.info(201)!, 0).key, 'REDIRFS_RUN_ID trial-1')
+})
+
+t.test('a trainer is described by its program and script, never its arguments', async t => {
+  const table = machine()
+  table.add(200, 100, ['python3', 'train.py', '--api-key', 'secret'])
+  t.equal(runOf(table, table.info(200)!, 0).description, 'pid 200 (python3 train.py)')
 })
 
 t.test('a thread is looked up once, and again when its id is reused', async t => {

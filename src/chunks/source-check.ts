@@ -1,0 +1,131 @@
+/**
+ * A directory source under a live mount is a snapshot (docs/design.md,
+ * "Permissions"): what the scan saw of a file and of each directory on its
+ * way is what a read must still find there, or nothing is served.
+ *
+ * - The same file: its device and inode, so a file swapped for a link to
+ *   somewhere the scan would have refused, or renamed over, is never read.
+ * - Regular: a FIFO or device put in a file's place is refused, not opened
+ *   into a hang.
+ * - No less protected than the mount shows: the same owner and group, and
+ *   every permission bit the mount shows still set. A chmod or chown in
+ *   the source after the mount takes effect through the mount at once
+ *   (the file or the directory becomes unreadable there); widening one
+ *   does not, until a remount.
+ * - For a sample, unmodified (short or different bytes would break
+ *   exactly-once); a non-sample may change and is served as it is now.
+ *
+ * The directories above the source are checked the same way, through the
+ * mode the mount's root shows (access.ts). What a link led through at the
+ * scan is checked only by the identity of where it leads.
+ */
+import { constants, promises as fs, type BigIntStats } from 'node:fs'
+import type { FileHandle } from 'node:fs/promises'
+import path from 'node:path'
+import { FsError } from '../errors'
+import { directoriesDownTo, reachableMode, type DirectoryAccess } from './access'
+import { Expected } from './native'
+import type { DatasetTree } from './tree'
+
+const PERMISSION_BITS = 0o777
+
+/** Why an entry is not served now, and the errno a direct open of it gets. */
+export interface Refusal { readonly errno: 'EACCES' | 'EIO', readonly why: string }
+
+export class SourceCheck {
+  /** The root with one trailing slash: a file's path is a concatenation. */
+  private readonly prefix: string
+
+  constructor (root: string, private readonly tree: DatasetTree, private readonly realSource: string) {
+    this.prefix = path.join(path.resolve(root), '/')
+  }
+
+  /** Where an entry is read from. */
+  pathOf (entry: number): string { return this.prefix + this.tree.pathOf(entry) }
+
+  /** What `readFiles` must find of each sample entry (native.ts, Expected). */
+  expected (entries: readonly number[]): Float64Array {
+    const c = this.tree.columns
+    const expected = new Float64Array(entries.length * Expected.fields)
+    entries.forEach((entry, i) => {
+      expected.set([c.mtimeSec[entry], c.mtimeNsec[entry], c.dev[entry], c.ino[entry], c.mode[entry], c.uid[entry], c.gid[entry]], i * Expected.fields)
+    })
+    return expected
+  }
+
+  /** Why `stat`, found where entry `entry` was, is not what the mount may serve as it; undefined when it is. */
+  refusal (entry: number, stat: BigIntStats, { modifiable }: { modifiable: boolean }): Refusal | undefined {
+    const c = this.tree.columns
+    if ((stat.mode & BigInt(constants.S_IFMT)) !== BigInt(c.mode[entry] & constants.S_IFMT)) return { errno: 'EIO', why: 'replaced in the source since the mount (another kind of file)' }
+    if (Number(stat.dev) !== c.dev[entry] || Number(stat.ino) !== c.ino[entry]) return { errno: 'EIO', why: 'replaced in the source since the mount' }
+    if (!modifiable && (Number(stat.mtimeNs / 1_000_000_000n) !== c.mtimeSec[entry] || Number(stat.mtimeNs % 1_000_000_000n) !== c.mtimeNsec[entry])) {
+      return { errno: 'EIO', why: 'modified in the source since the mount' }
+    }
+    return this.narrowed(entry, Number(stat.mode), Number(stat.uid), Number(stat.gid))
+  }
+
+  /**
+   * For the files `entries`, a function that says why one is not served
+   * because a directory on its way changed since the scan (undefined when
+   * none did). Each directory is stat'ed once per call.
+   */
+  async directoriesRefusing (entries: readonly number[]): Promise<(entry: number) => Refusal | undefined> {
+    const { parent } = this.tree.columns
+    const directories = new Set<number>()
+    for (const entry of entries) {
+      for (let d = parent[entry]; !directories.has(d); d = parent[d]) {
+        directories.add(d)
+        if (d === 0) break
+      }
+    }
+    const refused = new Map<number, Refusal>()
+    await Promise.all([...directories].map(async d => {
+      const stat = await fs.stat(this.pathOf(d), { bigint: true }).catch(() => undefined)
+      const refusal = stat === undefined
+        ? { errno: 'EIO' as const, why: 'a directory on its way is gone from the source' }
+        : d === 0 ? await this.rootRefusal(stat) : this.refusal(d, stat, { modifiable: true })
+      if (refusal !== undefined) refused.set(d, { errno: refusal.errno, why: `${d === 0 ? 'the source directory' : `directory ${this.tree.pathOf(d)}`}: ${refusal.why}` })
+    }))
+    return entry => {
+      if (refused.size === 0) return undefined
+      for (let d = parent[entry]; ; d = parent[d]) {
+        const refusal = refused.get(d)
+        if (refusal !== undefined || d === 0) return refusal
+      }
+    }
+  }
+
+  /** Opens a non-sample file to serve it: the file the scan saw, regular, and no less protected; else an FsError. */
+  async open (entry: number): Promise<FileHandle> {
+    const refusing = await this.directoriesRefusing([entry])
+    const onTheWay = refusing(entry)
+    if (onTheWay !== undefined) throw new FsError(onTheWay.errno, onTheWay.why)
+    const file = await fs.open(this.pathOf(entry), constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY)
+    try {
+      const refusal = this.refusal(entry, await file.stat({ bigint: true }), { modifiable: true })
+      if (refusal !== undefined) throw new FsError(refusal.errno, `${this.tree.pathOf(entry)}: ${refusal.why}`)
+      return file
+    } catch (err) {
+      await file.close()
+      throw err
+    }
+  }
+
+  /** The rule both the file and its directories keep: same owner and group, and every bit the mount shows still set. */
+  private narrowed (entry: number, mode: number, uid: number, gid: number): Refusal | undefined {
+    const c = this.tree.columns
+    if (uid !== c.uid[entry] || gid !== c.gid[entry] || (c.mode[entry] & ~mode & PERMISSION_BITS) !== 0) return { errno: 'EACCES', why: 'owner or permissions changed in the source since the mount' }
+    return undefined
+  }
+
+  /** The source directory itself: its mode as the directories above it let it through now (access.ts). */
+  private async rootRefusal (stat: BigIntStats): Promise<Refusal | undefined> {
+    const c = this.tree.columns
+    if (Number(stat.dev) !== c.dev[0] || Number(stat.ino) !== c.ino[0]) return { errno: 'EIO', why: 'replaced since the mount' }
+    const above = await Promise.all(directoriesDownTo(path.dirname(this.realSource)).map(async dir => {
+      const on = await fs.stat(dir).catch(() => undefined)
+      return on === undefined ? { uid: 0, gid: 0, mode: 0 } satisfies DirectoryAccess : { uid: on.uid, gid: on.gid, mode: on.mode }
+    }))
+    return this.narrowed(0, reachableMode(Number(stat.mode), Number(stat.uid), Number(stat.gid), above), Number(stat.uid), Number(stat.gid))
+  }
+}

@@ -143,7 +143,8 @@ async function openPack (config: MountConfig, log: Logger, storage: PackStorage 
     throw new UsageError(`the pack was written with redirect groups by ${describeGrouping(pack.header.groupDepth)}; it cannot be mounted with --group-depth ${config.groupDepth} (leave it out, or re-pack with it)`)
   }
   const cache = config.cache === undefined ? undefined : await ChunkCache.open(config.cache.directory, pack.identity, config.cache.sizeBytes, pack.arrays.chunkLength, log)
-  const source = new PackSource(pack, log, cache)
+  // Whole chunks on their way from the bucket to the cache are outside --memory: a quarter of it, at most 64 MiB.
+  const source = new PackSource(pack, log, cache, Math.min(64 * 2 ** 20, config.memoryBytes / 4))
   return {
     tree: pack.tree,
     files: new PackFileReader(pack),
@@ -263,7 +264,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
   const memoryLimit = checkMemoryLimit(config, tree.count)
   const layout = buildLayout(tree.samples, { chunkSize, seed: dataset.layoutSeed, vcCount: memory.vcCount, nodes: shape.nodes, chunking })
   if (dataset.packedChunkOf !== undefined && layout.files.some((_, id) => layout.filePc[id] !== dataset.packedChunkOf!(id))) {
-    throw new UsageError(`the pack's chunks do not match the layout computed from its index (written by another version of redirfs?); repack it`)
+    throw new UsageError('the pack\'s chunks do not match the layout computed from its index (written by another version of redirfs?); repack it')
   }
   // A directory reads files one by one, so mix may take each from any chunk; a pack reads blocks, a few per load.
   const mixBlock = config.mixBlock ?? (dataset.packedChunkOf !== undefined ? Math.max(1, Math.ceil(chunkSize / 4)) : 1)
@@ -408,16 +409,21 @@ function checkMemoryLimit (config: MountConfig, entries: number): MemoryLimit | 
   return limit
 }
 
+/** When an orphaned worker's open was last logged: a leftover worker may try thousands; they are counted, and logged once a minute. */
+let orphanLoggedAt = -Infinity
+
 /**
- * What a run's beginning changes (src/runs): on one node, a new run after
- * the last one ended starts a new epoch; in a cluster every run's
- * beginning is the cluster's business (a generation, src/cluster); one
- * beside another is said.
+ * Acts on what an open says of runs (src/runs); false when the open must
+ * be refused (an orphaned worker's). On one node, a new run after the last
+ * one ended starts a new epoch; in a cluster every run's beginning is the
+ * cluster's business (a generation, src/cluster); one beside another is said.
  */
-/** Acts on what an open says of runs; false when the open must be refused (an orphaned worker's). */
 function onRunEvent (event: RunEvent, samples: Engine | ClusterNode, log: Logger): boolean {
   if (event.kind === 'orphan') {
-    log.warn('refused a sample open by an orphaned DataLoader worker (its trainer exited, or its run ended): it would take a sample from the run reading now')
+    if (Date.now() - orphanLoggedAt > 60_000) {
+      orphanLoggedAt = Date.now()
+      log.warn('refused a sample open by an orphaned DataLoader worker (its trainer exited, or its run ended): it would take a sample from the run reading now (counted in runs.orphanOpens)')
+    }
     return false
   }
   if (event.kind === 'first' || event.kind === 'new') {
@@ -454,7 +460,6 @@ function memoryTooSmall (memoryBytes: number, dataset: OpenedDataset, { groups, 
   return new UsageError(`--memory ${formatSize(memoryBytes)} is too small: ${why}; use ${fixes.join(', or ')}`)
 }
 
-/** Starts the peer service and handshakes with every peer; the mount comes up only after. */
 /** Who the cluster's nodes are and how to reach them (the clients; nothing listens or calls yet). */
 async function clusterMembership (cluster: NonNullable<MountConfig['cluster']>, shape: ClusterShape, layout: Layout, log: Logger): Promise<Membership> {
   const token = await readToken(cluster.tokenFile)

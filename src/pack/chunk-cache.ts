@@ -41,6 +41,9 @@ const padded = (length: number): number => Math.ceil(length / CHUNK_ALIGNMENT) *
 export class ChunkCache {
   /** Chunk → its file's size on disk, least recently read first. */
   private readonly held = new Map<number, number>()
+  /** Chunks being written: their bytes count already. */
+  private readonly writing = new Set<number>()
+  /** Bytes of the files held and being written. */
   private bytes = 0
   private readonly counters = { cacheHits: 0, cacheMisses: 0, cacheEvictions: 0, cacheRejected: 0 }
 
@@ -110,25 +113,42 @@ export class ChunkCache {
     await fs.rm(this.file(chunk), { force: true })
   }
 
-  /** Keeps a whole chunk just read from the bucket (checked by the caller). */
+  /**
+   * Keeps a whole chunk just read from the bucket (checked by the caller);
+   * done when it is on disk. Room is made first, so the files on disk never
+   * exceed the limit, those being written included: a chunk that finds no
+   * room (others are being written) is not kept.
+   */
   async keep (chunk: number, bytes: Buffer): Promise<void> {
     this.counters.cacheMisses++
     const size = padded(bytes.length)
     if (size > this.limitBytes) { this.counters.cacheRejected++; return }
-    if (this.held.has(chunk)) return
+    if (this.held.has(chunk) || this.writing.has(chunk)) return
+    this.bytes += size
+    this.writing.add(chunk)
+    await this.evict()
     const file = this.file(chunk)
     const temporary = `${file}.${randomBytes(4).toString('hex')}.tmp`
     try {
-      await fs.writeFile(temporary, size > bytes.length ? Buffer.concat([bytes, Buffer.alloc(size - bytes.length)]) : bytes, { mode: 0o600 })
+      if (this.bytes > this.limitBytes) throw new Error('no room: other chunks are being written')
+      // Padded to the alignment O_DIRECT reads need: the file is extended with zeros, the bytes are not copied.
+      const handle = await fs.open(temporary, 'wx', 0o600)
+      try {
+        await handle.write(bytes, 0, bytes.length, 0)
+        await handle.truncate(size)
+      } finally {
+        await handle.close()
+      }
       await fs.rename(temporary, file)
+      this.held.set(chunk, size)
     } catch (err) {
+      this.bytes -= size
       await fs.rm(temporary, { force: true })
-      this.log.warn({ chunk, err: (err as Error).message }, 'could not keep a chunk in the cache')
-      return
+      if (/^no room/.test((err as Error).message)) this.counters.cacheRejected++
+      else this.log.warn({ chunk, err: (err as Error).message }, 'could not keep a chunk in the cache')
+    } finally {
+      this.writing.delete(chunk)
     }
-    this.held.set(chunk, size)
-    this.bytes += size
-    await this.evict()
   }
 
   private async evict (): Promise<void> {

@@ -9,6 +9,7 @@
  * on the thread pool, so bytes the protocol does not place never reach JS.
  */
 import { crc32 } from 'node:zlib'
+import pLimit from 'p-limit'
 import type { Logger } from 'pino'
 import type { ChunkRead } from '../chunks/native'
 import type { ChunkRequest, ChunkSource } from '../chunks/source'
@@ -17,7 +18,6 @@ import type { FileReader, OpenFile } from '../chunks/tree'
 import { FsError } from '../errors'
 import type { ChunkCache } from './chunk-cache'
 import type { PackIndex } from './pack-index'
-import type { Pieces } from './storage'
 
 export class PackSource implements ChunkSource {
   readonly readsFileByFile = false
@@ -25,8 +25,19 @@ export class PackSource implements ChunkSource {
   private bytesRead = 0
   private corruptChunks = 0
 
-  /** `cache`: the local disk tier of a pack in a bucket (chunk-cache.ts). */
-  constructor (private readonly pack: PackIndex, private readonly log: Logger, private readonly cache?: ChunkCache) {}
+  /** Whole chunks being fetched into the cache, by chunk: loads of one chunk's blocks share one fetch. */
+  private readonly filling = new Map<number, Promise<void>>()
+  private readonly fillLimit: ReturnType<typeof pLimit>
+
+  /**
+   * `cache`: the local disk tier of a pack in a bucket (chunk-cache.ts).
+   * `fillBytes`: how many bytes of whole chunks may be in memory at once on
+   * their way from the bucket to the cache (they are outside --memory).
+   */
+  constructor (private readonly pack: PackIndex, private readonly log: Logger, private readonly cache?: ChunkCache, fillBytes = 64 * 2 ** 20) {
+    const largest = pack.arrays.chunkLength.reduce((max, length) => Math.max(max, length), 1)
+    this.fillLimit = pLimit(Math.max(1, Math.floor(fillBytes / largest)))
+  }
 
   /**
    * Reads the requested files with one read: the whole chunk, checked
@@ -55,14 +66,14 @@ export class PackSource implements ChunkSource {
     const targets = pieces.map(p => sampleBuffers.take(p.size))
     const giveBack = (): void => { for (const bytes of targets) sampleBuffers.give(bytes) }
     let read: ChunkRead | undefined
-    const fromCache = this.cache?.has(request.pc) === true
+    let fromCache = false
     try {
-      if (fromCache) read = await this.cache!.readPieces(request.pc, offset - chunkOffset, length, pieces, targets)
-      if (read === undefined) {
-        read = this.cache !== undefined
-          ? await this.readToCache(request.pc, offset - chunkOffset, length, pieces, targets)
-          : await this.pack.storage.readPieces(arrays.chunkSegment[request.pc], offset, length, pieces, targets)
+      if (this.cache !== undefined && !this.cache.has(request.pc)) await this.fill(request.pc)
+      if (this.cache?.has(request.pc) === true) {
+        read = await this.cache.readPieces(request.pc, offset - chunkOffset, length, pieces, targets)
+        fromCache = read !== undefined
       }
+      read ??= await this.pack.storage.readPieces(arrays.chunkSegment[request.pc], offset, length, pieces, targets)
     } catch (err) {
       giveBack()
       this.log.error({ chunk: request.pc, err: (err as Error).message }, 'cannot read chunk')
@@ -75,8 +86,8 @@ export class PackSource implements ChunkSource {
       : read.copied < pieces.length
         ? `only ${read.copied} of its ${pieces.length} files copied`
         : wholeChunk
-        ? (read.crc !== arrays.chunkCrc[request.pc] ? 'checksum mismatch' : undefined)
-        : (entries.some((entry, i) => read.fileCrcs[i] !== arrays.crc[entry]) ? 'checksum mismatch in a block' : undefined)
+          ? (read.crc !== arrays.chunkCrc[request.pc] ? 'checksum mismatch' : undefined)
+          : (entries.some((entry, i) => read.fileCrcs[i] !== arrays.crc[entry]) ? 'checksum mismatch in a block' : undefined)
     if (problem !== undefined && fromCache) {
       // Never serve a cached chunk that fails its check: it goes, and the bucket is asked again.
       this.log.warn({ chunk: request.pc, problem }, 'a cached chunk failed its check; reading it from the bucket')
@@ -95,23 +106,28 @@ export class PackSource implements ChunkSource {
   }
 
   /**
-   * With a cache: reads the whole chunk from the bucket (a `mix` block's
-   * chunk too, so its other blocks are on disk when their loads come),
-   * checks it whole, copies the run asked for out, and keeps the chunk.
+   * With a cache, a miss fetches the whole chunk from the bucket (a `mix`
+   * block's chunk too, so its other blocks are on disk when their loads
+   * come) and writes it to the cache, checked whole; the load then reads
+   * its files there. Loads of one chunk share one fetch, and only so many
+   * whole chunks are in memory at once (`fillBytes`). Never fails: a chunk
+   * that could not be cached is read from the bucket directly.
    */
-  private async readToCache (pc: number, offset: number, length: number, pieces: Pieces, targets: Buffer[]): Promise<ChunkRead> {
-    const { arrays } = this.pack
-    const chunkLength = arrays.chunkLength[pc]
-    const chunk = await this.pack.storage.readSegment(arrays.chunkSegment[pc], arrays.chunkOffset[pc], chunkLength)
-    const whole = chunk.length === chunkLength ? crc32(chunk) : 0
-    const run = chunk.subarray(offset, offset + length)
-    const fileCrcs = pieces.map((piece, i) => {
-      const file = run.subarray(piece.start, piece.start + piece.size)
-      file.copy(targets[i])
-      return crc32(file)
-    })
-    if (chunk.length === chunkLength && whole === arrays.chunkCrc[pc]) void this.cache!.keep(pc, chunk)
-    return { length: run.length, crc: offset === 0 && length === chunkLength ? whole : crc32(run), copied: pieces.length, fileCrcs }
+  private async fill (pc: number): Promise<void> {
+    let filling = this.filling.get(pc)
+    if (filling === undefined) {
+      filling = this.fillLimit(async () => {
+        if (this.cache!.has(pc)) return
+        const { arrays } = this.pack
+        const chunk = await this.pack.storage.readSegment(arrays.chunkSegment[pc], arrays.chunkOffset[pc], arrays.chunkLength[pc])
+        if (chunk.length === arrays.chunkLength[pc] && crc32(chunk) === arrays.chunkCrc[pc]) await this.cache!.keep(pc, chunk)
+        else this.log.warn({ chunk: pc, length: chunk.length }, 'a chunk fetched for the cache failed its check; its loads read the bucket directly')
+      }).catch((err: unknown) => {
+        this.log.warn({ chunk: pc, err: (err as Error).message }, 'could not fetch a chunk for the cache; its loads read the bucket directly')
+      }).finally(() => this.filling.delete(pc))
+      this.filling.set(pc, filling)
+    }
+    await filling
   }
 
   stats (): Record<string, number | string> {

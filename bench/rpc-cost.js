@@ -23,7 +23,7 @@ const { sampleBuffers } = require(path.join(dist, 'chunks/sample-buffers.js'))
 
 const args = process.argv.slice(2)
 /** A whole-number option of at least 1. */
-function option (name, fallback) {
+function option (/** @type {string} */ name, /** @type {number} */ fallback) {
   const i = args.indexOf(name)
   const value = i < 0 ? fallback : Number(args[i + 1])
   if (!Number.isInteger(value) || value < 1) {
@@ -50,24 +50,25 @@ async function serve () {
     read: async () => ({ served: take(), batch: Array.from({ length: perCall - 1 }, take), batchNumber: next, vcEpoch: 0 })
   }
   const server = await startPeerServer({ host: '127.0.0.1', port: 0, text: '127.0.0.1:0' }, await loadCredentials({}), TOKEN, handler, silent)
+  const send = /** @type {NonNullable<typeof process.send>} */ (process.send).bind(process)
   process.on('message', message => {
-    if (message === 'cpu') process.send({ cpu: cpuMicroseconds() })
+    if (message === 'cpu') send({ cpu: cpuMicroseconds() })
     if (message === 'stop') void server.close().then(() => process.exit(0))
   })
-  process.send({ port: server.port })
+  send({ port: server.port })
 }
 
 async function measure () {
   const sender = fork(__filename, ['--serve', ...args])
   sender.on('exit', code => { if (code !== 0) { console.error(`rpc-cost: the sending process failed (exit ${code})`); process.exit(1) } })
-  const ask = what => new Promise(resolve => { sender.once('message', resolve); if (what !== undefined) sender.send(what) })
-  const { port } = await ask()
+  const ask = (/** @type {string | undefined} */ what) => /** @type {Promise<any>} */ (new Promise(resolve => { sender.once('message', resolve); if (what !== undefined) sender.send(what) }))
+  const { port } = await ask(undefined)
   const credentials = await loadCredentials({})
   const client = new PeerClient(parseAddress(`127.0.0.1:${port}`, 'peer'), credentials, TOKEN, 5000)
   const request = { node: 1, file: 0, emptyOffsets: Buffer.alloc(8, 0xff), freeBytes: 2 ** 40, lastBatch: 0 }
   const ping = { protocolVersion: 0, node: 1, nodes: 2, layoutHash: '' }
   let received = 0
-  const run = async count => {
+  const run = async (/** @type {number} */ count) => {
     let started = 0
     await Promise.all(Array.from({ length: concurrency }, async () => {
       while (started < count) {

@@ -569,7 +569,7 @@ def write_report(result, out):
         lines.append("")
     if result.get("cluster"):
         one = next((r["samplesPerSecond"] for r in result["rows"] if r["loader"] == "pack-pool" and r["pipeline"] == "read" and "infeasible" not in r), 0)
-        lines += [f"**Cluster** (read pipeline, one pack on the shared throttled disk, pool; every node has the memory one node has above; "
+        lines += ["**Cluster** (read pipeline, one pack on the shared throttled disk, pool; every node has the memory one node has above; "
                   "all nodes, trainers and daemons on this one machine and in one cgroup)", "",
                   "| setup | samples/s (all ranks) | vs 1 node | device MiB/epoch | read amplification | remote samples | requests per remote sample | opens waited | daemon peak RSS | daemons' CPU s/epoch |", "|---|---|---|---|---|---|---|---|---|---|"]
         single = next((r for r in result["rows"] if r["loader"] == "pack-pool" and r["pipeline"] == "read" and "infeasible" not in r), None)

@@ -19,10 +19,8 @@ Prints one JSON line per epoch: {"epoch", "samples", "seconds", "started", "ende
 import argparse
 import json
 import multiprocessing
-import os
 import time
 
-import numpy as np
 import torch
 from PIL import Image
 from torchvision import datasets, transforms

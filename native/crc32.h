@@ -18,14 +18,12 @@
 
 namespace crc32fast {
 
-__attribute__((target("pclmul,sse4.1")))
-inline __m128i Fold(__m128i x, __m128i k, __m128i next) {
+__attribute__((target("pclmul,sse4.1"))) inline __m128i Fold(__m128i x, __m128i k, __m128i next) {
   return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11)), next);
 }
 
 // The CRC register (not inverted) after `length` bytes: at least 64, a multiple of 16.
-__attribute__((target("pclmul,sse4.1")))
-inline uint32_t FoldBlocks(uint32_t state, const unsigned char* p, size_t length) {
+__attribute__((target("pclmul,sse4.1"))) inline uint32_t FoldBlocks(uint32_t state, const unsigned char* p, size_t length) {
   const __m128i by64 = _mm_set_epi64x(0x1c6e41596, 0x154442bd4);
   const __m128i by16 = _mm_set_epi64x(0x0ccaa009e, 0x1751997d0);
   const __m128i by64bits = _mm_set_epi64x(0, 0x163cd6124);

@@ -58,8 +58,8 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -171,9 +171,9 @@ struct Binding {
   Napi::Reference<Napi::Buffer<char>>* ref = nullptr;
   uint64_t ino = 0;
   uint64_t jsNumber = 0;
-  int open = 0;                  // handles reading from it
-  pid_t thread = 0;              // the thread whose open JS answered
-  Clock::time_point closedAt;    // when `open` last fell to 0
+  int open = 0;                // handles reading from it
+  pid_t thread = 0;            // the thread whose open JS answered
+  Clock::time_point closedAt;  // when `open` last fell to 0
 };
 
 // An open file of the kernel's: its fh is this object's address, so reads
@@ -188,7 +188,11 @@ struct Handle {
 };
 
 // An open waiting for JS's answer.
-struct Pending { fuse_req_t req; uint64_t ino; pid_t thread; };
+struct Pending {
+  fuse_req_t req;
+  uint64_t ino;
+  pid_t thread;
+};
 
 // What FUSE threads hand to JS: opens to decide, releases to forget.
 struct Event {
@@ -198,22 +202,23 @@ struct Event {
   int flags;
   pid_t pid;
   Napi::Reference<Napi::Buffer<char>>* ref;  // release: to free on the JS thread
-  bool exact;  // open: the thread stat'ed this path just before
+  bool exact;                                // open: the thread stat'ed this path just before
 };
 
 class Server : public Napi::ObjectWrap<Server> {
  public:
   static Napi::Function Define(Napi::Env env) {
-    return DefineClass(env, "FuseServer", {
-      InstanceMethod<&Server::Mount>("mount"),
-      InstanceMethod<&Server::ReplyBytes>("replyBytes"),
-      InstanceMethod<&Server::ReplyFd>("replyFd"),
-      InstanceMethod<&Server::ReplyError>("replyError"),
-      InstanceMethod<&Server::Close>("close"),
-      InstanceMethod<&Server::Counters>("counters"),
-      InstanceMethod<&Server::Sweep>("sweep"),
-      InstanceMethod<&Server::Invalidate>("invalidate"),
-    });
+    return DefineClass(env, "FuseServer",
+                       {
+                           InstanceMethod<&Server::Mount>("mount"),
+                           InstanceMethod<&Server::ReplyBytes>("replyBytes"),
+                           InstanceMethod<&Server::ReplyFd>("replyFd"),
+                           InstanceMethod<&Server::ReplyError>("replyError"),
+                           InstanceMethod<&Server::Close>("close"),
+                           InstanceMethod<&Server::Counters>("counters"),
+                           InstanceMethod<&Server::Sweep>("sweep"),
+                           InstanceMethod<&Server::Invalidate>("invalidate"),
+                       });
   }
 
   // new FuseServer(tree, onEvents, { reopenWindowMs, fuseThreads, ownerUid, ownerGid }): tree = the tree's columns (parent, names, nameEnd, firstChild,
@@ -224,11 +229,22 @@ class Server : public Napi::ObjectWrap<Server> {
     auto u32 = [&](const char* name) { return tree.Get(name).As<Napi::Uint32Array>().Data(); };
     auto f64 = [&](const char* name) { return tree.Get(name).As<Napi::Float64Array>().Data(); };
     tree_.count = tree.Get("parent").As<Napi::Uint32Array>().ElementLength();
-    tree_.parent = u32("parent"); tree_.nameEnd = u32("nameEnd"); tree_.firstChild = u32("firstChild"); tree_.childCount = u32("childCount");
-    tree_.mode = u32("mode"); tree_.uid = u32("uid"); tree_.gid = u32("gid"); tree_.nlink = u32("nlink");
+    tree_.parent = u32("parent");
+    tree_.nameEnd = u32("nameEnd");
+    tree_.firstChild = u32("firstChild");
+    tree_.childCount = u32("childCount");
+    tree_.mode = u32("mode");
+    tree_.uid = u32("uid");
+    tree_.gid = u32("gid");
+    tree_.nlink = u32("nlink");
     tree_.kind = tree.Get("kind").As<Napi::Uint8Array>().Data();
-    tree_.size = f64("size"); tree_.atimeSec = f64("atimeSec"); tree_.mtimeSec = f64("mtimeSec"); tree_.ctimeSec = f64("ctimeSec");
-    tree_.atimeNsec = u32("atimeNsec"); tree_.mtimeNsec = u32("mtimeNsec"); tree_.ctimeNsec = u32("ctimeNsec");
+    tree_.size = f64("size");
+    tree_.atimeSec = f64("atimeSec");
+    tree_.mtimeSec = f64("mtimeSec");
+    tree_.ctimeSec = f64("ctimeSec");
+    tree_.atimeNsec = u32("atimeNsec");
+    tree_.mtimeNsec = u32("mtimeNsec");
+    tree_.ctimeNsec = u32("ctimeNsec");
     tree_.names = tree.Get("names").As<Napi::Buffer<char>>().Data();
     treeRef_ = Napi::Persistent(tree);
     size_t count = tree_.count;
@@ -424,9 +440,7 @@ class Server : public Napi::ObjectWrap<Server> {
     return number;
   }
 
-  static Handle* HandleOf(const struct fuse_file_info* fi) {
-    return fi != nullptr ? reinterpret_cast<Handle*>(static_cast<uintptr_t>(fi->fh)) : nullptr;
-  }
+  static Handle* HandleOf(const struct fuse_file_info* fi) { return fi != nullptr ? reinterpret_cast<Handle*>(static_cast<uintptr_t>(fi->fh)) : nullptr; }
 
   void ReleaseHandle(Handle* released) {
     std::unique_ptr<Handle> handle(released);
@@ -466,9 +480,7 @@ class Server : public Napi::ObjectWrap<Server> {
 
   // Ends bindings whose window has passed, oldest first; handlesMutex_ held.
   void SweepLocked(Clock::time_point now) {
-    for (auto mark = statted_.begin(); mark != statted_.end();) {
-      mark = now - mark->second.at > statWindow_ ? statted_.erase(mark) : std::next(mark);
-    }
+    for (auto mark = statted_.begin(); mark != statted_.end();) { mark = now - mark->second.at > statWindow_ ? statted_.erase(mark) : std::next(mark); }
     while (!closing_.empty() && now - closing_.front()->closedAt > reopenWindow_) {
       std::shared_ptr<Binding> b = closing_.front();
       closing_.pop_front();
@@ -549,11 +561,18 @@ class Server : public Napi::ObjectWrap<Server> {
     if (!InTree(ino)) return false;
     const Tree& t = tree_;
     size_t e = ino - 1;
-    st->st_mode = t.mode[e]; st->st_uid = t.uid[e]; st->st_gid = t.gid[e]; st->st_nlink = t.nlink[e];
-    st->st_atim = Tree::Time(t.atimeSec[e], t.atimeNsec[e]); st->st_mtim = Tree::Time(t.mtimeSec[e], t.mtimeNsec[e]); st->st_ctim = Tree::Time(t.ctimeSec[e], t.ctimeNsec[e]);
+    st->st_mode = t.mode[e];
+    st->st_uid = t.uid[e];
+    st->st_gid = t.gid[e];
+    st->st_nlink = t.nlink[e];
+    st->st_atim = Tree::Time(t.atimeSec[e], t.atimeNsec[e]);
+    st->st_mtim = Tree::Time(t.mtimeSec[e], t.mtimeNsec[e]);
+    st->st_ctim = Tree::Time(t.ctimeSec[e], t.ctimeNsec[e]);
     double size = t.size[e];
-    if (handle != nullptr && handle->bytes != nullptr) size = static_cast<double>(handle->bytes->length);
-    else if (t.kind[e] == kSample) size = static_cast<double>(BoundSize(ino, thread, static_cast<size_t>(t.size[e])));
+    if (handle != nullptr && handle->bytes != nullptr)
+      size = static_cast<double>(handle->bytes->length);
+    else if (t.kind[e] == kSample)
+      size = static_cast<double>(BoundSize(ino, thread, static_cast<size_t>(t.size[e])));
     st->st_size = static_cast<off_t>(size);
     st->st_blksize = BlockSizeFor(st->st_size);
     st->st_blocks = (st->st_size + 511) / 512;
@@ -567,7 +586,8 @@ class Server : public Napi::ObjectWrap<Server> {
     if (auto mine = ReopenableLocked(thread, ino, Clock::now())) return mine->length;
     auto it = bound_.find(ino);
     if (it == bound_.end()) return otherwise;
-    for (auto b = it->second.rbegin(); b != it->second.rend(); ++b) if ((*b)->open > 0) return (*b)->length;
+    for (auto b = it->second.rbegin(); b != it->second.rend(); ++b)
+      if ((*b)->open > 0) return (*b)->length;
     return otherwise;
   }
 
@@ -584,8 +604,10 @@ class Server : public Napi::ObjectWrap<Server> {
       uint32_t middle = low + (high - low) / 2;
       int order = strcmp(tree_.Name(middle), name);
       if (order == 0) return middle + 1;
-      if (order < 0) low = middle + 1;
-      else high = middle;
+      if (order < 0)
+        low = middle + 1;
+      else
+        high = middle;
     }
     return 0;
   }
@@ -594,9 +616,12 @@ class Server : public Napi::ObjectWrap<Server> {
     Server* s = Of(req);
     s->lookups_++;
     fuse_ino_t found = 0;
-    if (parent == 1 && s->controlName_ == name) found = s->controlDirIno_;
-    else if (parent == s->controlDirIno_) found = strcmp(name, "stats") == 0 ? s->statsIno_ : strcmp(name, "reset") == 0 ? s->resetIno_ : 0;
-    else found = s->Child(parent, name);
+    if (parent == 1 && s->controlName_ == name)
+      found = s->controlDirIno_;
+    else if (parent == s->controlDirIno_)
+      found = strcmp(name, "stats") == 0 ? s->statsIno_ : strcmp(name, "reset") == 0 ? s->resetIno_ : 0;
+    else
+      found = s->Child(parent, name);
     if (found == 0) {
       // A negative entry is cached too: the tree never changes.
       struct fuse_entry_param none;
@@ -621,7 +646,10 @@ class Server : public Napi::ObjectWrap<Server> {
     pid_t thread = fuse_req_ctx(req)->pid;
     if (fi == nullptr && s->reopenWindow_.count() > 0 && s->IsSample(ino)) s->NoteStat(thread, ino);
     struct stat st;
-    if (!s->Attributes(ino, &st, handle, thread)) { fuse_reply_err(req, ENOENT); return; }
+    if (!s->Attributes(ino, &st, handle, thread)) {
+      fuse_reply_err(req, ENOENT);
+      return;
+    }
     fuse_reply_attr(req, &st, s->TimeoutOf(ino));
   }
 
@@ -630,8 +658,14 @@ class Server : public Napi::ObjectWrap<Server> {
     Server* s = Of(req);
     const Tree& t = s->tree_;
     bool control = ino == s->controlDirIno_;
-    if (!control && !s->InTree(ino)) { fuse_reply_err(req, ENOENT); return; }
-    if (!control && !s->IsDirectory(ino)) { fuse_reply_err(req, ENOTDIR); return; }
+    if (!control && !s->InTree(ino)) {
+      fuse_reply_err(req, ENOENT);
+      return;
+    }
+    if (!control && !s->IsDirectory(ino)) {
+      fuse_reply_err(req, ENOTDIR);
+      return;
+    }
     size_t count = 2 + (control ? 2 : t.childCount[ino - 1]);
     std::vector<char> buffer(size);
     size_t used = 0;
@@ -639,13 +673,24 @@ class Server : public Napi::ObjectWrap<Server> {
       struct stat st;
       memset(&st, 0, sizeof(st));
       const char* name;
-      if (i == 0) { name = "."; st.st_ino = ino; st.st_mode = S_IFDIR; }
-      else if (i == 1) { name = ".."; st.st_ino = control || ino == 1 ? 1 : t.parent[ino - 1] + 1; st.st_mode = S_IFDIR; }
-      else if (control) { name = i == 2 ? "reset" : "stats"; st.st_ino = i == 2 ? s->resetIno_ : s->statsIno_; st.st_mode = S_IFREG; }
-      else {
+      if (i == 0) {
+        name = ".";
+        st.st_ino = ino;
+        st.st_mode = S_IFDIR;
+      } else if (i == 1) {
+        name = "..";
+        st.st_ino = control || ino == 1 ? 1 : t.parent[ino - 1] + 1;
+        st.st_mode = S_IFDIR;
+      } else if (control) {
+        name = i == 2 ? "reset" : "stats";
+        st.st_ino = i == 2 ? s->resetIno_ : s->statsIno_;
+        st.st_mode = S_IFREG;
+      } else {
         // Names and types only: ImageFolder's walk needs no stat per file.
         size_t child = t.firstChild[ino - 1] + (i - 2);
-        name = t.Name(child); st.st_ino = child + 1; st.st_mode = t.mode[child] & S_IFMT;
+        name = t.Name(child);
+        st.st_ino = child + 1;
+        st.st_mode = t.mode[child] & S_IFMT;
       }
       size_t need = fuse_add_direntry(req, buffer.data() + used, size - used, name, &st, static_cast<off_t>(i) + 1);
       if (need > size - used) break;
@@ -656,10 +701,22 @@ class Server : public Napi::ObjectWrap<Server> {
 
   static void Open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
     Server* s = Of(req);
-    if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC) != 0) { fuse_reply_err(req, EROFS); return; }
-    if (ino == s->controlDirIno_) { fuse_reply_err(req, EISDIR); return; }
-    if (!s->InTree(ino) && ino != s->statsIno_ && ino != s->resetIno_) { fuse_reply_err(req, ENOENT); return; }
-    if (s->IsDirectory(ino)) { fuse_reply_err(req, EISDIR); return; }
+    if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC) != 0) {
+      fuse_reply_err(req, EROFS);
+      return;
+    }
+    if (ino == s->controlDirIno_) {
+      fuse_reply_err(req, EISDIR);
+      return;
+    }
+    if (!s->InTree(ino) && ino != s->statsIno_ && ino != s->resetIno_) {
+      fuse_reply_err(req, ENOENT);
+      return;
+    }
+    if (s->IsDirectory(ino)) {
+      fuse_reply_err(req, EISDIR);
+      return;
+    }
     s->opens_++;
     pid_t thread = fuse_req_ctx(req)->pid;
     bool exact = false;
@@ -680,8 +737,10 @@ class Server : public Napi::ObjectWrap<Server> {
     Clock::time_point now = Clock::now();
     if (ReopenableLocked(thread, ino, now) != nullptr) return;
     auto mark = statted_.find(thread);
-    if (mark != statted_.end() && mark->second.ino == ino) mark->second = {ino, now, mark->second.getattrs + 1};
-    else statted_[thread] = {ino, now, 1};
+    if (mark != statted_.end() && mark->second.ino == ino)
+      mark->second = {ino, now, mark->second.getattrs + 1};
+    else
+      statted_[thread] = {ino, now, 1};
   }
 
   // Answers a re-open natively with the thread's last binding; false when
@@ -725,10 +784,16 @@ class Server : public Napi::ObjectWrap<Server> {
     Server* s = Of(req);
     s->reads_++;
     const Handle* handle = HandleOf(fi);
-    if (handle == nullptr) { fuse_reply_err(req, EBADF); return; }
+    if (handle == nullptr) {
+      fuse_reply_err(req, EBADF);
+      return;
+    }
     if (handle->bytes != nullptr) {
       size_t length = handle->bytes->length;
-      if (off < 0 || static_cast<size_t>(off) >= length) { fuse_reply_buf(req, nullptr, 0); return; }
+      if (off < 0 || static_cast<size_t>(off) >= length) {
+        fuse_reply_buf(req, nullptr, 0);
+        return;
+      }
       fuse_reply_buf(req, handle->bytes->data + off, std::min(size, length - static_cast<size_t>(off)));
       return;
     }
@@ -738,8 +803,10 @@ class Server : public Napi::ObjectWrap<Server> {
     s->blocking_.Run([req, fd, size, at] {
       std::vector<char> buffer(size);
       ssize_t n = pread(fd, buffer.data(), size, at);
-      if (n < 0) fuse_reply_err(req, errno);
-      else fuse_reply_buf(req, buffer.data(), static_cast<size_t>(n));
+      if (n < 0)
+        fuse_reply_err(req, errno);
+      else
+        fuse_reply_buf(req, buffer.data(), static_cast<size_t>(n));
     });
   }
 
@@ -752,7 +819,10 @@ class Server : public Napi::ObjectWrap<Server> {
     Server* s = Of(req);
     s->blocking_.Run([req, path = s->statfsPath_] {
       struct statvfs st;
-      if (statvfs(path.c_str(), &st) != 0) { fuse_reply_err(req, errno); return; }
+      if (statvfs(path.c_str(), &st) != 0) {
+        fuse_reply_err(req, errno);
+        return;
+      }
       st.f_bfree = st.f_bavail = 0;
       st.f_ffree = st.f_favail = 0;
       st.f_flag |= ST_RDONLY;
@@ -762,7 +832,10 @@ class Server : public Napi::ObjectWrap<Server> {
 
   static void Access(fuse_req_t req, fuse_ino_t ino, int mask) {
     Server* s = Of(req);
-    if (!s->InTree(ino) && !s->IsControl(ino)) { fuse_reply_err(req, ENOENT); return; }
+    if (!s->InTree(ino) && !s->IsControl(ino)) {
+      fuse_reply_err(req, ENOENT);
+      return;
+    }
     fuse_reply_err(req, (mask & W_OK) != 0 ? EROFS : 0);
   }
 
@@ -820,11 +893,15 @@ class Server : public Napi::ObjectWrap<Server> {
   std::mutex handlesMutex_;
   int64_t openHandles_ = 0;
   std::unordered_map<uint64_t, std::vector<std::shared_ptr<Binding>>> bound_;  // ino -> bindings, oldest first
-  std::unordered_map<pid_t, std::shared_ptr<Binding>> lastOpened_;  // thread -> the sample it opened last
-  std::deque<std::shared_ptr<Binding>> closing_;  // closed bindings that may still be re-opened, oldest first
+  std::unordered_map<pid_t, std::shared_ptr<Binding>> lastOpened_;             // thread -> the sample it opened last
+  std::deque<std::shared_ptr<Binding>> closing_;                               // closed bindings that may still be re-opened, oldest first
   // A thread's getattrs of one sample with no handle, since its last open: the kernel sends one
   // for every open (its permission check, default_permissions), so only more means a stat.
-  struct StatMark { uint64_t ino; Clock::time_point at; int getattrs; };
+  struct StatMark {
+    uint64_t ino;
+    Clock::time_point at;
+    int getattrs;
+  };
   static constexpr int kGetattrsPerOpen = 1;
   std::unordered_map<pid_t, StatMark> statted_;  // thread -> the sample it asked about last, when, how often
   std::chrono::microseconds reopenWindow_{0};

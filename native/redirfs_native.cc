@@ -27,19 +27,19 @@
 
 #include "crc32.h"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <dirent.h>
-#include <fcntl.h>
-#include <malloc.h>
 #include <mutex>
 #include <string>
 #include <unordered_map>
-#include <sys/stat.h>
-#include <sys/xattr.h>
-#include <unistd.h>
 #include <vector>
 
 namespace {
@@ -120,9 +120,7 @@ Napi::Buffer<char> HandToJs(Napi::Env env, void* base, char* data, size_t length
   return Napi::Buffer<char>::New(env, data, length, FreeBuffer, new Allocation{base, static_cast<int64_t>(allocated)});
 }
 
-std::string ErrnoMessage(const std::string& what, int error) {
-  return what + ": " + std::strerror(error);
-}
+std::string ErrnoMessage(const std::string& what, int error) { return what + ": " + std::strerror(error); }
 
 // An Error whose `code` names the errno (ENOENT, EIO, ...) as Node's own errors do, so JS decides
 // by the code, never by the message.
@@ -139,8 +137,7 @@ Napi::Value ErrorWithCode(Napi::Env env, const std::string& message, int error) 
 class ReadAlignedWorker : public Napi::AsyncWorker {
  public:
   ReadAlignedWorker(Napi::Env env, int fd, uint64_t offset, uint64_t length, bool direct)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)),
-        fd_(fd), offset_(offset), length_(length), direct_(direct) {}
+      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), fd_(fd), offset_(offset), length_(length), direct_(direct) {}
 
   Napi::Promise Promise() { return deferred_.Promise(); }
 
@@ -201,7 +198,10 @@ class Targets {
   explicit Targets(Napi::Array array) : keep_(Napi::Persistent(array)) {
     for (uint32_t i = 0; i < array.Length(); i++) {
       Napi::Value value = array.Get(i);
-      if (!value.IsBuffer()) { spans_.emplace_back(nullptr, 0); continue; }
+      if (!value.IsBuffer()) {
+        spans_.emplace_back(nullptr, 0);
+        continue;
+      }
       Napi::Buffer<char> buffer = value.As<Napi::Buffer<char>>();
       spans_.emplace_back(buffer.Data(), buffer.Length());
     }
@@ -223,8 +223,14 @@ class Targets {
 class ReadChunkWorker : public Napi::AsyncWorker {
  public:
   ReadChunkWorker(Napi::Env env, int fd, uint64_t offset, uint64_t length, bool direct, std::vector<std::pair<uint64_t, uint64_t>> pieces, Napi::Array targets)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)),
-        fd_(fd), offset_(offset), length_(length), direct_(direct), pieces_(std::move(pieces)), targets_(targets) {}
+      : Napi::AsyncWorker(env),
+        deferred_(Napi::Promise::Deferred::New(env)),
+        fd_(fd),
+        offset_(offset),
+        length_(length),
+        direct_(direct),
+        pieces_(std::move(pieces)),
+        targets_(targets) {}
 
   Napi::Promise Promise() { return deferred_.Promise(); }
 
@@ -274,8 +280,7 @@ class ReadChunkWorker : public Napi::AsyncWorker {
         pieceCrcs_.push_back(pieceCrc);
       }
     }
-    crc_ = summed <= available_ ? Append(crc, crc32fast::Crc32(0, chunk + summed, available_ - summed), available_ - summed)
-                                : crc32fast::Crc32(0, chunk, available_);
+    crc_ = summed <= available_ ? Append(crc, crc32fast::Crc32(0, chunk + summed, available_ - summed), available_ - summed) : crc32fast::Crc32(0, chunk, available_);
     chunkBuffers.Give(base, capacity);
   }
 
@@ -312,8 +317,8 @@ class ReadChunkWorker : public Napi::AsyncWorker {
 };
 
 struct FileResult {
-  size_t size = 0;         // bytes read into the target
-  char* own = nullptr;     // or, for a file that did not fit it, a buffer of its own
+  size_t size = 0;      // bytes read into the target
+  char* own = nullptr;  // or, for a file that did not fit it, a buffer of its own
   size_t ownCapacity = 0;
   std::string error;
   int code = 0;  // the errno behind error
@@ -329,7 +334,12 @@ class ReadFilesWorker : public Napi::AsyncWorker {
   enum ExpectedField { kExpectMtimeSec, kExpectMtimeNsec, kExpectDev, kExpectIno, kExpectMode, kExpectUid, kExpectGid, kExpectedFields };
 
   ReadFilesWorker(Napi::Env env, std::vector<std::string> paths, Napi::Array targets, std::vector<double> expected)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), paths_(std::move(paths)), targets_(targets), expected_(std::move(expected)), results_(paths_.size()) {}
+      : Napi::AsyncWorker(env),
+        deferred_(Napi::Promise::Deferred::New(env)),
+        paths_(std::move(paths)),
+        targets_(targets),
+        expected_(std::move(expected)),
+        results_(paths_.size()) {}
 
   Napi::Promise Promise() { return deferred_.Promise(); }
 
@@ -373,10 +383,12 @@ class ReadFilesWorker : public Napi::AsyncWorker {
   static std::string Changed(const struct stat& st, const double* expected, int& code) {
     code = ESTALE;
     if (static_cast<double>(st.st_dev) != expected[kExpectDev] || static_cast<double>(st.st_ino) != expected[kExpectIno]) return "replaced in the source since the mount";
-    if (static_cast<double>(st.st_mtim.tv_sec) != expected[kExpectMtimeSec] || static_cast<double>(st.st_mtim.tv_nsec) != expected[kExpectMtimeNsec]) return "modified in the source since the mount";
+    if (static_cast<double>(st.st_mtim.tv_sec) != expected[kExpectMtimeSec] || static_cast<double>(st.st_mtim.tv_nsec) != expected[kExpectMtimeNsec])
+      return "modified in the source since the mount";
     code = EACCES;
     unsigned shown = static_cast<unsigned>(expected[kExpectMode]) & 0777;
-    if (static_cast<double>(st.st_uid) != expected[kExpectUid] || static_cast<double>(st.st_gid) != expected[kExpectGid] || (shown & ~st.st_mode) != 0) return "owner or permissions changed in the source since the mount";
+    if (static_cast<double>(st.st_uid) != expected[kExpectUid] || static_cast<double>(st.st_gid) != expected[kExpectGid] || (shown & ~st.st_mode) != 0)
+      return "owner or permissions changed in the source since the mount";
     return "";
   }
 
@@ -446,10 +458,8 @@ Napi::Value ReadAligned(const Napi::CallbackInfo& info) {
     Napi::TypeError::New(env, "readAligned(fd, offset, length, direct)").ThrowAsJavaScriptException();
     return env.Undefined();
   }
-  auto* worker = new ReadAlignedWorker(env, info[0].As<Napi::Number>().Int32Value(),
-                                       static_cast<uint64_t>(info[1].As<Napi::Number>().Int64Value()),
-                                       static_cast<uint64_t>(info[2].As<Napi::Number>().Int64Value()),
-                                       info[3].As<Napi::Boolean>().Value());
+  auto* worker = new ReadAlignedWorker(env, info[0].As<Napi::Number>().Int32Value(), static_cast<uint64_t>(info[1].As<Napi::Number>().Int64Value()),
+                                       static_cast<uint64_t>(info[2].As<Napi::Number>().Int64Value()), info[3].As<Napi::Boolean>().Value());
   Napi::Promise promise = worker->Promise();
   worker->Queue();
   return promise;
@@ -464,10 +474,9 @@ Napi::Value ReadChunk(const Napi::CallbackInfo& info) {
   Napi::Float64Array flat = info[4].As<Napi::Float64Array>();
   std::vector<std::pair<uint64_t, uint64_t>> pieces;
   for (size_t i = 0; i + 1 < flat.ElementLength(); i += 2) pieces.emplace_back(static_cast<uint64_t>(flat[i]), static_cast<uint64_t>(flat[i + 1]));
-  auto* worker = new ReadChunkWorker(env, info[0].As<Napi::Number>().Int32Value(),
-                                     static_cast<uint64_t>(info[1].As<Napi::Number>().Int64Value()),
-                                     static_cast<uint64_t>(info[2].As<Napi::Number>().Int64Value()),
-                                     info[3].As<Napi::Boolean>().Value(), std::move(pieces), info[5].As<Napi::Array>());
+  auto* worker =
+      new ReadChunkWorker(env, info[0].As<Napi::Number>().Int32Value(), static_cast<uint64_t>(info[1].As<Napi::Number>().Int64Value()),
+                          static_cast<uint64_t>(info[2].As<Napi::Number>().Int64Value()), info[3].As<Napi::Boolean>().Value(), std::move(pieces), info[5].As<Napi::Array>());
   Napi::Promise promise = worker->Promise();
   worker->Queue();
   return promise;
@@ -499,8 +508,7 @@ enum ListedField { kMode, kSize, kUid, kGid, kNlink, kAtimeSec, kAtimeNsec, kMti
 
 class ListDirectoryWorker : public Napi::AsyncWorker {
  public:
-  ListDirectoryWorker(Napi::Env env, std::string path)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), path_(std::move(path)) {}
+  ListDirectoryWorker(Napi::Env env, std::string path) : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), path_(std::move(path)) {}
 
   Napi::Promise Promise() { return deferred_.Promise(); }
 

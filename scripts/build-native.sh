@@ -8,7 +8,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${1:-$root/native}
 
 missing() { echo "setup: cannot build the native addons: $1; install Debian's $2 (scripts/setup.sh does)" >&2; exit 1; }
-command -v g++ >/dev/null && command -v make >/dev/null || missing "no C++ compiler or make" build-essential
+if ! command -v g++ >/dev/null || ! command -v make >/dev/null; then missing "no C++ compiler or make" build-essential; fi
 command -v python3 >/dev/null || missing "node-gyp needs python3" python3
 command -v pkg-config >/dev/null || missing "no pkg-config" pkg-config
 pkg-config --exists fuse3 || missing "pkg-config finds no fuse3 (the FUSE server's headers and library)" libfuse3-dev

@@ -17,7 +17,8 @@ cd "$(dirname "$0")/.."
 #                                         recommended packages, which are many and unused)
 #   python3-ffcv, python3-numba           FFCV, the loader the benchmark compares with (its
 #                                         tests too); Debian's python3-ffcv omits numba
-packages=(build-essential python3 pkg-config libfuse3-dev libfuse2 fuse3 kmod python3-torch python3-torchvision python3-pil python3-numpy python3-opencv python3-sklearn python3-ffcv python3-numba util-linux-extra openssl)
+#   pyflakes3, shellcheck, clang-format   npm run lint's checkers for Python, shell and C++
+packages=(build-essential python3 pkg-config libfuse3-dev libfuse2 fuse3 kmod python3-torch python3-torchvision python3-pil python3-numpy python3-opencv python3-sklearn python3-ffcv python3-numba util-linux-extra openssl shellcheck pyflakes3 clang-format)
 lean_packages=(python3-imageio python3-skimage)
 missing() {
   for package in "$@"; do

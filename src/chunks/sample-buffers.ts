@@ -14,7 +14,7 @@
  * capacity to an arena: memory of its own costs the process about 400
  * bytes beyond the sample's (the ArrayBuffer, its backing store, the
  * bookkeeping here), which on a tree of 100-byte files was four times the
- * bytes themselves, uncounted by --memory (docs/design.md, "Memory").
+ * bytes themselves, uncounted by --memory (docs/design.md, "Sample memory").
  *
  * Slabs and arenas, in use and idle, stay within `limitBytes` (the daemon
  * sets it to its --memory), so keeping them never lifts RSS above what the

@@ -209,9 +209,17 @@ export class DatasetTree {
     const c = this.columns
     const ms = (sec: number, nsec: number): number => sec * 1000 + nsec / 1e6
     return {
-      mode: c.mode[entry], size: c.size[entry], uid: c.uid[entry], gid: c.gid[entry], nlink: c.nlink[entry],
-      atimeMs: ms(c.atimeSec[entry], c.atimeNsec[entry]), mtimeMs: ms(c.mtimeSec[entry], c.mtimeNsec[entry]), ctimeMs: ms(c.ctimeSec[entry], c.ctimeNsec[entry]),
-      atimeNsec: c.atimeNsec[entry], mtimeNsec: c.mtimeNsec[entry], ctimeNsec: c.ctimeNsec[entry]
+      mode: c.mode[entry],
+      size: c.size[entry],
+      uid: c.uid[entry],
+      gid: c.gid[entry],
+      nlink: c.nlink[entry],
+      atimeMs: ms(c.atimeSec[entry], c.atimeNsec[entry]),
+      mtimeMs: ms(c.mtimeSec[entry], c.mtimeNsec[entry]),
+      ctimeMs: ms(c.ctimeSec[entry], c.ctimeNsec[entry]),
+      atimeNsec: c.atimeNsec[entry],
+      mtimeNsec: c.mtimeNsec[entry],
+      ctimeNsec: c.ctimeNsec[entry]
     }
   }
 

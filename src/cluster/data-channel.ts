@@ -186,11 +186,29 @@ function reclaimAnswer (reply: ReclaimReply): Answer {
   return { head, bytes }
 }
 
-/** Each call the channel serves: its request's codec, its answer's kind, and the work. */
-function calls (handler: DataHandler): Map<number, { name: string, request: MessageCodec<any>, answerKind: number, answer: (request: any) => Promise<Answer> }> {
+/** A call the channel serves: its name, its answer's kind, and how a request's bytes become the work that answers it (decoding throws on a malformed one). */
+interface ServedCall {
+  readonly name: string
+  readonly answerKind: number
+  decode (message: Uint8Array): () => Promise<Answer>
+}
+
+function servedCall<T> (name: string, answerKind: number, codec: MessageCodec<T>, answer: (request: T) => Promise<Answer>): ServedCall {
+  return {
+    name,
+    answerKind,
+    decode: message => {
+      const request = codec.decode(message)
+      return async () => await answer(request)
+    }
+  }
+}
+
+/** Each call the channel serves, by its request's kind. */
+function calls (handler: DataHandler): Map<number, ServedCall> {
   return new Map([
-    [READ, { name: 'read', request: messages().read, answerKind: READ_ANSWER, answer: async (request: ReadRequest) => readAnswer(await handler.read(request)) }],
-    [RECLAIM, { name: 'reclaim', request: messages().reclaim, answerKind: RECLAIM_ANSWER, answer: async (request: ReclaimRequest) => reclaimAnswer(handler.reclaim(request)) }]
+    [READ, servedCall('read', READ_ANSWER, messages().read, async request => readAnswer(await handler.read(request)))],
+    [RECLAIM, servedCall('reclaim', RECLAIM_ANSWER, messages().reclaim, async request => reclaimAnswer(handler.reclaim(request)))]
   ])
 }
 
@@ -233,15 +251,15 @@ export async function startDataServer (
       }
       const call = served.get(kind)
       if (call === undefined) throw new Error(`a frame of kind ${kind} where a call was expected`)
-      let request: unknown
+      let work: () => Promise<Answer>
       try {
-        request = call.request.decode(message)
+        work = call.decode(message)
       } catch (err) {
         socket.write(errorFrame(call.answerKind, id, grpc.status.INVALID_ARGUMENT, `a malformed ${call.name}: ${(err as Error).message}`))
         return undefined
       }
       // A failure of the work or of its answer's encoding is the caller's error, never this process's.
-      call.answer(request).then(answer => writeAnswer(socket, call.answerKind, id, answer, handler)).catch((err: unknown) => {
+      work().then(answer => writeAnswer(socket, call.answerKind, id, answer, handler)).catch((err: unknown) => {
         const { code, details } = statusOf(err, call.name)
         if (!socket.destroyed) socket.write(errorFrame(call.answerKind, id, code, details))
       })
@@ -293,7 +311,7 @@ function unbracketed (host: string): string { return host.startsWith('[') && hos
 
 /** A call in flight, and how its answer's head and bytes become its reply. */
 interface PendingCall {
-  finish (head: any, files: Buffer[]): void
+  finish (head: AnswerHead, files: Buffer[]): void
   reject (err: Error): void
   timer: NodeJS.Timeout
 }
@@ -334,12 +352,13 @@ class Connection {
   }
 
   /** Sends a request of `kind`; `finish` makes the reply of the answer's head and its files' bytes. */
-  call<T, Head> (kind: number, message: Uint8Array, deadlineMs: number, finish: (head: Head, files: Buffer[]) => T): CallInFlight<T> {
+  call<T, Head extends AnswerHead> (kind: number, message: Uint8Array, deadlineMs: number, finish: (head: Head, files: Buffer[]) => T): CallInFlight<T> {
     const id = this.nextId++
     if (this.nextId > 0xffffffff) this.nextId = 1
     const answer = new Promise<T>((resolve, reject) => {
       const timer = setTimeout(() => this.settle(id)?.reject(new PeerCallError(this.peer, grpc.status.DEADLINE_EXCEEDED, `no answer within ${deadlineMs / 1000}s`)), deadlineMs)
-      this.pending.set(id, { finish: (head: Head, files: Buffer[]) => resolve(finish(head, files)), reject, timer })
+      // The answer's kind is the request's, so its head is this call's Head.
+      this.pending.set(id, { finish: (head, files) => resolve(finish(head as Head, files)), reject, timer })
     })
     this.socket.write(frame(kind, id, message))
     return { answer, cancel: err => this.settle(id)?.reject(err) }

@@ -4,7 +4,7 @@
  * through, who answers for a VC now, and deaths.
  *
  * A peer that does not answer a call within the peer timeout is dead to
- * this node (docs/design.md, "Cluster"). Whoever must act on a death (the
+ * this node (docs/design.md, "Cluster protocol"). Whoever must act on a death (the
  * ledger, the takeover) subscribes with `onDeath` and is told once per
  * death.
  *
@@ -31,7 +31,7 @@ import { PeerClient } from './peer-client'
 import type { Credentials } from './security'
 import { randomInt } from 'node:crypto'
 import { compareGenerations, describeGeneration, FIRST_GENERATION, generationOf, type GenerationId } from './generations'
-import { PROTOCOL_VERSION, type HandshakeReply, type HandshakeRequest } from './wire'
+import { PROTOCOL_VERSION, type HandshakeRequest } from './wire'
 
 export type Storage = 'shared' | 'sharded'
 

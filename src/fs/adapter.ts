@@ -53,6 +53,12 @@ export interface AdapterOptions {
 export interface OpenOptions { exact?: boolean, thread?: number }
 
 const WRITE_ACCESS = fsConstants.O_WRONLY | fsConstants.O_RDWR
+
+/** Nothing is opened for writing: the mount is read-only. */
+function refuseWrites (flags: number): void {
+  if ((flags & WRITE_ACCESS) !== 0 || (flags & fsConstants.O_TRUNC) !== 0) throw new FsError('EROFS', 'read-only')
+}
+
 const EROFS_OPS = ['write', 'create', 'truncate', 'ftruncate', 'unlink', 'rename', 'mkdir', 'rmdir', 'symlink', 'link', 'chmod', 'chown', 'utimens', 'mknod', 'setxattr', 'removexattr']
 
 export class FsAdapter {
@@ -106,7 +112,12 @@ export class FsAdapter {
    * opening); the stats file is a snapshot; anything else passes through.
    */
   async bind (fusePath: string, flags: number, options: OpenOptions = {}): Promise<Handle> {
-    if ((flags & WRITE_ACCESS) !== 0 || (flags & fsConstants.O_TRUNC) !== 0) throw new FsError('EROFS', 'read-only')
+    if (!isControlPath(fusePath)) {
+      const entry = this.entry(fusePath)
+      if (entry < 0) throw new FsError('ENOENT', 'no such file')
+      return await this.bindEntry(entry, flags, options)
+    }
+    refuseWrites(flags)
     if (fusePath === STATS_FILE) return { kind: 'bytes', entry: STATS_ENTRY, bytes: this.statsBytes() }
     if (fusePath === RESET_FILE) {
       // Only a deliberate open resets (redirfs reset opens it non-blocking): never a stray read by a backup or a search.
@@ -114,14 +125,12 @@ export class FsAdapter {
       return { kind: 'bytes', entry: RESET_ENTRY, bytes: Buffer.from(JSON.stringify(this.options.reset()) + '\n') }
     }
     if (fusePath === CONTROL_DIR) throw new FsError('EISDIR', 'is a directory')
-    const entry = this.entry(fusePath)
-    if (entry < 0) throw new FsError('ENOENT', 'no such file')
-    return await this.bindEntry(entry, flags, options)
+    throw new FsError('ENOENT', 'no such file')
   }
 
   /** `bind` for a tree entry the caller has already found (the native server knows it by inode). */
   async bindEntry (entry: number, flags: number, options: OpenOptions = {}): Promise<Handle> {
-    if ((flags & WRITE_ACCESS) !== 0 || (flags & fsConstants.O_TRUNC) !== 0) throw new FsError('EROFS', 'read-only')
+    refuseWrites(flags)
     const tree = this.options.tree
     if (tree.isDirectory(entry)) throw new FsError('EISDIR', 'is a directory')
     const sample = tree.sampleOf(entry)

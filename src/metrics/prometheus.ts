@@ -38,7 +38,10 @@ type Stats = () => MountStats
 function total (registry: Registry, name: string, help: string, read: (s: MountStats) => Array<[Record<string, string>, number]>, stats: Stats, labelNames: string[] = []): void {
   // eslint-disable-next-line no-new
   new Counter({
-    name, help, labelNames, registers: [registry],
+    name,
+    help,
+    labelNames,
+    registers: [registry],
     collect () {
       this.reset()
       for (const [labels, value] of read(stats())) if (Number.isFinite(value) && value > 0) this.inc(labels, value)
@@ -49,7 +52,10 @@ function total (registry: Registry, name: string, help: string, read: (s: MountS
 function gauge (registry: Registry, name: string, help: string, read: (s: MountStats) => Array<[Record<string, string>, number]>, stats: Stats, labelNames: string[] = []): void {
   // eslint-disable-next-line no-new
   new Gauge({
-    name, help, labelNames, registers: [registry],
+    name,
+    help,
+    labelNames,
+    registers: [registry],
     collect () {
       this.reset()
       for (const [labels, value] of read(stats())) if (Number.isFinite(value)) this.set(labels, value)

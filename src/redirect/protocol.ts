@@ -432,7 +432,6 @@ export class Protocol {
 
     const placed: FileId[] = []
     let served: FileId | undefined
-    const mode = this.options.mode
     const arrived = plan.files.filter(file => delivered.has(file))
 
     if (plan.forNextEpoch === true) {

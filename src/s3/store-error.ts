@@ -152,7 +152,7 @@ export function storeErrorMessage (verdict: Verdict, context: RequestContext): s
         case 'CredentialsProviderError': return 'no AWS credentials found: set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or run where an instance or container role is available'
         case 'InvalidAccessKeyId': return `${context.endpoint} does not know the access key id in use (InvalidAccessKeyId): ${credentials}`
         case 'SignatureDoesNotMatch': return `${context.endpoint} rejected the request signature (SignatureDoesNotMatch): the secret key does not match the key id; ${credentials}`
-        case 'ExpiredToken': return `the AWS session token has expired (ExpiredToken): renew your credentials`
+        case 'ExpiredToken': return 'the AWS session token has expired (ExpiredToken): renew your credentials'
         default: return `access denied to ${url} (${verdict.reason}): ${credentials} and the bucket's permissions`
       }
     case 'failed': return `${context.operation} ${url} failed (${verdict.reason}${tries})`

@@ -177,8 +177,15 @@ export class ObjectStore {
   private readonly onRetry?: (info: RetryInfo) => void
   private readonly endpoint?: string
   private readonly counters: Omit<StoreStats, 'inFlight'> = {
-    getRequests: 0, listRequests: 0, headRequests: 0, putRequests: 0, deleteRequests: 0,
-    bytesRead: 0, bytesWritten: 0, retries: 0, failures: 0
+    getRequests: 0,
+    listRequests: 0,
+    headRequests: 0,
+    putRequests: 0,
+    deleteRequests: 0,
+    bytesRead: 0,
+    bytesWritten: 0,
+    retries: 0,
+    failures: 0
   }
 
   private inFlight = 0

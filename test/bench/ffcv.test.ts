@@ -2,11 +2,11 @@
 // written once and written again when it is not what this run would write,
 // and FFCV's loader, as the bench runs it on this CPU-only machine, gives
 // every sample once per epoch with its label.
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { benchPython } from '../helpers/bench'
 
 /** `benchPython` with a small generated dataset (`root`, `info`) made first. */
-async function python (t: Tap.Test, body: string): Promise<{ result: any, log: string }> {
+async function python (t: Test, body: string): Promise<{ result: any, log: string }> {
   return await benchPython(t, `root, info = bench.ensure_dataset(data, 600 * 1024, 2, 0)\n${body}`)
 }
 

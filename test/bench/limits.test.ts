@@ -103,7 +103,7 @@ print(json.dumps({"version": l.version, "iops": open(os.path.join(b, "blkio.thro
 })
 
 t.test('neither version: one line says what is missing and how to get it', async t => {
-  const root = tree({ 'unrelated': '' })
+  const root = tree({ unrelated: '' })
   t.teardown(() => { rmSync(root, { recursive: true, force: true }) })
   const { stderr, code } = await run('/usr/bin/python3', ['-c', `
 import sys; sys.path.insert(0, ${JSON.stringify(BENCH)}); import limits

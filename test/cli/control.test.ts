@@ -14,7 +14,6 @@ import { openToEveryone, redirfsAsNobody } from '../helpers/unprivileged'
 const dataset = generateDataset(7)
 t.teardown(async () => { await fs.rm(dataset.root, { recursive: true, force: true }) })
 
-
 t.test('a directory dressed up as a mount is refused, and the process its stats name is left alone', async t => {
   const sleeper = spawn('sleep', ['300'], { stdio: 'ignore' })
   t.teardown(() => { sleeper.kill('SIGKILL') })

@@ -5,7 +5,7 @@ import { execFile } from 'node:child_process'
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { promisify } from 'node:util'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { emptyDir, forceUnmount, redirfs } from '../helpers/mount'
 
 const run = promisify(execFile)
@@ -16,14 +16,14 @@ for (let i = 0; i < 3; i++) writeFileSync(path.join(source, 'cat', `${i}.jpg`), 
 t.teardown(() => rmSync(source, { recursive: true, force: true }))
 
 /** A small tmpfs of the test's own, unmounted in teardown. */
-async function tmpfs (t: Tap.Test, options: string): Promise<string> {
+async function tmpfs (t: Test, options: string): Promise<string> {
   const dir = emptyDir('redirfs-msg-fs-')
   await run('mount', ['-t', 'tmpfs', '-o', options, 'tmpfs', dir])
   t.teardown(async () => { await run('umount', [dir]).catch(() => {}) })
   return dir
 }
 
-function oneLine (t: Tap.Test, stderr: string): void {
+function oneLine (t: Test, stderr: string): void {
   t.equal(stderr.split('\n').length, 2, 'one line')
   t.notMatch(stderr, /unexpected error|\n\s+at /)
 }

@@ -1,10 +1,10 @@
 // The mount lifecycle through the real CLI: bad input, overmount, umount,
 // a killed daemon, foreground signals.
 import { spawn } from 'node:child_process'
-import { promises as fs, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { promises as fs, mkdirSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { readStats } from '../../src/cli/stats-command'
 import { classOf, generateDataset } from '../helpers/dataset'
 import { CLI, CLI_ENV, emptyDir, forceUnmount, isAlive, isMounted, mount, redirfs } from '../helpers/mount'
@@ -12,7 +12,6 @@ import { readEpoch } from '../helpers/readers'
 
 const dataset = generateDataset(4)
 t.teardown(async () => { await fs.rm(dataset.root, { recursive: true, force: true }) })
-
 
 t.test('bad input gets one line on stderr and a non-zero exit', async t => {
   const mountpoint = emptyDir()
@@ -138,7 +137,7 @@ t.test('umount refuses while a file is open there, and --force does it anyway', 
 })
 
 /** After the daemon died: umount --force clears the mountpoint, and a new mount serves every sample once. */
-async function forceUnmountAndRemount (t: Tap.Test, mountpoint: string): Promise<void> {
+async function forceUnmountAndRemount (t: Test, mountpoint: string): Promise<void> {
   const forced = await redirfs('umount', '--force', mountpoint)
   t.equal(forced.code, 0, forced.stderr)
   t.notOk(isMounted(mountpoint))

@@ -6,7 +6,7 @@
 import { promises as fs, readFileSync } from 'node:fs'
 import path from 'node:path'
 import * as grpc from '@grpc/grpc-js'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { readStats } from '../../src/cli/stats-command'
 import { parseAddress } from '../../src/cluster/addresses'
 import { PeerCallError } from '../../src/cluster/call-error'
@@ -24,7 +24,7 @@ t.teardown(async () => { await fs.rm(dataset.root, { recursive: true, force: tru
 // Each node's memory holds about a sixth of the dataset: most opens are redirected or remote.
 const NODE_OPTIONS = ['--memory', '120K', '--chunk-size', '4', '--group-depth', '1', '--peer-timeout', '3']
 
-function checkEpoch (t: Tap.Test, reads: NodeRead[], expected: readonly string[], what: string): void {
+function checkEpoch (t: Test, reads: NodeRead[], expected: readonly string[], what: string): void {
   const served = reads.map(r => dataset.byContent.get(r.content))
   t.equal(served.filter(s => s === undefined).length, 0, `${what}: every read is a whole sample`)
   t.equal(reads.filter((r, i) => classOf(served[i]!) !== classOf(r.opened)).length, 0, `${what}: no wrong label`)
@@ -43,10 +43,10 @@ for (const mode of ['strict', 'pool', 'mix']) {
       checkEpoch(t, reads, dataset.samples, `epoch ${epoch}`)
     }
     const stats = await Promise.all(cluster.mountpoints.map(readStats))
-    t.ok(sum(stats, s => s.cluster.remoteRequests) > 0, 'nodes asked each other')
-    t.ok(sum(stats, s => s.cluster.prefetchUsed) > 0, 'prefetched files were used')
+    t.ok(sum(stats, s => s.cluster!.remoteRequests) > 0, 'nodes asked each other')
+    t.ok(sum(stats, s => s.cluster!.prefetchUsed) > 0, 'prefetched files were used')
     t.ok(sum(stats, s => s.protocol.redirects) > 0, 'redirection happened')
-    t.same(stats.map(s => s.cluster.peers.map((p: any) => p.state)), [['self', 'alive', 'alive'], ['alive', 'self', 'alive'], ['alive', 'alive', 'self']])
+    t.same(stats.map(s => s.cluster!.peers.map((p: any) => p.state)), [['self', 'alive', 'alive'], ['alive', 'self', 'alive'], ['alive', 'alive', 'self']])
   })
 }
 
@@ -70,14 +70,14 @@ t.test('3 nodes over a train/val root with the default grouping: every split and
   }
   const stats = await Promise.all(cluster.mountpoints.map(readStats))
   t.ok(sum(stats, s => s.protocol.redirects) > 0, 'redirection happened')
-  t.ok(sum(stats, s => s.cluster.remoteRequests) > 0, 'nodes asked each other')
-  t.equal(stats[1].cluster.listen, `0.0.0.0:${cluster.peers.split(',')[1].split(':')[1]}`, '--listen: node 1 listens where it was told, and its peers reached it')
-  t.equal(stats[1].cluster.dataPort, dataPort, '--data-port: node 1\'s data channel is where it was told')
-  t.ok(stats[0].cluster.dataPort > 0 && stats[0].cluster.dataPort !== dataPort, 'without it, a node\'s data channel takes a free port')
-  t.ok(stats[2].cluster.remoteRequests > 0, 'node 2 asked for remote samples')
-  t.equal(stats[2].cluster.remoteMemoryBytes, 8192, '--remote-memory')
-  t.ok(stats[2].cluster.peakMirrorBytes <= 8192, `node 2's mirrors stayed within --remote-memory (peak ${stats[2].cluster.peakMirrorBytes})`)
-  t.ok(stats[0].cluster.peakMirrorBytes > 8192, 'a default-sized mirror holds more')
+  t.ok(sum(stats, s => s.cluster!.remoteRequests) > 0, 'nodes asked each other')
+  t.equal(stats[1].cluster!.listen, `0.0.0.0:${cluster.peers.split(',')[1].split(':')[1]}`, '--listen: node 1 listens where it was told, and its peers reached it')
+  t.equal(stats[1].cluster!.dataPort, dataPort, '--data-port: node 1\'s data channel is where it was told')
+  t.ok(stats[0].cluster!.dataPort > 0 && stats[0].cluster!.dataPort !== dataPort, 'without it, a node\'s data channel takes a free port')
+  t.ok(stats[2].cluster!.remoteRequests > 0, 'node 2 asked for remote samples')
+  t.equal(stats[2].cluster!.remoteMemoryBytes, 8192, '--remote-memory')
+  t.ok(stats[2].cluster!.peakMirrorBytes <= 8192, `node 2's mirrors stayed within --remote-memory (peak ${stats[2].cluster!.peakMirrorBytes})`)
+  t.ok(stats[0].cluster!.peakMirrorBytes > 8192, 'a default-sized mirror holds more')
 })
 
 t.test('remote requests per remote sample, with and without prefetch', async t => {
@@ -91,7 +91,7 @@ t.test('remote requests per remote sample, with and without prefetch', async t =
       checkEpoch(t, reads, dataset.samples, `prefetch ${prefetch}, epoch ${epoch}`)
     }
     const stats = await Promise.all(cluster.mountpoints.map(readStats))
-    rates[String(prefetch)] = sum(stats, s => s.cluster.remoteRequests) / sum(stats, s => s.cluster.remoteOpens)
+    rates[String(prefetch)] = sum(stats, s => s.cluster!.remoteRequests) / sum(stats, s => s.cluster!.remoteOpens)
     for (const mountpoint of cluster.mountpoints) await forceUnmount(mountpoint)
   }
   t.comment(`remote requests per remote sample: ${rates.true.toFixed(2)} with prefetch, ${rates.false.toFixed(2)} without`)
@@ -173,8 +173,8 @@ t.test('shared storage: a node killed mid-epoch; the others finish the epoch wit
   const expected = dataset.samples.filter((_, i) => i % 3 !== 2).length
   t.ok(survivors.length >= expected, `the survivors read their whole shares (${survivors.length} opens)`)
   const stats = await Promise.all(cluster.mountpoints.slice(0, 2).map(readStats))
-  t.ok(sum(stats, s => s.cluster.takeovers) > 0, 'the survivors took over the dead node\'s chunks')
-  t.same(stats.map(s => s.cluster.peers[2].state), ['dead', 'dead'])
+  t.ok(sum(stats, s => s.cluster!.takeovers) > 0, 'the survivors took over the dead node\'s chunks')
+  t.same(stats.map(s => s.cluster!.peers[2].state), ['dead', 'dead'])
   // The next epoch, read by the survivors alone, is still served without error.
   const after = await readClusterEpoch(cluster.mountpoints.slice(0, 2), dataset.samples, 82)
   t.same(after.errors, [], 'a whole epoch more on two nodes: no error')

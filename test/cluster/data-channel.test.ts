@@ -8,9 +8,10 @@ import os from 'node:os'
 import path from 'node:path'
 import * as grpc from '@grpc/grpc-js'
 import pino from 'pino'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { PeerCallError } from '../../src/cluster/call-error'
 import { DataClient, startDataServer, type DataHandler, type StatusOf } from '../../src/cluster/data-channel'
+import { FIRST_GENERATION } from '../../src/cluster/generations'
 import { PeerRefusal } from '../../src/cluster/peer-server'
 import { loadCredentials, type Credentials } from '../../src/cluster/security'
 import type { ReadReply, ReadRequest, ReclaimReply } from '../../src/cluster/wire'
@@ -22,14 +23,14 @@ const work = mkdtempSync(path.join(os.tmpdir(), 'redirfs-data-'))
 t.teardown(() => rmSync(work, { recursive: true, force: true }))
 
 const statusOf: StatusOf = err => ({ code: err instanceof PeerRefusal ? err.status : grpc.status.INTERNAL, details: (err as Error).message })
-const request = (file: number): ReadRequest => ({ node: 0, file, emptyOffsets: Buffer.alloc(1), freeBytes: 1e9, lastBatch: 0 })
+const request = (file: number): ReadRequest => ({ node: 0, file, emptyOffsets: Buffer.alloc(1), freeBytes: 1e9, lastBatch: 0, generation: null })
 
 const noReclaim = (): ReclaimReply => { throw new Error('no reclaim in this test') }
 
 /** File n's bytes: n repeated, `size` of them. */
 const bytesOf = (file: number, size: number): Buffer => Buffer.alloc(size, file % 251)
 
-async function serve (t: Tap.Test, handler: DataHandler, credentials?: Credentials, refused: string[] = []): Promise<{ client: (token?: string, as?: Credentials) => DataClient, close: () => void }> {
+async function serve (t: Test, handler: DataHandler, credentials?: Credentials, refused: string[] = []): Promise<{ client: (token?: string, as?: Credentials) => DataClient, close: () => void }> {
   const own = credentials ?? await loadCredentials({})
   const server = await startDataServer('127.0.0.1', 0, own, TOKEN, handler, statusOf, peer => refused.push(peer), log)
   t.teardown(() => server.close())
@@ -51,7 +52,7 @@ t.test('an answer brings the served file first, then the batch, each with its ow
   const sizes = [113_000, 0, 300_000, 1, 262_144, 700_000]
   const { client } = await serve(t, {
     reclaim: noReclaim,
-    read: async r => ({ served: { file: r.file, data: bytesOf(r.file, 5000) }, batch: sizes.map((size, i) => ({ file: 100 + i, data: bytesOf(100 + i, size) })), batchNumber: 7, vcEpoch: 2 })
+    read: async r => ({ served: { file: r.file, data: bytesOf(r.file, 5000) }, batch: sizes.map((size, i) => ({ file: 100 + i, data: bytesOf(100 + i, size) })), batchNumber: 7, vcEpoch: 2, generation: FIRST_GENERATION })
   })
   const reply = await client().read(request(3), 5000).answer
   t.same({ file: reply.served?.file, ok: reply.served?.data.equals(bytesOf(3, 5000)) }, { file: 3, ok: true })
@@ -68,10 +69,10 @@ t.test('a reclaim brings back what the holder holds, and the file it gives back 
     shipped: bytes => shipped.push(bytes)
   })
   const one = client()
-  const given = await one.reclaim({ node: 0, vc: 1, giveBack: true, offsets: [] }, 5000).answer
+  const given = await one.reclaim({ node: 0, vc: 1, giveBack: true, offsets: [], generation: null }, 5000).answer
   t.same({ held: given.held, lastBatch: given.lastBatch, file: given.returned?.file }, { held: [4, 5, 6], lastBatch: 9, file: 5 })
   t.ok(given.returned?.data.equals(bytesOf(5, 120_000)), 'the returned file\'s bytes intact')
-  t.same(await one.reclaim({ node: 0, vc: 1, giveBack: false, offsets: [] }, 5000).answer, { held: [4, 5, 6], lastBatch: 9, returned: null })
+  t.same(await one.reclaim({ node: 0, vc: 1, giveBack: false, offsets: [], generation: null }, 5000).answer, { held: [4, 5, 6], lastBatch: 9, returned: null })
   await new Promise(resolve => setTimeout(resolve, 50)) // the holder's last write callback
   t.same(shipped.map(list => list.map(b => b.length)), [[120_000]], 'the returned file\'s buffer went back to the holder once written')
 })
@@ -84,8 +85,9 @@ t.test('an owner that could not read the file answers without it', async t => {
 
 t.test('many reads at once on one connection each get their own answer, in whatever order they are ready', async t => {
   const { client } = await serve(t, {
+    reclaim: noReclaim,
     // Later files answer sooner, so answers come back out of order.
-    read: async r => await new Promise<ReadReply>(resolve => setTimeout(() => resolve({ served: { file: r.file, data: bytesOf(r.file, 50_000 + r.file) }, batch: [], batchNumber: 0, vcEpoch: 0 }), 40 - r.file))
+    read: async r => await new Promise<ReadReply>(resolve => setTimeout(() => resolve({ served: { file: r.file, data: bytesOf(r.file, 50_000 + r.file) }, batch: [], batchNumber: 0, vcEpoch: 0, generation: FIRST_GENERATION }), 40 - r.file))
   })
   const one = client()
   const replies = await Promise.all(Array.from({ length: 40 }, async (_, file) => await one.read(request(file), 5000).answer))
@@ -99,7 +101,7 @@ t.test('a refusal reaches the requester with its status, a handler bug as INTERN
     read: async r => {
       if (r.file === 1) throw new PeerRefusal(grpc.status.FAILED_PRECONDITION, 'does not answer for that chunk')
       if (r.file === 2) throw new Error('boom')
-      return { served: { file: r.file, data: Buffer.from('ok') }, batch: [], batchNumber: 0, vcEpoch: 0 }
+      return { served: { file: r.file, data: Buffer.from('ok') }, batch: [], batchNumber: 0, vcEpoch: 0, generation: FIRST_GENERATION }
     }
   })
   const one = client()
@@ -112,7 +114,7 @@ t.test('a refusal reaches the requester with its status, a handler bug as INTERN
 t.test('a wrong token is refused, noted, and no read goes through', async t => {
   const refused: string[] = []
   let reads = 0
-  const { client } = await serve(t, { reclaim: noReclaim, read: async r => { reads++; return { served: { file: r.file, data: Buffer.from('x') }, batch: [], batchNumber: 0, vcEpoch: 0 } } }, undefined, refused)
+  const { client } = await serve(t, { reclaim: noReclaim, read: async r => { reads++; return { served: { file: r.file, data: Buffer.from('x') }, batch: [], batchNumber: 0, vcEpoch: 0, generation: FIRST_GENERATION } } }, undefined, refused)
   const err = await failure(client('not-the-cluster-token').read(request(1), 5000).answer)
   t.same([err.status, err.details], [grpc.status.UNAUTHENTICATED, 'wrong or missing cluster token'])
   t.equal(refused.length, 1, 'the owner noted the refusal once')
@@ -135,7 +137,7 @@ t.test('an answer\'s buffers go back to the owner once written, and a cancelled 
   const shipped: Buffer[][] = []
   const { client } = await serve(t, {
     reclaim: noReclaim,
-    read: async r => await new Promise<ReadReply>(resolve => setTimeout(() => resolve({ served: { file: r.file, data: bytesOf(1, 10) }, batch: [{ file: 9, data: bytesOf(9, 20) }], batchNumber: 0, vcEpoch: 0 }), r.file === 2 ? 100 : r.file === 3 ? 200 : 0)),
+    read: async r => await new Promise<ReadReply>(resolve => setTimeout(() => resolve({ served: { file: r.file, data: bytesOf(1, 10) }, batch: [{ file: 9, data: bytesOf(9, 20) }], batchNumber: 0, vcEpoch: 0, generation: FIRST_GENERATION }), r.file === 2 ? 100 : r.file === 3 ? 200 : 0)),
     shipped: bytes => shipped.push(bytes)
   })
   const one = client()
@@ -151,7 +153,7 @@ t.test('an answer\'s buffers go back to the owner once written, and a cancelled 
 t.test('over mutual TLS: a peer with the cluster CA reads; one that trusts another CA does not', async t => {
   const files = await makeCertificates(work)
   const credentials = await loadCredentials(files)
-  const { client } = await serve(t, { reclaim: noReclaim, read: async r => ({ served: { file: r.file, data: bytesOf(r.file, 400_000) }, batch: [], batchNumber: 0, vcEpoch: 0 }) }, credentials)
+  const { client } = await serve(t, { reclaim: noReclaim, read: async r => ({ served: { file: r.file, data: bytesOf(r.file, 400_000) }, batch: [], batchNumber: 0, vcEpoch: 0, generation: FIRST_GENERATION }) }, credentials)
   t.ok((await client().read(request(5), 5000).answer).served?.data.equals(bytesOf(5, 400_000)), 'bytes intact over TLS')
   const stranger = await failure(client(TOKEN, await loadCredentials({ ...files, ca: files.otherCa })).read(request(5), 5000).answer)
   t.ok(stranger.unreachable, `refused at the TLS handshake (${stranger.details})`)

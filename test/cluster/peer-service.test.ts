@@ -9,9 +9,10 @@ import os from 'node:os'
 import path from 'node:path'
 import * as grpc from '@grpc/grpc-js'
 import pino from 'pino'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { parseAddress, parsePeers } from '../../src/cluster/addresses'
 import { PeerCallError } from '../../src/cluster/call-error'
+import { FIRST_GENERATION } from '../../src/cluster/generations'
 import { PeerClient } from '../../src/cluster/peer-client'
 import { PeerRefusal, startPeerServer, type PeerHandler } from '../../src/cluster/peer-server'
 import { loadCredentials, type Credentials } from '../../src/cluster/security'
@@ -30,19 +31,20 @@ t.teardown(() => rmSync(work, { recursive: true, force: true }))
 const handler: PeerHandler = {
   handshake: request => {
     if (request.layoutHash !== 'abc') throw new PeerRefusal(grpc.status.FAILED_PRECONDITION, 'layout differs')
-    return { protocolVersion: PROTOCOL_VERSION, node: 1, layoutHash: 'abc' }
+    return { protocolVersion: PROTOCOL_VERSION, node: 1, layoutHash: 'abc', dataPort: 0, generation: null, rejoining: false, dead: [] }
   },
   read: async request => {
     if (request.file > 10) throw new PeerRefusal(grpc.status.INVALID_ARGUMENT, `file ${request.file} is not in the layout`)
-    return { served: { file: request.file, data: Buffer.from('bytes') }, batch: [], batchNumber: 0, vcEpoch: 0 }
+    return { served: { file: request.file, data: Buffer.from('bytes') }, batch: [], batchNumber: 0, vcEpoch: 0, generation: FIRST_GENERATION }
   },
   reclaim: () => { throw new Error('boom') },
   takeoverState: async () => ({ vcs: [] }),
   sync: () => ({}),
+  newGeneration: request => request,
   stats: () => ({ json: '{"ok":true}' })
 }
 
-async function serve (t: Tap.Test, credentials: Credentials): Promise<PeerClient> {
+async function serve (t: Test, credentials: Credentials): Promise<PeerClient> {
   const server = await startPeerServer({ host: '127.0.0.1', port: 0, text: '127.0.0.1:0' }, credentials, TOKEN, handler, log)
   t.teardown(() => server.close())
   const client = new PeerClient(parseAddress(`127.0.0.1:${server.port}`, 'peer'), credentials, TOKEN, 3000)
@@ -51,15 +53,15 @@ async function serve (t: Tap.Test, credentials: Credentials): Promise<PeerClient
 }
 
 const statusOf = async (promise: Promise<unknown>): Promise<grpc.status | undefined> => await promise.then(() => undefined, (err: unknown) => (err as PeerCallError).status)
-const ping = { protocolVersion: PROTOCOL_VERSION, node: 0, nodes: 2, layoutHash: 'abc' }
+const ping = { protocolVersion: PROTOCOL_VERSION, node: 0, nodes: 2, layoutHash: 'abc', incarnation: 1, generation: null }
 
 t.test('calls go through with the token; refusals and malformed requests get their status', async t => {
   const client = await serve(t, await loadCredentials({}))
   t.equal(JSON.parse((await client.stats()).json).ok, true)
-  t.equal((await client.read({ node: 0, file: 3, emptyOffsets: Buffer.alloc(1), freeBytes: 0, lastBatch: 0 }, ping)).served?.data.toString(), 'bytes')
-  t.equal(await statusOf(client.read({ node: 0, file: 99, emptyOffsets: Buffer.alloc(1), freeBytes: 0, lastBatch: 0 }, ping)), grpc.status.INVALID_ARGUMENT)
+  t.equal((await client.read({ node: 0, file: 3, emptyOffsets: Buffer.alloc(1), freeBytes: 0, lastBatch: 0, generation: null }, ping)).served?.data.toString(), 'bytes')
+  t.equal(await statusOf(client.read({ node: 0, file: 99, emptyOffsets: Buffer.alloc(1), freeBytes: 0, lastBatch: 0, generation: null }, ping)), grpc.status.INVALID_ARGUMENT)
   t.equal(await statusOf(client.handshake({ ...ping, layoutHash: 'other' })), grpc.status.FAILED_PRECONDITION)
-  t.equal(await statusOf(client.reclaim({ node: 0, vc: 0, giveBack: false, offsets: [] }, ping)), grpc.status.INTERNAL, 'a handler bug is INTERNAL, not a crash')
+  t.equal(await statusOf(client.reclaim({ node: 0, vc: 0, giveBack: false, offsets: [], generation: null }, ping)), grpc.status.INTERNAL, 'a handler bug is INTERNAL, not a crash')
 })
 
 t.test('a port another program holds: the node refuses to start, saying the port is in use', async t => {
@@ -118,7 +120,7 @@ t.test('two real nodes over mutual TLS read an epoch together', async t => {
   const { reads, errors } = await readClusterEpoch(cluster.mountpoints, dataset.samples, 3)
   t.same(errors, [])
   t.same(reads.map(r => dataset.byContent.get(r.content)).sort(), dataset.samples, 'every sample once')
-  t.equal((await readStats(cluster.mountpoints[0])).cluster.tls, true)
+  t.equal((await readStats(cluster.mountpoints[0])).cluster?.tls, true)
 })
 
 t.test('addresses and the offset bitmap', async t => {

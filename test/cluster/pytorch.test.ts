@@ -53,6 +53,6 @@ for (const mode of ['strict', 'pool', 'mix']) {
     }
     const stats = await Promise.all(cluster.mountpoints.map(readStats))
     t.ok(stats.reduce((sum, s) => sum + s.protocol.redirects, 0) > 0, 'redirection happened')
-    t.ok(stats.reduce((sum, s) => sum + s.cluster.remoteRequests, 0) > 0, 'nodes served each other')
+    t.ok(stats.reduce((sum, s) => sum + s.cluster!.remoteRequests, 0) > 0, 'nodes served each other')
   })
 }

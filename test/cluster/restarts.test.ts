@@ -10,7 +10,7 @@ import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, wr
 import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { readStats } from '../../src/cli/stats-command'
 import { mountCluster } from '../helpers/cluster'
 import { forceUnmount, redirfs } from '../helpers/mount'
@@ -51,7 +51,7 @@ function startJob (mountpoints: string[], job: string, epochs: number): ChildPro
   return [0, 1, 2].map(rank => spawn(PYTHON, rankArgs(mountpoints, rank, port, epochs), { detached: true, stdio: 'ignore', env: { ...process.env, REDIRFS_RUN_ID: job } }))
 }
 
-async function runJob (t: Tap.Test, mountpoints: string[], job: string, epochs: number): Promise<void> {
+async function runJob (t: Test, mountpoints: string[], job: string, epochs: number): Promise<void> {
   const port = freshPort()
   const ranks = await Promise.all([0, 1, 2].map(async rank => {
     const { stdout } = await run(PYTHON, rankArgs(mountpoints, rank, port, epochs), { timeout: 300_000, maxBuffer: 64 * 2 ** 20, env: { ...process.env, REDIRFS_RUN_ID: job } })

@@ -15,7 +15,7 @@ t.teardown(() => rmSync(source, { recursive: true, force: true }))
 
 /** The CLI as nobody, with a temporary directory of the test's: where its runtime directory goes. */
 async function mountAsNobody (tmp: string, mountpoint: string): Promise<{ code: number, stderr: string }> {
-  const env = { ...CLI_ENV, TMPDIR: tmp }
+  const env: NodeJS.ProcessEnv = { ...CLI_ENV, TMPDIR: tmp }
   delete env.XDG_RUNTIME_DIR
   delete env.REDIRFS_RUNTIME_DIR
   return await asNobody(process.execPath, [CLI, 'mount', source, mountpoint], env)

@@ -39,10 +39,9 @@ interface Pair {
 /** Node 0's engine as the owner, node 1's remote reader asking it; the sync and reclaims as direct calls. */
 function pair (mode: RedirectMode): Pair {
   const mirror = new MirrorTable(layout, memoryBytes, mode, 11)
-  let remote: RemoteReader | undefined
   // The home's reclaims reach node 1's mirror directly (in a cluster: a gRPC call).
   const reclaimer: Reclaimer = async plan => {
-    const answer = remote!.reclaim(plan.vc, plan.giveBack?.node === 1, [...(plan.giveBack?.offsets ?? [])])
+    const answer = state.remote.reclaim(plan.vc, plan.giveBack?.node === 1, [...(plan.giveBack?.offsets ?? [])])
     return { reports: [{ node: 1, held: answer.held, lastBatch: answer.lastBatch, returned: answer.returned?.file }], returned: answer.returned }
   }
   const home = new Engine(new Protocol(layout, { mode, memoryBytes, seed: 2, node: 0, mixBlock: 4 }), new FakeSource(), log, reclaimer)
@@ -56,7 +55,7 @@ function pair (mode: RedirectMode): Pair {
       try {
         await new Promise(resolve => setTimeout(resolve, state.delayMs))
         // What node 1 served from its mirror reaches the owner's ledger before each request (in a cluster: the sync).
-        home.noteServedElsewhere(1, remote!.takeServedNotices())
+        home.noteServedElsewhere(1, state.remote.takeServedNotices())
         const behaviour = state.next.shift() ?? 'answer'
         if (behaviour === 'fail') throw new FsError('EIO', 'node 0 could not answer')
         if (behaviour === 'owner-is-here') return { kind: 'owner-is-here' }
@@ -67,8 +66,7 @@ function pair (mode: RedirectMode): Pair {
       }
     }
   }
-  remote = new RemoteReader(mirror, owners)
-  state.remote = remote
+  state.remote = new RemoteReader(mirror, owners)
   return state
 }
 

@@ -5,7 +5,7 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { emptyDir, mount } from '../helpers/mount'
 import { checkEpochs, generateTorchDataset, runReader, type ReaderReport } from '../helpers/torch'
 
@@ -17,7 +17,7 @@ async function readMount (mountpoint: string, ...args: string[]): Promise<Reader
   return await runReader('read', mountpoint, (await dataset).table, ...args)
 }
 
-async function freshMount (t: Tap.Test, mode: string): Promise<string> {
+async function freshMount (t: Test, mode: string): Promise<string> {
   const mountpoint = emptyDir()
   // About 40% of the ~460 KB dataset (its ~15 groups need one chunk each), so redirection has work to do.
   await mount(t, (await dataset).root, mountpoint, '--memory', '200K', '--chunk-size', '4', '--redirect', mode, '--seed', '1')

@@ -66,7 +66,6 @@ def identity_of_rgb(pixel):
 
 
 def make_loader(kind):
-    import torch
     from PIL import Image
 
     if kind == "pil":
@@ -78,9 +77,11 @@ def make_loader(kind):
             with Image.open(path) as image:
                 return image.convert("RGB")
         return load
-    if kind == "cv2":
+    if kind in ("cv2", "cv2decode"):
         import cv2
-
+    if kind in ("tvio", "tvimage"):
+        from torchvision.io import ImageReadMode, decode_image, read_file, read_image
+    if kind == "cv2":
         def load(path):
             image = cv2.imread(path, cv2.IMREAD_COLOR)
             if image is None:
@@ -88,8 +89,6 @@ def make_loader(kind):
             return np.ascontiguousarray(image[:, :, ::-1])
         return load
     if kind == "cv2decode":
-        import cv2
-
         def load(path):
             return np.ascontiguousarray(cv2.imdecode(np.fromfile(path, dtype=np.uint8), cv2.IMREAD_COLOR)[:, :, ::-1])
         return load
@@ -98,14 +97,10 @@ def make_loader(kind):
             return np.array(Image.open(io.BytesIO(np.fromfile(path, dtype=np.uint8).tobytes())).convert("RGB"))
         return load
     if kind == "tvio":
-        from torchvision.io import ImageReadMode, decode_image, read_file
-
         def load(path):
             return decode_image(read_file(path), mode=ImageReadMode.RGB).permute(1, 2, 0).numpy()
         return load
     if kind == "tvimage":
-        from torchvision.io import ImageReadMode, read_image
-
         def load(path):
             return read_image(path, mode=ImageReadMode.RGB).permute(1, 2, 0).numpy()
         return load

@@ -127,7 +127,7 @@ t.test('a non-blocking open of the reset file resets, and reads back what was do
 
 t.test('a plain open of the reset file (a stray cat, a backup) is refused and resets nothing', async t => {
   const { fs } = adapter()
-  await t.rejects(fs.bind('/.redirfs/reset', fsConstants.O_RDONLY), { errno: 'EPERM' })
+  await t.rejects(fs.bind('/.redirfs/reset', fsConstants.O_RDONLY), new FsError('EPERM', 'the reset file resets only when opened with O_NONBLOCK; run: redirfs reset <mountpoint>'))
   const handle = await fs.bind('/.redirfs/reset', fsConstants.O_RDONLY | fsConstants.O_NONBLOCK)
   t.match(handle, { kind: 'bytes', bytes: Buffer.from('{"resets":1}\n') }, 'the first reset is the deliberate one')
 })

@@ -8,7 +8,7 @@ import { execFile } from 'node:child_process'
 import { promises as fs, statSync } from 'node:fs'
 import path from 'node:path'
 import { promisify } from 'node:util'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { readStats } from '../../src/cli/stats-command'
 import { classOf, generateDataset } from '../helpers/dataset'
 import { emptyDir, mount } from '../helpers/mount'
@@ -18,7 +18,7 @@ const run = promisify(execFile)
 const dataset = generateDataset(11)
 t.teardown(async () => { await fs.rm(dataset.root, { recursive: true, force: true }) })
 
-async function nativeMount (t: Tap.Test, ...options: string[]): Promise<string> {
+async function nativeMount (t: Test, ...options: string[]): Promise<string> {
   const mountpoint = emptyDir()
   await mount(t, dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4', '--fuse-backend', 'native', ...options)
   return mountpoint
@@ -38,8 +38,8 @@ t.test('a second stat of a non-sample is answered by the kernel cache, not the d
   const second = (await readStats(mountpoint)).fs
   for (let i = 0; i < 20; i++) statSync(notes)
   const third = (await readStats(mountpoint)).fs
-  t.equal(third.lookups - second.lookups, second.lookups - first.lookups, 'no lookup of the file reached the daemon')
-  t.equal(third.getattrs - second.getattrs, second.getattrs - first.getattrs, 'no getattr of the file reached the daemon')
+  t.equal(Number(third.lookups) - Number(second.lookups), Number(second.lookups) - Number(first.lookups), 'no lookup of the file reached the daemon')
+  t.equal(Number(third.getattrs) - Number(second.getattrs), Number(second.getattrs) - Number(first.getattrs), 'no getattr of the file reached the daemon')
 })
 
 t.test('a sample\'s attributes are not cached: every stat asks the daemon', async t => {
@@ -48,7 +48,7 @@ t.test('a sample\'s attributes are not cached: every stat asks the daemon', asyn
   statSync(sample)
   const before = (await readStats(mountpoint)).fs.getattrs
   for (let i = 0; i < 5; i++) statSync(sample)
-  t.ok((await readStats(mountpoint)).fs.getattrs - before >= 5)
+  t.ok(Number((await readStats(mountpoint)).fs.getattrs) - Number(before) >= 5)
 })
 
 t.test('a non-sample file can be memory-mapped and reads exactly', async t => {
@@ -233,8 +233,8 @@ t.test('a buffered reader takes a sample in one read: its block size holds the b
   const report = JSON.parse(stdout) as [number, number, number][]
   t.ok(report.every(([size, , got]) => got === size), 'each reads whole, to the size its handle reports')
   t.ok(report.every(([size, block]) => block >= size), 'each handle\'s block size holds its bytes')
-  const statsReads = baseline.reads - before.reads
+  const statsReads = Number(baseline.reads) - Number(before.reads)
   // One read brings the whole sample; Python then asks twice for more before it takes the end as the end.
   // With a 4 KiB block the same loop made 7 to 29 reads of these samples.
-  t.equal(after.reads - baseline.reads - statsReads, 3 * files.length, 'three FUSE reads per sample: the bytes, and the end twice')
+  t.equal(Number(after.reads) - Number(baseline.reads) - statsReads, 3 * files.length, 'three FUSE reads per sample: the bytes, and the end twice')
 })

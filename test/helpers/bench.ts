@@ -3,6 +3,7 @@
  * `bench`, `data` a fresh data directory (removed in teardown). The body
  * prints JSON as its last line of output; stderr is the bench's log.
  */
+import type { Test } from 'tap'
 import { execFile } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import os from 'node:os'
@@ -12,7 +13,7 @@ import { promisify } from 'node:util'
 const run = promisify(execFile)
 const BENCH = path.join(__dirname, '..', '..', 'bench')
 
-export async function benchPython (t: Tap.Test, body: string): Promise<{ result: any, log: string }> {
+export async function benchPython (t: Test, body: string): Promise<{ result: any, log: string }> {
   const data = mkdtempSync(path.join(os.tmpdir(), 'redirfs-bench-data-'))
   t.teardown(() => { rmSync(data, { recursive: true, force: true }) })
   const script = ['import json, os, sys', `sys.path.insert(0, ${JSON.stringify(BENCH)})`, 'import run as bench', 'data = sys.argv[1]', body].join('\n')

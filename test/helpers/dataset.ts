@@ -20,8 +20,18 @@ export interface GeneratedDataset {
 }
 
 export const CLASS_SIZES: Record<string, number> = {
-  'ant': 23, 'bee': 1, 'cat': 40, 'dog': 17, 'eel': 31, 'fox': 9, 'gnu': 26, 'hen': 12, 'ibis': 35, 'jay': 19,
-  'k lass with space': 14, 'löwe 猫': 11
+  ant: 23,
+  bee: 1,
+  cat: 40,
+  dog: 17,
+  eel: 31,
+  fox: 9,
+  gnu: 26,
+  hen: 12,
+  ibis: 35,
+  jay: 19,
+  'k lass with space': 14,
+  'löwe 猫': 11
 }
 
 export const sha1 = (bytes: Buffer): string => createHash('sha1').update(bytes).digest('hex')

@@ -50,4 +50,3 @@ export class FakeSource implements ChunkSource {
   stats (): Record<string, number> { return { fetches: this.fetches.length } }
   async close (): Promise<void> {}
 }
-

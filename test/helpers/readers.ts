@@ -19,7 +19,7 @@ export async function readFileAsTrainer (mountpoint: string, relative: string): 
     const { size } = await handle.stat()
     const chunks: Buffer[] = []
     // Read in small pieces until EOF, as a decoder streaming the file would.
-    for (let position = 0; ; ) {
+    for (let position = 0; ;) {
       const buffer = Buffer.alloc(1000)
       const { bytesRead } = await handle.read(buffer, 0, buffer.length, position)
       if (bytesRead === 0) break

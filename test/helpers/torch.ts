@@ -3,6 +3,7 @@
  * a mount: generating its datasets, reading them as a trainer does, and
  * checking what each epoch received.
  */
+import type { Test } from 'tap'
 import { execFile, spawn, type ChildProcess } from 'node:child_process'
 import { mkdirSync, readFileSync } from 'node:fs'
 import path from 'node:path'
@@ -52,7 +53,7 @@ export async function generateTorchDataset (dir: string, shape = 'flat'): Promis
 }
 
 /** Every epoch: no wrong label, every sample exactly once. */
-export function checkEpochs (t: Tap.Test, epochs: ReaderEpoch[], identities: string[]): void {
+export function checkEpochs (t: Test, epochs: ReaderEpoch[], identities: string[]): void {
   epochs.forEach((epoch, e) => {
     t.equal(epoch.wrongLabels, 0, `epoch ${e}: no wrong label`)
     t.same([...epoch.received].sort(), identities, `epoch ${e}: every sample exactly once`)

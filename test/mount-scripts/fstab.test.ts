@@ -24,7 +24,6 @@ if (!existsSync(INSTALLED)) {
   t.teardown(() => { unlinkSync(INSTALLED) })
 }
 
-
 async function gone (pid: number): Promise<boolean> {
   for (let i = 0; i < 200 && isAlive(pid); i++) await new Promise(resolve => setTimeout(resolve, 50))
   return !isAlive(pid)

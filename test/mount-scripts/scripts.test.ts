@@ -8,7 +8,7 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:f
 import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { freePorts, readClusterEpoch, tokenFile } from '../helpers/cluster'
 import { classOf, generateDataset } from '../helpers/dataset'
 import { CLI, CLI_ENV, emptyDir, forceUnmount, isMounted } from '../helpers/mount'
@@ -40,7 +40,7 @@ async function onFreePorts<R extends { output: string }> (count: number, attempt
   }
 }
 
-function checkUnion (t: Tap.Test, reads: { opened: string, content: string }[]): void {
+function checkUnion (t: Test, reads: { opened: string, content: string }[]): void {
   const served = reads.map(r => dataset.byContent.get(r.content)!)
   t.equal(reads.filter((r, i) => served[i] === undefined || classOf(served[i]) !== classOf(r.opened)).length, 0, 'no wrong label')
   t.same([...served].sort(), dataset.samples, 'every sample exactly once across the nodes')

@@ -1,7 +1,6 @@
 // Packs: written, verified, mounted for real, damaged on purpose.
 import { execFile, spawn } from 'node:child_process'
 import { promises as fs, existsSync, readFileSync, readdirSync, statSync } from 'node:fs'
-import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
 import t from 'tap'
@@ -66,7 +65,7 @@ for (const mode of ['strict', 'pool', 'mix']) {
     const stats = await readStats(mountpoint)
     t.equal(stats.source.kind, 'pack')
     t.equal(stats.chunkSize, 4, 'the pack\'s chunk size')
-    t.ok(stats.source.chunksRead > 0)
+    t.ok(Number(stats.source.chunksRead) > 0)
   })
 }
 
@@ -163,12 +162,12 @@ t.test('a flipped byte in a chunk is reported by verify and never served by the 
     } else if (inChunk.has(relative)) {
       // A read of the chunk that took the damaged file with it failed as a whole; one that did not was checked file by file.
       const read = await readFileAsTrainer(mountpoint, relative).catch((err: NodeJS.ErrnoException) => err.code)
-      t.ok(read === 'EIO' || dataset.byContent.get(read.content) === relative, `${relative}, of the damaged chunk: EIO or intact`)
+      t.ok(read === 'EIO' || (typeof read === 'object' && dataset.byContent.get(read.content) === relative), `${relative}, of the damaged chunk: EIO or intact`)
     } else {
       t.equal(dataset.byContent.get((await readFileAsTrainer(mountpoint, relative)).content), relative)
     }
   }
-  t.ok((await readStats(mountpoint)).source.corruptChunks >= 1)
+  t.ok(Number((await readStats(mountpoint)).source.corruptChunks) >= 1)
 })
 
 t.test('every change on a pack mount is refused with EROFS and the pack stays unchanged', async t => {
@@ -195,12 +194,12 @@ for (const [mode, how] of [['pool', 'a chunk at a time'], ['mix', 'a block at a 
       await new Promise(resolve => setTimeout(resolve, 20))
       stats = await readStats(mountpoint)
     }
-    t.equal(stats.source.bytesRead - stats.protocol.residentBytes, 2 * sampleBytes, 'the source read exactly the samples\' bytes, twice, and what is in memory for the next epoch')
+    t.equal(Number(stats.source.bytesRead) - stats.protocol.residentBytes, 2 * sampleBytes, 'the source read exactly the samples\' bytes, twice, and what is in memory for the next epoch')
     if (mode === 'pool') {
-      const chunksReadAhead = stats.source.chunksRead - 2 * stats.layout.physicalChunks
+      const chunksReadAhead = Number(stats.source.chunksRead) - 2 * stats.layout.physicalChunks
       t.ok(chunksReadAhead >= 0 && chunksReadAhead <= stats.layout.virtualChunks, `one read per chunk per epoch, and at most one chunk per VC for the next (${chunksReadAhead})`)
     } else {
-      t.ok(stats.source.chunksRead > stats.layout.physicalChunks * 2, 'in blocks: more reads than chunks')
+      t.ok(Number(stats.source.chunksRead) > stats.layout.physicalChunks * 2, 'in blocks: more reads than chunks')
     }
   })
 }
@@ -215,7 +214,7 @@ t.test('mix over a pack checks every block it reads: a damaged file costs its ow
   const served = results.flatMap(r => (r.status === 'fulfilled' ? [dataset.byContent.get(r.value.content)] : []))
   t.equal(results.filter(r => r.status === 'rejected' && (r.reason as NodeJS.ErrnoException).code === 'EIO').length, 1, 'one open fails, with EIO')
   t.same([...served].sort(), dataset.samples.filter(relative => relative !== index.tree.samples[3].path), 'every other sample is served once, intact')
-  t.ok((await readStats(mountpoint)).source.corruptChunks >= 1, 'the damaged block was detected')
+  t.ok(Number((await readStats(mountpoint)).source.corruptChunks) >= 1, 'the damaged block was detected')
 })
 
 t.test('a truncated chunk file is reported by verify and its lost chunks are never served', async t => {

@@ -126,7 +126,13 @@ t.test('two nodes die in one epoch, the second holding VCs it took over from the
     const second = (first + 1 + (seed % (nodes - 1))) % nodes
     const firstKill = 100 + 5 * seed
     const result = simulateCluster(layout, {
-      mode, memoryBytes, remoteMemoryBytes: memoryBytes / 3, epochs: 2, seed, readers: 3, standbyEvery: 5 + seed,
+      mode,
+      memoryBytes,
+      remoteMemoryBytes: memoryBytes / 3,
+      epochs: 2,
+      seed,
+      readers: 3,
+      standbyEvery: 5 + seed,
       kill: [{ node: first, epoch: 1, afterOpens: firstKill }, { node: second, epoch: 1, afterOpens: firstKill + 30 + 7 * (seed * 13 % 50) }]
     })
     const survivors = result.epochs[1].filter(o => o.node !== first && o.node !== second)

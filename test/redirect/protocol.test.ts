@@ -119,7 +119,10 @@ for (const mode of ['strict', 'pool', 'mix'] as RedirectMode[]) {
       const served = openOnce(protocol, file, false)
       if (served !== undefined && served !== file) redirected = { opened: file, served }
     }
-    if (redirected === undefined) return t.fail('no open was redirected')
+    if (redirected === undefined) {
+      t.fail('no open was redirected')
+      return
+    }
     t.equal(openOnce(protocol, redirected.served, true), redirected.served, 'the exact open gets that file')
     t.equal(protocol.counters.exactRepeats, 1)
   })
@@ -228,7 +231,6 @@ t.test('pool reads every chunk exactly once per epoch (no waste)', async t => {
   t.equal(result.counters.chunkLoads - result.loadsPastTheEnd, 3 * layout.pcs.length, 'one load per chunk per epoch')
   t.ok(result.loadsPastTheEnd <= layout.vcs.length, 'past the last epoch, at most one chunk per VC was read ahead')
 })
-
 
 for (const mode of ['strict', 'pool', 'mix'] as RedirectMode[]) {
   t.test(`${mode}: after a run stopped mid-epoch, epochs stay misaligned until a reset realigns them`, async t => {

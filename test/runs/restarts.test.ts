@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { readStats } from '../../src/cli/stats-command'
 import { emptyDir, isAlive, mount } from '../helpers/mount'
 import { checkEpochs, generateTorchDataset, PYTHON, READER, runReader, startReader, type ReaderReport } from '../helpers/torch'
@@ -18,7 +18,7 @@ t.teardown(() => rmSync(work, { recursive: true, force: true }))
 const dataset = generateTorchDataset(path.join(work, 'flat'))
 const sleep = async (ms: number): Promise<void> => await new Promise(resolve => setTimeout(resolve, ms))
 
-async function freshMount (t: Tap.Test, ...options: string[]): Promise<string> {
+async function freshMount (t: Test, ...options: string[]): Promise<string> {
   const mountpoint = emptyDir()
   // About 40% of the dataset in memory, so that chunks are loaded and served across the epoch.
   await mount(t, (await dataset).root, mountpoint, '--memory', '200K', '--chunk-size', '4', '--seed', '1', ...options)
@@ -32,7 +32,6 @@ async function waitForOpens (mountpoint: string, from: number, opens: number): P
     await sleep(20)
   }
 }
-
 
 async function waitForExit (pid: number): Promise<void> {
   for (let tries = 0; isAlive(pid); tries++) {

@@ -216,7 +216,7 @@ t.test('a thread is looked up once, and again when its id is reused', async t =>
   runs.noteOpen(200, 0)
   table.exit(200)
   // A new process with the same id (pids wrap): a new start time.
-  table.processes.set(200, { pid: 200, parent: 100, startTime: 99_999, program: PYTHON, commandLine: TRAIN })
+  table.processes.set(200, { pid: 200, parent: 100, startTime: 99_999, alive: true, program: PYTHON, commandLine: TRAIN })
   table.threads.set(200, 200)
   t.equal(runs.noteOpen(200, 500).kind, 'same', 'within a second the cache answers')
   t.equal(runs.noteOpen(200, 1500).kind, 'new', 'after that the start time is checked')

@@ -4,7 +4,7 @@
 // retries is EIO for exactly the open that needed it; an object replaced
 // during the mount is an error (If-Match), never other bytes.
 import { promises as fs } from 'node:fs'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { readStats } from '../../src/cli/stats-command'
 import { generateDataset } from '../helpers/dataset'
 import { emptyDir, mountWith } from '../helpers/mount'
@@ -22,9 +22,9 @@ t.before(async () => {
   await uploadTree(testStore(t, server, 'data'), dataset.root, 'flat/')
 })
 
-async function mountThrough (t: Tap.Test, ...options: string[]): Promise<{ mountpoint: string, proxy: Awaited<ReturnType<typeof startFaultProxy>> }> {
+async function mountThrough (t: Test, ...options: string[]): Promise<{ mountpoint: string, proxy: Awaited<ReturnType<typeof startFaultProxy>> }> {
   const proxy = await startFaultProxy(t, server.endpoint)
-  const env = { ...server.env, AWS_ENDPOINT_URL: proxy.endpoint }
+  const env: NodeJS.ProcessEnv = { ...server.env, AWS_ENDPOINT_URL: proxy.endpoint }
   delete env.NODE_OPTIONS
   const mountpoint = emptyDir()
   await mountWith(t, env, 's3://data/flat', mountpoint, '--memory', '300K', '--chunk-size', '4', '--s3-timeout', '2', ...options)

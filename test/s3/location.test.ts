@@ -44,7 +44,7 @@ t.test('each malformed URL is a UsageError whose one line says what is wrong', a
     [`s3://abc/${'k'.repeat(1024)}`, `'s3://abc/${'k'.repeat(1024)}' has a prefix longer than S3's 1024-byte limit on keys`]
   ]
   for (const [url, message] of cases) {
-    const err = (() => { try { parseS3Url(url) } catch (err) { return err } })()
+    const err = (() => { try { parseS3Url(url); return undefined } catch (err) { return err } })()
     t.ok(err instanceof UsageError, `${url.slice(0, 40)}: a UsageError`)
     t.equal((err as Error).message, message)
     t.notOk((err as Error).message.includes('\n'), 'one line')

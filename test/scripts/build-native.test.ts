@@ -5,13 +5,13 @@ import { cpSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
-import t from 'tap'
+import t, { type Test } from 'tap'
 
 const run = promisify(execFile)
 const SCRIPT = path.resolve(__dirname, '../../scripts/build-native.sh')
 
 /** A copy of native/ to build in, so the project's own addons are never touched. */
-function nativeCopy (t: Tap.Test): string {
+function nativeCopy (t: Test): string {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'redirfs-native-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
   cpSync(path.resolve(__dirname, '../../native'), dir, { recursive: true, filter: source => !source.includes('/build') })

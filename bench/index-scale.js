@@ -99,9 +99,9 @@ function writeAndMeasure () {
   const sampleIndex = /** @type {[string, number][]} */ (paths.map((p, i) => [p, i])).filter(([p]) => p.includes('/'))
   const chunking = cutPhysicalChunks(sampleIndex.map(([p]) => ({ path: p, size: 110_000, group: groupOf(p, undefined) })), 64, 0)
   chunking.chunksOfGroup.flat().forEach((/** @type {number[]} */ files, /** @type {number} */ c) => files.forEach(f => { arrays.chunk[sampleIndex[f][1]] = c }))
-  const header = { format: 'redirfs-pack', version: PACK_VERSION, chunkSize: 64, seed: 0, entries: paths.length, samples, chunks: chunking.chunksOfGroup.flat().length, pathBytes: pathEnd, sampleBytes: samples * 110_000, createdAt: new Date().toISOString() }
+  const header = { format: 'redirfs-pack', version: PACK_VERSION, chunkSize: 64, seed: 0, entries: paths.length, samples, chunks: chunking.chunksOfGroup.flat().length, pathBytes: pathEnd, sampleBytes: samples * 110_000, createdAt: new Date().toISOString(), segments: 1, segmentSize: 256 * 2 ** 20 }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'redirfs-index-'))
-  const index = encodeIndex(header, { ...arrays, chunkOffset: arrays.chunkOffset.subarray(0, header.chunks), chunkLength: arrays.chunkLength.subarray(0, header.chunks), chunkCrc: arrays.chunkCrc.subarray(0, header.chunks) }, Buffer.from(paths.join('')))
+  const index = encodeIndex(header, { ...arrays, chunkOffset: arrays.chunkOffset.subarray(0, header.chunks), chunkLength: arrays.chunkLength.subarray(0, header.chunks), chunkCrc: arrays.chunkCrc.subarray(0, header.chunks), chunkSegment: arrays.chunkSegment.subarray(0, header.chunks) }, Buffer.from(paths.join('')))
   fs.writeFileSync(path.join(dir, 'index.bin'), index)
   try {
     const measured = JSON.parse(execFileSync(process.execPath, ['--expose-gc', __filename, '--measure', dir]).toString())

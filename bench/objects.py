@@ -11,12 +11,17 @@ DataLoader job reading every sample once per epoch (the read pipeline):
   redirfs-objects   redirfs over the plain objects (default mode)
   redirfs-pack      redirfs over the pack (default mode)
   redirfs-cache     redirfs over the pack with --cache-dir on local disk (epochs 2 and later read it)
+  link              no loader: every pack segment fetched with plain GETs, 16 at a time, through the same
+                    link, as often as the loaders read an epoch; what the link and the server deliver
+                    with nothing else on the machine, the practical bound of this setup
 
 Each runs cold (fresh mount, page cache dropped) in a memory cgroup around the trainer and the
 FUSE daemon that holds --memory plus an allowance, so no kernel cache holds the dataset. The
 report gives samples/s (median of epochs 2..E), seconds per epoch, GET and LIST requests and bytes
-per epoch as the link saw them, what the requests cost per epoch at S3 Standard prices, and the
-bound the bandwidth cap sets.
+per epoch as the link saw them, what the requests cost per epoch at S3 Standard prices, the
+bound the bandwidth cap sets, and how many of the machine's cores the S3 server and the link's
+proxy kept busy during each loader's run (both are Python here, and share the cores with the
+trainer and the FUSE daemon).
 
 Run: npm run bench -- --profile s3   (or /usr/bin/python3 bench/objects.py --help)
 """
@@ -40,7 +45,7 @@ from netem import Link  # noqa: E402
 from run import (CGROUP, DAEMON_ALLOWANCE, REDIRFS, Infeasible, Mount, code_version, drop_caches,  # noqa: E402
                  ensure_dataset, log, run_trainer, size_arg)
 
-LOADERS = ["s3fs", "rclone", "redirfs-objects", "redirfs-pack", "redirfs-cache"]
+LOADERS = ["s3fs", "rclone", "redirfs-objects", "redirfs-pack", "redirfs-cache", "link"]
 BUCKET = "bench"
 KEYS = {"AWS_ACCESS_KEY_ID": "redirfs-bench", "AWS_SECRET_ACCESS_KEY": "redirfs-bench-secret", "AWS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1"}
 # S3 Standard request prices (us-east-1): GET and HEAD $0.0004 per 1,000; LIST and PUT $0.005 per 1,000.
@@ -148,10 +153,52 @@ class ThirdPartyMount:
             os.remove(self.passwd.name)
 
 
-def measure(name, args, info, link, limits, memory, cache_dir):
+def cpu_seconds(pid):
+    """User and system CPU seconds a process has used so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# Plain signed GETs of every pack segment, 16 at a time, once per epoch: boto3 (the aws CLI's Python has it).
+LINK_READER = """
+import json, sys, time
+from concurrent.futures import ThreadPoolExecutor
+import boto3
+from botocore.config import Config
+endpoint, bucket, epochs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+s3 = boto3.client("s3", endpoint_url=endpoint, config=Config(max_pool_connections=16, s3={"addressing_style": "path"}))
+keys = [o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="pack/segments/") for o in page.get("Contents", [])]
+out = []
+with ThreadPoolExecutor(16) as pool:
+    for _ in range(epochs):
+        started = time.time()
+        sum(pool.map(lambda key: len(s3.get_object(Bucket=bucket, Key=key)["Body"].read()), keys))
+        out.append([started, time.time()])
+print(json.dumps(out))
+"""
+
+
+def read_link(link, args, info):
+    """The `link` row: the pack's segments by plain GETs through the link, 16 at a time, once per epoch; no FUSE, no trainer."""
+    done = subprocess.run(["python3", "-c", LINK_READER, link.endpoint, BUCKET, str(args.epochs)], capture_output=True, text=True,
+                          env={**os.environ, **KEYS})
+    if done.returncode != 0:
+        raise RuntimeError(f"the link reader failed: {done.stderr[-2000:]}")
+    return [{"started": a, "ended": b, "seconds": b - a, "samples": info["files"]} for a, b in json.loads(done.stdout)]
+
+
+def measure(name, args, info, link, limits, memory, cache_dir, server_pid):
     drop_caches()
     mount = None
     extra = {}
+    if name == "link":
+        cpu = (cpu_seconds(server_pid), cpu_seconds(os.getpid()))
+        with Sampler(link) as sampler:
+            started = time.time()
+            epochs = read_link(link, args, info)
+            ended = time.time()
+        return row_of(name, epochs, sampler, started, ended, cpu, server_pid, extra)
     try:
         s3 = ("--s3-endpoint", link.endpoint, "--s3-path-style")
         if name in ("s3fs", "rclone"):
@@ -163,6 +210,7 @@ def measure(name, args, info, link, limits, memory, cache_dir):
             chunk = ("--chunk-size", str(args.chunk_size)) if name == "redirfs-objects" else ()
             mount = Mount(source, "mix", memory, limits, (*s3, *cache, *chunk))
             root = mount.mountpoint
+        cpu = (cpu_seconds(server_pid), cpu_seconds(os.getpid()))
         with Sampler(link) as sampler:
             started = time.time()
             epochs, _ = run_trainer(limits, root, "imagefolder", "read", args, info)
@@ -175,6 +223,13 @@ def measure(name, args, info, link, limits, memory, cache_dir):
     finally:
         if mount is not None:
             mount.close()
+    return row_of(name, epochs, sampler, started, ended, cpu, server_pid, extra)
+
+
+def row_of(name, epochs, sampler, started, ended, cpu, server_pid, extra):
+    """A loader's row: rates over epochs 2.., the link's counters per epoch, and the cores the server and the proxy kept busy."""
+    wall = max(1e-9, ended - started)
+    extra = {**extra, "serverCores": (cpu_seconds(server_pid) - cpu[0]) / wall, "proxyCores": (cpu_seconds(os.getpid()) - cpu[1]) / wall}
     per_epoch = [sampler.between(e["started"], e["ended"]) for e in epochs]
     later = epochs[1:] or epochs
     rates = [e["samples"] / e["seconds"] for e in later]
@@ -204,12 +259,17 @@ def write_report(result, out):
              f"{result['epochs']} epochs, figures over epochs 2..{result['epochs']}; redirfs --memory {result['memory'] / 2**20:.0f} MiB "
              f"({result['memoryFraction']:.0%} of the dataset), pack segments of {result['segmentSize'] / 2**20:.0f} MiB.", "",
              f"s3fs options: `{S3FS_OPTIONS}`; rclone options: `{' '.join(RCLONE_OPTIONS)}`.", "",
-             "| loader | samples/s | s/epoch | of the bound | vs best of s3fs, rclone | GETs/epoch | LISTs/epoch | MiB/epoch | GETs per MiB | $ per epoch (requests) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "`link` is no loader: the pack's segments by plain GETs through the same link, 16 at a time, as the practical bound of this setup. "
+             "The S3 server's and the link proxy's cores: how many of the machine's cores each kept busy over the loader's run (the bench's own process, "
+             "whose Python thread is the proxy, counts as the proxy). Opens that waited: of redirfs's sample opens, the share that waited for a load "
+             "(the rest were answered from memory).", "",
+             "| loader | samples/s | s/epoch | of the bound | vs best of s3fs, rclone | GETs/epoch | LISTs/epoch | MiB/epoch | GETs per MiB | $ per epoch (requests) | S3 server's cores | proxy's cores | opens that waited |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["rows"]:
         ratio = f"{r['samplesPerSecond'] / best_third:.2f}x" if best_third else "-"
         lines.append(f"| {r['loader']} | {r['samplesPerSecond']:.0f} | {r['secondsPerEpoch']:.1f} | {r['samplesPerSecond'] / bound:.2f} | {ratio} | "
-                     f"{r['getsPerEpoch']:.0f} | {r['listsPerEpoch']:.0f} | {r['bytesPerEpoch'] / 2**20:.0f} | {r['getsPerMiB']:.2f} | {r['costPerEpoch']:.5f} |")
+                     f"{r['getsPerEpoch']:.0f} | {r['listsPerEpoch']:.0f} | {r['bytesPerEpoch'] / 2**20:.0f} | {r['getsPerMiB']:.2f} | {r['costPerEpoch']:.5f} | "
+                     f"{r['serverCores']:.2f} | {r['proxyCores']:.2f} | {(format(r['openWaitFraction'], '.0%') if 'openWaitFraction' in r else '-')} |")
     with open(os.path.join(out, "latest.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     log("\n".join(lines))
@@ -266,7 +326,7 @@ def main(argv=None):
         log(f"cgroup memory limit {(allowance + memory) / 2**20:.0f} MiB ({allowance / 2**20:.0f} MiB for processes)")
         for name in args.loaders.split(","):
             try:
-                rows.append(measure(name, args, info, link, limits, memory, cache_dir))
+                rows.append(measure(name, args, info, link, limits, memory, cache_dir, moto.pid))
             except Infeasible as why:
                 log(f"{name}: skipped ({why})")
     finally:

@@ -35,6 +35,7 @@
 #include <unistd.h>
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -395,15 +396,18 @@ class ReadFilesWorker : public Napi::AsyncWorker {
   // Opens without blocking (a FIFO put in a file's place must not hang the
   // reader) and reads regular files only.
   static void ReadOne(const std::string& path, char* target, size_t targetLength, const double* expected, FileResult& result) {
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0) {
+    // Looked at before it is opened for reading: an O_PATH open has no effect on what it names (a
+    // device or a FIFO put in a file's place is never really opened), and the reading open goes
+    // through it, so what is read is what was checked.
+    int pathFd = open(path.c_str(), O_PATH | O_CLOEXEC);
+    if (pathFd < 0) {
       result.code = errno;
       result.error = ErrnoMessage(path, result.code);
       return;
     }
     struct stat st;
     std::string why;
-    if (fstat(fd, &st) != 0) {
+    if (fstat(pathFd, &st) != 0) {
       result.code = errno;
       why = std::strerror(result.code);
     } else if (!S_ISREG(st.st_mode)) {
@@ -412,14 +416,27 @@ class ReadFilesWorker : public Napi::AsyncWorker {
     } else if (expected != nullptr) {
       why = Changed(st, expected, result.code);
     }
+    int fd = -1;
+    if (why.empty()) {
+      fd = open(("/proc/self/fd/" + std::to_string(pathFd)).c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+      if (fd < 0) {
+        result.code = errno;
+        why = std::strerror(result.code);
+      }
+    }
+    close(pathFd);
     if (!why.empty()) {
       result.error = path + ": " + why;
-      close(fd);
       return;
     }
     char* into = target;
     size_t capacity = targetLength;
     while (true) {
+      if (result.size == capacity && expected != nullptr && target != nullptr) {  // it grew past its scanned size (the target has one byte more)
+        result.code = ESTALE;
+        result.error = path + ": modified in the source since the mount";
+        break;
+      }
       if (result.size == capacity) {  // no target, or the file outgrew it: a buffer of its own, twice as large
         size_t bigger = std::max<size_t>(capacity * 2, kMmapFrom);
         char* own = static_cast<char*>(std::realloc(result.own, bigger));
@@ -441,6 +458,12 @@ class ReadFilesWorker : public Napi::AsyncWorker {
       }
       if (n == 0) break;
       result.size += n;
+    }
+    // Written to while it was read: the bytes may be torn.
+    if (result.error.empty() && expected != nullptr &&
+        (fstat(fd, &st) != 0 || static_cast<double>(st.st_mtim.tv_sec) != expected[kExpectMtimeSec] || static_cast<double>(st.st_mtim.tv_nsec) != expected[kExpectMtimeNsec])) {
+      result.code = ESTALE;
+      result.error = path + ": modified in the source while it was read";
     }
     close(fd);
   }
@@ -503,6 +526,18 @@ Napi::Value ReadFiles(const Napi::CallbackInfo& info) {
   return promise;
 }
 
+// Whether an entry has an ACL, which can keep a user from what its mode bits allow (user:bob:---)
+// where the mount's mode check cannot see it: a POSIX access ACL or an NFSv4 one. An error other
+// than "no such attribute" or "not supported" counts as one: the scan then narrows, never widens.
+static bool HasAcl(const std::string& path) {
+  for (const char* name : {"system.posix_acl_access", "system.nfs4_acl"}) {
+    ssize_t n = getxattr(path.c_str(), name, nullptr, 0);
+    if (n > 0) return true;
+    if (n < 0 && errno != ENODATA && errno != ENOTSUP && errno != EOPNOTSUPP) return true;
+  }
+  return false;
+}
+
 // The attributes listDirectory gives per entry, as numbers in this order.
 enum ListedField { kMode, kSize, kUid, kGid, kNlink, kAtimeSec, kAtimeNsec, kMtimeSec, kMtimeNsec, kCtimeSec, kCtimeNsec, kErrno, kDev, kIno, kLink, kAcl, kListedFields };
 
@@ -539,17 +574,14 @@ class ListDirectoryWorker : public Napi::AsyncWorker {
       struct stat own;
       if (entry->d_type == DT_UNKNOWN && fstatat(dirFd, entry->d_name, &own, AT_SYMLINK_NOFOLLOW) == 0) link = S_ISLNK(own.st_mode);
       targets_.emplace_back();
-      if (link) {
-        fields[kLink] = 1;
-        std::string full = path_ + "/" + entry->d_name;
-        if (char* real = realpath(full.c_str(), nullptr)) {
-          targets_.back() = real;
-          std::free(real);
-        }
-      }
+      if (link) fields[kLink] = 1;
+      // Everything else comes from one open of the entry (O_PATH: links followed as ImageFolder
+      // follows them, nothing read, no effect on a device), so where a link leads, what the
+      // entry is and whether it has an ACL cannot be of two files when the link is switched
+      // meanwhile. A broken link is ENOENT.
+      int fd = openat(dirFd, entry->d_name, O_PATH | O_CLOEXEC);
       struct stat st;
-      // Links followed, as ImageFolder follows them; a broken one is ENOENT.
-      if (fstatat(dirFd, entry->d_name, &st, 0) != 0) {
+      if (fd < 0 || fstat(fd, &st) != 0) {
         fields[kErrno] = errno;
       } else {
         fields[kMode] = st.st_mode;
@@ -565,11 +597,15 @@ class ListDirectoryWorker : public Napi::AsyncWorker {
         fields[kCtimeNsec] = static_cast<double>(st.st_ctim.tv_nsec);
         fields[kDev] = static_cast<double>(st.st_dev);
         fields[kIno] = static_cast<double>(st.st_ino);
-        // An access ACL can keep a user from what the mode bits allow (user:bob:---), which the
-        // mount's mode check cannot see: the scan then shows the owner's bits only (access.ts).
-        std::string full = path_ + "/" + entry->d_name;
-        fields[kAcl] = getxattr(full.c_str(), "system.posix_acl_access", nullptr, 0) > 0 ? 1 : 0;
+        std::string self = "/proc/self/fd/" + std::to_string(fd);
+        if (link) {
+          char real[PATH_MAX];
+          ssize_t n = readlink(self.c_str(), real, sizeof(real));
+          if (n > 0 && static_cast<size_t>(n) < sizeof(real)) targets_.back().assign(real, static_cast<size_t>(n));
+        }
+        fields[kAcl] = HasAcl(self) ? 1 : 0;
       }
+      if (fd >= 0) close(fd);
       fields_.insert(fields_.end(), fields, fields + kListedFields);
     }
     closedir(dir);
@@ -664,6 +700,13 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("readAligned", Napi::Function::New(env, ReadAligned));
   exports.Set("readChunk", Napi::Function::New(env, ReadChunk));
   exports.Set("readFiles", Napi::Function::New(env, ReadFiles));
+  exports.Set("hasAcl", Napi::Function::New(env, [](const Napi::CallbackInfo& info) -> Napi::Value {
+                if (info.Length() < 1 || !info[0].IsString()) {
+                  Napi::TypeError::New(info.Env(), "hasAcl(path)").ThrowAsJavaScriptException();
+                  return info.Env().Undefined();
+                }
+                return Napi::Boolean::New(info.Env(), HasAcl(info[0].As<Napi::String>().Utf8Value()));
+              }));
   exports.Set("discard", Napi::Function::New(env, Discard));
   exports.Set("listDirectory", Napi::Function::New(env, ListDirectory));
   return exports;

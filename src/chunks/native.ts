@@ -26,6 +26,8 @@ interface NativeBinding {
    * entry (see `Listed`); for each symbolic link, the real path it leads to (empty when it leads nowhere, and for other entries).
    */
   listDirectory (path: string): Promise<{ names: Buffer[], fields: Float64Array, targets: Buffer[] }>
+  /** Whether an entry (links followed) has a POSIX or NFSv4 ACL, or one cannot be ruled out. */
+  hasAcl (path: string): boolean
   /** Makes glibc serve sample-sized buffers by mmap, so freed samples leave the process (the daemon calls it once at start). */
   tuneAllocator (): void
 }

@@ -87,7 +87,7 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
   const join = (relative: string, name: string): string => relative === '' ? name : `${relative}/${name}`
   const isSample = (relative: string, size: number): boolean => isSampleFile(relative, size, extensions)
   const source = await fs.realpath(root)
-  const access = new DirectoryAccessCache()
+  const access = new DirectoryAccessCache(options.foldAcls === true)
   /** Entries shown with fewer permission bits than the source's (access.ts), for one warning. */
   let narrowed = 0
 
@@ -177,6 +177,7 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
   const rootRow = statRow(rootStat)
   // Nobody reads through the mount's root what the directories above the source keep from them.
   await access.load([path.dirname(source)])
+  if (options.foldAcls === true && native().hasAcl(source)) rootRow[Listed.mode] &= ~0o077
   rootRow[Listed.mode] = access.reachableMode(rootRow[Listed.mode], rootRow[Listed.uid], rootRow[Listed.gid], path.dirname(source))
   if (rootRow[Listed.mode] !== Number(rootStat.mode)) narrowed++
   const rootEntry = builder.add(0, '', rootStat.isDirectory() ? EntryKind.Directory : EntryKind.Other, rootRow)
@@ -255,6 +256,9 @@ async function identitiesAbove (source: string): Promise<string[]> {
 class DirectoryAccessCache {
   private readonly known = new Map<string, DirectoryAccess>()
 
+  /** `foldAcls`: a directory with an ACL lets only its owner through (scan.ts, ScanOptions). */
+  constructor (private readonly foldAcls: boolean) {}
+
   /** Stats every directory on the way to each of `dirs` not stat'ed yet. */
   async load (dirs: readonly string[]): Promise<void> {
     const wanted = new Set<string>()
@@ -262,7 +266,8 @@ class DirectoryAccessCache {
     await Promise.all([...wanted].map(async dir => {
       // A directory that cannot be stat'ed lets nobody through (mode 0).
       const stat = await fs.stat(dir).catch(() => undefined)
-      this.known.set(dir, stat === undefined ? { uid: 0, gid: 0, mode: 0 } : { uid: stat.uid, gid: stat.gid, mode: stat.mode })
+      const mode = stat === undefined ? 0 : this.foldAcls && native().hasAcl(dir) ? stat.mode & ~0o077 : stat.mode
+      this.known.set(dir, stat === undefined ? { uid: 0, gid: 0, mode: 0 } : { uid: stat.uid, gid: stat.gid, mode })
     }))
   }
 

@@ -28,6 +28,8 @@ import { Expected } from './native'
 import type { DatasetTree } from './tree'
 
 const PERMISSION_BITS = 0o777
+/** Linux's O_PATH, which Node does not name. */
+const O_PATH = 0o10000000
 
 /** Why an entry is not served now, and the errno a direct open of it gets. */
 export interface Refusal { readonly errno: 'EACCES' | 'EIO', readonly why: string }
@@ -100,14 +102,16 @@ export class SourceCheck {
     const refusing = await this.directoriesRefusing([entry])
     const onTheWay = refusing(entry)
     if (onTheWay !== undefined) throw new FsError(onTheWay.errno, onTheWay.why)
-    const file = await fs.open(this.pathOf(entry), constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY)
+    // Looked at through an O_PATH open first, which has no effect on what it names (a device put in
+    // the file's place is never really opened); the reading open goes through it, so what is read is
+    // what was checked.
+    const located = await fs.open(this.pathOf(entry), O_PATH)
     try {
-      const refusal = this.refusal(entry, await file.stat({ bigint: true }), { modifiable: true })
+      const refusal = this.refusal(entry, await located.stat({ bigint: true }), { modifiable: true })
       if (refusal !== undefined) throw new FsError(refusal.errno, `${this.tree.pathOf(entry)}: ${refusal.why}`)
-      return file
-    } catch (err) {
-      await file.close()
-      throw err
+      return await fs.open(`/proc/self/fd/${located.fd}`, constants.O_RDONLY | constants.O_NOCTTY)
+    } finally {
+      await located.close()
     }
   }
 

@@ -145,10 +145,18 @@ export class DatasetTree {
       if (group === undefined) {
         const directory = groupOf(this.pathOf(entry), groupDepth)
         // A coarser group spans directories: who may pass those below its root decides who may read the file too.
+        // The description of readers is conservative, so each directory that narrows it is named: two
+        // directories that keep out different users never make one group.
+        const mode = columns.mode[entry]
+        const through: string[] = []
         const below: DirectoryAccess[] = []
-        for (let d = parent; d !== 0 && this.pathOf(d) !== directory; d = columns.parent[d]) below.push({ uid: columns.uid[d], gid: columns.gid[d], mode: columns.mode[d] })
-        const readers = readersOf(reachableMode(columns.mode[entry], columns.uid[entry], columns.gid[entry], below), columns.uid[entry], columns.gid[entry])
-        const named = readers === '' ? directory : `${directory} [${readers}]`
+        for (let d = parent; d !== 0 && this.pathOf(d) !== directory; d = columns.parent[d]) {
+          const access = { uid: columns.uid[d], gid: columns.gid[d], mode: columns.mode[d] }
+          below.push(access)
+          if (reachableMode(mode, columns.uid[entry], columns.gid[entry], [access]) !== mode) through.unshift(this.pathOf(d))
+        }
+        const readers = readersOf(reachableMode(mode, columns.uid[entry], columns.gid[entry], below), columns.uid[entry], columns.gid[entry])
+        const named = readers === '' ? directory : `${directory} [${readers}${through.length > 0 ? `; through ${through.join(', ')}` : ''}]`
         group = groups.get(named) ?? named
         groups.set(group, group)
         groupOfDirectory.set(key, group)

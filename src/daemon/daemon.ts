@@ -143,8 +143,7 @@ async function openPack (config: MountConfig, log: Logger, storage: PackStorage 
     throw new UsageError(`the pack was written with redirect groups by ${describeGrouping(pack.header.groupDepth)}; it cannot be mounted with --group-depth ${config.groupDepth} (leave it out, or re-pack with it)`)
   }
   const cache = config.cache === undefined ? undefined : await ChunkCache.open(config.cache.directory, pack.identity, config.cache.sizeBytes, pack.arrays.chunkLength, log)
-  // Whole chunks on their way from the bucket to the cache are outside --memory: a quarter of it, at most 64 MiB.
-  const source = new PackSource(pack, log, cache, Math.min(64 * 2 ** 20, config.memoryBytes / 4))
+  const source = new PackSource(pack, log, cache, cacheFillBytes(config))
   return {
     tree: pack.tree,
     files: new PackFileReader(pack),
@@ -394,11 +393,16 @@ const CLUSTER_OVERHEAD_BYTES = 40 * 2 ** 20
  * in (a container, a Slurm job): the kernel would kill the daemon
  * mid-epoch. Returns the limit, for the runtime record.
  */
+/** Whole chunks on their way from the bucket to the cache (--cache-dir) are outside --memory: a quarter of it, at most 64 MiB. */
+function cacheFillBytes (config: MountConfig): number {
+  return config.cache === undefined ? 0 : Math.min(64 * 2 ** 20, config.memoryBytes / 4)
+}
+
 function checkMemoryLimit (config: MountConfig, entries: number): MemoryLimit | undefined {
   const limit = memoryLimitOf()
   if (limit === undefined) return undefined
   const remote = config.cluster?.remoteMemoryBytes ?? 0
-  const overhead = DAEMON_OVERHEAD_BYTES + OVERHEAD_PER_ENTRY_BYTES * entries + (config.cluster !== undefined ? CLUSTER_OVERHEAD_BYTES : 0)
+  const overhead = DAEMON_OVERHEAD_BYTES + OVERHEAD_PER_ENTRY_BYTES * entries + (config.cluster !== undefined ? CLUSTER_OVERHEAD_BYTES : 0) + cacheFillBytes(config)
   const needed = config.memoryBytes + remote + overhead
   if (needed > limit.limitBytes) {
     const fits = Math.max(0, limit.limitBytes - overhead - remote)

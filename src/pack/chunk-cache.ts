@@ -45,6 +45,8 @@ export class ChunkCache {
   private readonly writing = new Set<number>()
   /** Bytes of the files held and being written. */
   private bytes = 0
+  /** Of those, the files being written (room kept for them, not all of which is taken). */
+  private writingBytes = 0
   private readonly counters = { cacheHits: 0, cacheMisses: 0, cacheEvictions: 0, cacheRejected: 0 }
 
   private constructor (readonly directory: string, private readonly limitBytes: number, private readonly log: Logger) {}
@@ -109,8 +111,8 @@ export class ChunkCache {
     const size = this.held.get(chunk)
     if (size === undefined) return
     this.held.delete(chunk)
-    this.bytes -= size
     await fs.rm(this.file(chunk), { force: true })
+    this.bytes -= size
   }
 
   /**
@@ -125,11 +127,12 @@ export class ChunkCache {
     if (size > this.limitBytes) { this.counters.cacheRejected++; return }
     if (this.held.has(chunk) || this.writing.has(chunk)) return
     this.bytes += size
+    this.writingBytes += size
     this.writing.add(chunk)
-    await this.evict()
     const file = this.file(chunk)
     const temporary = `${file}.${randomBytes(4).toString('hex')}.tmp`
     try {
+      await this.evict()
       if (this.bytes > this.limitBytes) throw new Error('no room: other chunks are being written')
       // Padded to the alignment O_DIRECT reads need: the file is extended with zeros, the bytes are not copied.
       const handle = await fs.open(temporary, 'wx', 0o600)
@@ -148,20 +151,28 @@ export class ChunkCache {
       else this.log.warn({ chunk, err: (err as Error).message }, 'could not keep a chunk in the cache')
     } finally {
       this.writing.delete(chunk)
+      this.writingBytes -= size
     }
   }
 
+  /** Removes the least recently read until the bytes are within the limit; a file that cannot be removed stays counted. */
   private async evict (): Promise<void> {
     for (const [chunk, size] of this.held) {
       if (this.bytes <= this.limitBytes) break
+      // Out of `held` first: no read opens it once its removal has begun.
       this.held.delete(chunk)
+      try {
+        await fs.rm(this.file(chunk), { force: true })
+      } catch (err) {
+        this.held.set(chunk, size)
+        throw err
+      }
       this.bytes -= size
       this.counters.cacheEvictions++
-      await fs.rm(this.file(chunk), { force: true })
     }
   }
 
   stats (): ChunkCacheStats {
-    return { ...this.counters, cacheBytes: this.bytes, cacheLimitBytes: this.limitBytes }
+    return { ...this.counters, cacheBytes: this.bytes - this.writingBytes, cacheLimitBytes: this.limitBytes }
   }
 }

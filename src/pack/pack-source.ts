@@ -27,6 +27,8 @@ export class PackSource implements ChunkSource {
 
   /** Whole chunks being fetched into the cache, by chunk: loads of one chunk's blocks share one fetch. */
   private readonly filling = new Map<number, Promise<void>>()
+  /** Chunks the cache could not keep (no room, a write that failed, a check that failed): read from the bucket directly, never fetched whole again. */
+  private readonly notCached = new Set<number>()
   private readonly fillLimit: ReturnType<typeof pLimit>
 
   /**
@@ -45,7 +47,7 @@ export class PackSource implements ChunkSource {
    * the run from the first to the last (a mix block), each file checked
    * against its own CRC-32.
    */
-  async fetch (request: ChunkRequest): Promise<Map<number, Buffer>> {
+  async fetch (request: ChunkRequest, useCache = true): Promise<Map<number, Buffer>> {
     const { arrays } = this.pack
     const chunkOffset = arrays.chunkOffset[request.pc]
     const chunkLength = arrays.chunkLength[request.pc]
@@ -68,8 +70,8 @@ export class PackSource implements ChunkSource {
     let read: ChunkRead | undefined
     let fromCache = false
     try {
-      if (this.cache !== undefined && !this.cache.has(request.pc)) await this.fill(request.pc)
-      if (this.cache?.has(request.pc) === true) {
+      if (useCache && this.cache !== undefined && !this.cache.has(request.pc) && !this.notCached.has(request.pc)) await this.fill(request.pc)
+      if (useCache && this.cache?.has(request.pc) === true) {
         read = await this.cache.readPieces(request.pc, offset - chunkOffset, length, pieces, targets)
         fromCache = read !== undefined
       }
@@ -89,11 +91,13 @@ export class PackSource implements ChunkSource {
           ? (read.crc !== arrays.chunkCrc[request.pc] ? 'checksum mismatch' : undefined)
           : (entries.some((entry, i) => read.fileCrcs[i] !== arrays.crc[entry]) ? 'checksum mismatch in a block' : undefined)
     if (problem !== undefined && fromCache) {
-      // Never serve a cached chunk that fails its check: it goes, and the bucket is asked again.
+      // Never serve a cached chunk that fails its check: it goes, and the bucket is asked again, past the cache (a disk
+      // that damages what it holds would otherwise have the chunk fetched and dropped for ever).
       this.log.warn({ chunk: request.pc, problem }, 'a cached chunk failed its check; reading it from the bucket')
       await this.cache!.drop(request.pc)
+      this.notCached.add(request.pc)
       giveBack()
-      return await this.fetch(request)
+      return await this.fetch(request, false)
     }
     if (problem !== undefined) {
       this.corruptChunks++
@@ -124,7 +128,10 @@ export class PackSource implements ChunkSource {
         else this.log.warn({ chunk: pc, length: chunk.length }, 'a chunk fetched for the cache failed its check; its loads read the bucket directly')
       }).catch((err: unknown) => {
         this.log.warn({ chunk: pc, err: (err as Error).message }, 'could not fetch a chunk for the cache; its loads read the bucket directly')
-      }).finally(() => this.filling.delete(pc))
+      }).finally(() => {
+        this.filling.delete(pc)
+        if (!this.cache!.has(pc)) this.notCached.add(pc)
+      })
       this.filling.set(pc, filling)
     }
     await filling

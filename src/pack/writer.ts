@@ -267,8 +267,15 @@ async function writeOnePack (layout: PackLayout, out: PackOutput, holds: (chunk:
   return { samples: tree.samples.length, others, chunks: held.length, sampleBytes: layout.sampleBytes, indexBytes: index.length, segments }
 }
 
-/** Whether some entry is not for everyone: a file others may not read, or a directory they may not list or pass. */
+/**
+ * Whether some entry is not for everyone: a file some class of users may
+ * not read (not all of 0444), or a directory some class may not list or
+ * pass (not all of 0555). The pack's own modes say nothing of who reads it.
+ */
 function holdsPrivateData (tree: DatasetTree): boolean {
   const { kind, mode } = tree.columns
-  return kind.some((k, entry) => (mode[entry] & (k === TreeKind.Directory ? 0o005 : 0o004)) !== (k === TreeKind.Directory ? 0o005 : 0o004))
+  return kind.some((k, entry) => {
+    const needed = k === TreeKind.Directory ? 0o555 : 0o444
+    return (mode[entry] & needed) !== needed
+  })
 }

@@ -82,6 +82,17 @@ const MAX_DEPTH = 64
 const isMultiprocessingChild = (p: ProcessInfo): boolean =>
   p.commandLine.includes('--multiprocessing-fork') || p.commandLine.some(arg => arg.startsWith('from multiprocessing.'))
 
+/**
+ * Whether two programs are the same interpreter: the same file (one
+ * replaced by an upgrade since shows as "(deleted)"), or two Pythons (a
+ * worker started with multiprocessing.set_executable).
+ */
+function sameInterpreter (a: string, b: string): boolean {
+  const file = (program: string): string => program.replace(/ \(deleted\)$/, '')
+  const isPython = (program: string): boolean => /^python[\d.]*$/.test(path.basename(file(program)))
+  return file(a) === file(b) || (isPython(a) && isPython(b))
+}
+
 const sameCommandLine = (a: ProcessInfo, b: ProcessInfo): boolean =>
   a.commandLine.length === b.commandLine.length && a.commandLine.every((arg, i) => arg === b.commandLine[i])
 
@@ -94,11 +105,12 @@ export function findTrainer (table: ProcessTable, pid: number): ProcessInfo | 'o
   if (first === undefined) return undefined
   let process: ProcessInfo = first
   for (let depth = 0; depth < MAX_DEPTH; depth++) {
-    const parent: ProcessInfo | undefined = process.parent > 1 ? table.info(process.parent) : undefined
-    const sameProgram = parent !== undefined && parent.program === process.program
+    // Pid 1 may be the trainer itself (a container without an init).
+    const parent: ProcessInfo | undefined = process.parent >= 1 ? table.info(process.parent) : undefined
+    const sameProgram = parent !== undefined && sameInterpreter(parent.program, process.program)
     if (isMultiprocessingChild(process)) {
       // A parent that cannot be read is unknown, not gone.
-      if (process.parent > 1 && parent === undefined) return undefined
+      if (process.parent >= 1 && parent === undefined) return undefined
       // Its parent (the trainer, or a fork server) runs the same interpreter; else it was adopted by init or a reaper.
       if (parent === undefined || !sameProgram) return 'orphan'
       if (namesOwnRun(table, process, parent)) return process
@@ -207,8 +219,9 @@ export class RunTracker {
     return { kind: 'same' }
   }
 
+  /** The run the tracker keeps under a name: one reading beside the current run first (a restart of an ended current one). */
   private runNamed (key: string): Run | undefined {
-    return this.current?.key === key ? this.current : this.alongside.get(key)
+    return this.alongside.get(key) ?? (this.current?.key === key ? this.current : undefined)
   }
 
   private place (run: Run, trainer: ProcessInfo): RunEvent {

@@ -127,5 +127,22 @@ t.test('with a coarser grouping, a directory below the group root that keeps use
   const { columns } = builder.finish()
   const samples = Array.from({ length: columns.parent.length }, (_, e) => e).filter(e => columns.kind[e] === EntryKind.Sample)
   const tree = new DatasetTree(columns, samples, 1)
-  t.same(tree.samples.map(s => [s.path, s.group]).sort(), [['cat/closed/b.jpg', 'cat [readable by uid 7, not gid 8, others]'], ['cat/open/a.jpg', 'cat']])
+  t.same(tree.samples.map(s => [s.path, s.group]).sort(), [['cat/closed/b.jpg', 'cat [readable by uid 7, not gid 8, others; through cat/closed]'], ['cat/open/a.jpg', 'cat']])
+})
+
+t.test('with a coarser grouping, two directories that keep out different users make two groups, though described alike', async t => {
+  const builder = new TreeBuilder()
+  const root = builder.add(0, '', EntryKind.Directory, stat(DIR, 4096))
+  const train = builder.add(root, 'train', EntryKind.Directory, stat(DIR, 4096))
+  // Each 0750 root-owned, of another group: only that group's members pass.
+  const a = builder.add(train, 'a', EntryKind.Directory, [0o40750, 4096, 0, 200, 1, 0, 0, 0, 0, 0, 0])
+  const b = builder.add(train, 'b', EntryKind.Directory, [0o40750, 4096, 0, 300, 1, 0, 0, 0, 0, 0, 0])
+  builder.add(a, 'x.jpg', EntryKind.Sample, stat(FILE, 10))
+  builder.add(b, 'y.jpg', EntryKind.Sample, stat(FILE, 10))
+  const { columns } = builder.finish()
+  const samples = Array.from({ length: columns.parent.length }, (_, e) => e).filter(e => columns.kind[e] === EntryKind.Sample)
+  const tree = new DatasetTree(columns, samples, 1)
+  const [x, y] = tree.samples
+  t.not(x.group, y.group)
+  t.same([x.group, y.group].sort(), ['train [root only; through train/a]', 'train [root only; through train/b]'])
 })

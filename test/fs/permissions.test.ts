@@ -4,6 +4,7 @@
 // directories above the source, the real paths links lead through, and
 // redirection itself (an open is never answered with a file the opener
 // could not read). On both FUSE backends.
+import { execFileSync } from 'node:child_process'
 import { chmodSync, mkdirSync, promises as fs, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import t from 'tap'
@@ -129,15 +130,19 @@ function writeClass (root: string, cls: string, count: number): string[] {
 /** The contents nobody got, of every read that was not refused. */
 const servedTo = (reads: Record<string, string>): string[] => Object.values(reads).filter(got => !got.startsWith('error'))
 
+/** Gives `file` (mode `mode`) an access ACL that denies nobody everything: user:nobody:---, the other entries as the mode says. */
+function denyNobodyByAcl (file: string, mode: number): void {
+  const [owner, group, other] = [(mode >> 6) & 7, (mode >> 3) & 7, mode & 7]
+  const entries = `[(1, ${owner}, 0xffffffff), (2, 0, 65534), (4, ${group}, 0xffffffff), (16, ${group}, 0xffffffff), (32, ${other}, 0xffffffff)]`
+  execFileSync('/usr/bin/python3', ['-c', `import os, struct, sys; os.setxattr(sys.argv[1], "system.posix_acl_access", struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in ${entries}))`, file])
+}
+
 t.test('an ACL that denies a user what the mode allows keeps them out through the mount too', async t => {
   const source = emptyDir('redirfs-acl-')
   t.teardown(() => rmSync(source, { recursive: true, force: true }))
   const samples = writeClass(source, 'cat', 4)
   openToEveryone(source)
-  // user::rw- user:nobody:--- group::r-- mask::r-- other::r-- on cat/0.jpg: mode 0644, nobody denied.
-  const acl = '__import__("os").setxattr(__import__("sys").argv[1], "system.posix_acl_access", __import__("struct").pack("<I", 2) + b"".join(__import__("struct").pack("<HHI", *e) for e in [(1, 6, 0xffffffff), (2, 0, 65534), (4, 4, 0xffffffff), (16, 4, 0xffffffff), (32, 4, 0xffffffff)]))'
-  const { execFileSync } = await import('node:child_process')
-  execFileSync('/usr/bin/python3', ['-c', acl, path.join(source, 'cat', '0.jpg')])
+  denyNobodyByAcl(path.join(source, 'cat', '0.jpg'), 0o644)
   const mountpoint = emptyDir()
   openToEveryone(mountpoint)
   await mount(t, source, mountpoint, '--allow-other', '--chunk-size', '2', '--memory', '10K')
@@ -180,4 +185,19 @@ t.test('a chmod in the source after the mount holds through the mount at once', 
   t.notOk(servedTo(through).includes(sha1(Buffer.from('cat 1'))), 'the file made private is never served to nobody')
   t.equal(servedTo(through).filter(got => got !== sha1(Buffer.from('cat 1'))).length, 3, 'the other cats are')
   t.same(dogs.map(dog => through[dog]), dogs.map(() => 'error Input/output error'), 'nothing of a directory closed since the mount')
+})
+
+t.test('an ACL on the source directory itself that denies a user keeps them out of the whole mount', async t => {
+  const base = emptyDir('redirfs-acl-root-')
+  t.teardown(() => rmSync(base, { recursive: true, force: true }))
+  const source = path.join(base, 'data')
+  const samples = writeClass(source, 'cat', 2)
+  openToEveryone(base, source)
+  denyNobodyByAcl(source, 0o755)
+  const mountpoint = emptyDir()
+  openToEveryone(mountpoint)
+  await mount(t, source, mountpoint, '--allow-other', '--chunk-size', '2')
+  t.match((await readAsNobody(source, samples))[samples[0]], /^error Permission denied/, 'the source keeps nobody out')
+  t.same(Object.values(await readAsNobody(mountpoint, samples)).map(got => got.replace(/ .*/, '')), ['error', 'error'], 'so does the mount')
+  t.equal((await fs.stat(mountpoint)).mode & 0o077, 0, 'whose root shows its owner\'s bits only')
 })

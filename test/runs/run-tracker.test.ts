@@ -221,3 +221,38 @@ t.test('a thread is looked up once, and again when its id is reused', async t =>
   t.equal(runs.noteOpen(200, 500).kind, 'same', 'within a second the cache answers')
   t.equal(runs.noteOpen(200, 1500).kind, 'new', 'after that the start time is checked')
 })
+
+t.test('a job restarted under the same name while another job reads is that other job\'s neighbour, and its opens go on', async t => {
+  const table = machine()
+  const runs = new RunTracker(table)
+  const env = { MASTER_ADDR: '127.0.0.1', MASTER_PORT: '29500', WORLD_SIZE: '1' }
+  table.add(200, 100, TRAIN, PYTHON, env)
+  t.equal(runs.noteOpen(200, 0).kind, 'first')
+  table.add(300, 100, ['cat', 'x.jpg'], '/usr/bin/cat')
+  t.equal(runs.noteOpen(300, 10).kind, 'concurrent')
+  table.exit(200)
+  table.add(210, 100, TRAIN, PYTHON, env)
+  table.add(211, 210, SPAWNED)
+  t.equal(runs.noteOpen(210, 20).kind, 'concurrent', 'the restart reads beside the other job')
+  t.equal(runs.noteOpen(211, 30).kind, 'same', 'its worker belongs to it')
+  t.equal(runs.noteOpen(211, 5000).kind, 'same', 'and still does when checked again')
+  t.equal(runs.noteOpen(210, 5000).kind, 'same')
+  t.equal(runs.stats().runs, 3)
+})
+
+t.test('a worker whose trainer is pid 1 (a container without an init) is the trainer\'s, not an orphan', async t => {
+  const table = new FakeTable()
+  table.add(1, 0, TRAIN)
+  table.add(20, 1, SPAWNED)
+  t.equal((findTrainer(table, 20) as ProcessInfo).pid, 1)
+})
+
+t.test('a worker of an interpreter replaced since, or started with another Python, is still its trainer\'s', async t => {
+  const table = machine()
+  table.add(200, 100, TRAIN, `${PYTHON} (deleted)`)
+  table.add(201, 200, SPAWNED)
+  table.add(300, 100, TRAIN, '/usr/bin/python3.11')
+  table.add(301, 300, SPAWNED, '/opt/venv/bin/python3')
+  t.equal((findTrainer(table, 201) as ProcessInfo).pid, 200)
+  t.equal((findTrainer(table, 301) as ProcessInfo).pid, 300)
+})

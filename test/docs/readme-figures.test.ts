@@ -1,14 +1,24 @@
-// Every figure in the README comes from a committed results file, made by a
-// committed command: each section that quotes measurements cites its results
-// (`bench/results/<file>`, or `bench/results/<file>@<commit>` for an earlier
-// run kept in git), and every figure it quotes is found in them.
+// Every figure in the README and in every page of docs/ comes from a
+// committed results file, made by a committed command: each section that
+// quotes measurements cites its results (`bench/results/<file>`, or
+// `bench/results/<file>@<commit>` for an earlier run kept in git), and every
+// figure it quotes is found in them.
 import { execFileSync } from 'node:child_process'
-import { existsSync, readFileSync, statSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
 import path from 'node:path'
 import t from 'tap'
 
 const ROOT = path.join(__dirname, '..', '..')
-const README = readFileSync(path.join(ROOT, 'README.md'), 'utf8')
+/** The README and the docs pages, each read as the README is. */
+const PAGES = ['README.md', ...readdirSync(path.join(ROOT, 'docs')).filter(name => name.endsWith('.md')).map(name => `docs/${name}`)]
+const README = PAGES.map(page => {
+  // Each page's headings name the page (a code block's comment lines are not headings).
+  let code = false
+  return readFileSync(path.join(ROOT, page), 'utf8').split('\n').map(line => {
+    if (line.startsWith('```')) code = !code
+    return !code && /^#{1,3} /.test(line) ? line.replace(/^(#{1,3}) /, `$1 ${page}: `) : line
+  }).join('\n')
+}).join('\n')
 
 /** Figures the README states as promises or definitions, not measurements, each with why. */
 const STATED = [
@@ -20,8 +30,10 @@ interface Section { heading: string, lines: string[] }
 
 function sections (): Section[] {
   const found: Section[] = []
+  let code = false
   for (const line of README.split('\n')) {
-    if (/^#{1,3} /.test(line)) found.push({ heading: line, lines: [] })
+    if (line.startsWith('```')) code = !code
+    if (!code && /^#{1,3} /.test(line)) found.push({ heading: line, lines: [] })
     else found.at(-1)?.lines.push(line)
   }
   return found

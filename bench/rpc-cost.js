@@ -19,7 +19,7 @@ const { startPeerServer } = require(path.join(dist, 'cluster/peer-server.js'))
 const { PeerClient } = require(path.join(dist, 'cluster/peer-client.js'))
 const { loadCredentials } = require(path.join(dist, 'cluster/security.js'))
 const { parseAddress } = require(path.join(dist, 'cluster/addresses.js'))
-const { sampleBuffers } = require(path.join(dist, 'chunks/sample-buffers.js'))
+const { SampleBuffers } = require(path.join(dist, 'chunks/sample-buffers.js'))
 
 const args = process.argv.slice(2)
 /** A whole-number option of at least 1. */
@@ -64,7 +64,8 @@ async function measure () {
   const ask = (/** @type {string | undefined} */ what) => /** @type {Promise<any>} */ (new Promise(resolve => { sender.once('message', resolve); if (what !== undefined) sender.send(what) }))
   const { port } = await ask(undefined)
   const credentials = await loadCredentials({})
-  const client = new PeerClient(parseAddress(`127.0.0.1:${port}`, 'peer'), credentials, TOKEN, 5000)
+  const buffers = new SampleBuffers()
+  const client = new PeerClient(parseAddress(`127.0.0.1:${port}`, 'peer'), credentials, TOKEN, 5000, buffers)
   const request = { node: 1, file: 0, emptyOffsets: Buffer.alloc(8, 0xff), freeBytes: 2 ** 40, lastBatch: 0 }
   const ping = { protocolVersion: 0, node: 1, nodes: 2, layoutHash: '' }
   let received = 0
@@ -75,7 +76,7 @@ async function measure () {
         started++
         const reply = await client.read(request, ping)
         // As a daemon does once it has served them: the buffers go back for the next answer.
-        for (const file of [reply.served, ...reply.batch]) sampleBuffers.give(file.data)
+        for (const file of [reply.served, ...reply.batch]) buffers.give(file.data)
         received += 1 + reply.batch.length
       }
     }))

@@ -21,7 +21,7 @@ import { nsecOf, secOf } from './scan'
 import { codeOf } from '../errors'
 import { native } from './native'
 import type { SourceCheck } from './source-check'
-import { sampleBuffers } from './sample-buffers'
+import type { SampleBuffers } from './sample-buffers'
 import type { ChunkRequest, ChunkSource } from './source'
 
 /** Files per native batch: small enough that a chunk's batches run in parallel. */
@@ -39,6 +39,7 @@ export class DirectorySource implements ChunkSource {
   constructor (
     private readonly tree: DatasetTree,
     private readonly check: SourceCheck,
+    private readonly buffers: SampleBuffers,
     private readonly log: Logger,
     /** Batches in flight at once, across all loads. */
     concurrency = 8
@@ -60,7 +61,7 @@ export class DirectorySource implements ChunkSource {
     for (let i = 0; i < readable.length; i += BATCH_FILES) batches.push(readable.slice(i, i + BATCH_FILES))
     await Promise.all(batches.map(batch => this.limit(async () => {
       // Each file into a buffer one byte larger than its scanned size: one that fills it has grown.
-      const targets = batch.map(id => sampleBuffers.take(files[id].size + 1))
+      const targets = batch.map(id => this.buffers.take(files[id].size + 1))
       const entries = batch.map(id => files[id].entry)
       const results = await native().readFiles(entries.map(entry => this.check.pathOf(entry)), targets, this.check.expected(entries))
       results.forEach((result, i) => {
@@ -68,8 +69,8 @@ export class DirectorySource implements ChunkSource {
         const length = result instanceof Error ? -1 : typeof result === 'number' ? result : result.length
         const code = codeOf(result)
         if (result instanceof Error || length !== files[id].size) {
-          sampleBuffers.give(targets[i])
-          if (typeof result === 'object' && !(result instanceof Error)) sampleBuffers.give(result)
+          this.buffers.give(targets[i])
+          if (typeof result === 'object' && !(result instanceof Error)) this.buffers.give(result)
           if (code === 'ESTALE' || code === 'EACCES') this.refuse(id, (result as Error).message.slice(this.check.pathOf(files[id].entry).length + 2))
           else if (length >= 0) this.refuse(id, `changed in the source since the mount (${length} bytes now, ${files[id].size} at the scan)`)
           else {
@@ -82,7 +83,7 @@ export class DirectorySource implements ChunkSource {
         if (typeof result === 'number') {
           bytes = targets[i].subarray(0, result)
         } else {
-          sampleBuffers.give(targets[i])
+          this.buffers.give(targets[i])
           bytes = result
         }
         delivered.set(id, bytes)

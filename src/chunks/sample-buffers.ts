@@ -17,8 +17,8 @@
  * bytes themselves, uncounted by --memory (docs/design.md, "Sample memory").
  *
  * Slabs and arenas, in use and idle, stay within `limitBytes` (the daemon
- * sets it to its --memory), so keeping them never lifts RSS above what the
- * budget allows; an arena goes only once all its slots are back. A new
+ * builds its one pool with its --memory), so keeping them never lifts RSS
+ * above what the budget allows; an arena goes only once all its slots are back. A new
  * arena is cut only when every arena of its capacity is full, so arenas
  * never hold more than the most small files lent at once, plus one arena
  * per capacity. Files
@@ -75,9 +75,12 @@ class Arena {
   }
 }
 
+/**
+ * One process's pool: the daemon builds it once and hands it to every
+ * source that reads samples and every part that gives them back. A buffer
+ * goes back to the pool that lent it.
+ */
 export class SampleBuffers {
-  /** Slabs and arenas in use and idle together stay within this many bytes. */
-  limitBytes = 32 * 2 ** 20
   private readonly idle = new Map<number, ArrayBuffer[]>()
   /** Per small capacity, the arenas with a free slot. */
   private readonly withFree = new Map<number, Set<Arena>>()
@@ -87,6 +90,9 @@ export class SampleBuffers {
   private readonly arenaOf = new WeakMap<ArrayBuffer, Arena>()
   private readonly lent = new WeakSet<ArrayBuffer>()
   private readonly collected = new FinalizationRegistry<number>(capacity => { this.slabBytes -= capacity })
+
+  /** @param limitBytes slabs and arenas in use and idle together stay within this many bytes */
+  constructor (readonly limitBytes = 32 * 2 ** 20) {}
 
   /** A buffer of exactly `size` bytes (their content is whatever the memory held). */
   take (size: number): Buffer {
@@ -200,6 +206,3 @@ export class SampleBuffers {
     this.slabBytes -= bytes
   }
 }
-
-/** The process's sample buffers: every chunk source reads into them, the FUSE layer gives them back. */
-export const sampleBuffers = new SampleBuffers()

@@ -16,11 +16,11 @@
  */
 import type { Logger } from 'pino'
 import { FsError } from '../errors'
-import { sampleBuffers } from '../chunks/sample-buffers'
+import type { SampleBuffers } from '../chunks/sample-buffers'
 import type { ClusterStats } from '../stats'
 import type { Engine, Reclaimer, RequestAnswer, ServedFile } from '../engine/engine'
 import { RemoteReader, type OwnerReply } from '../engine/remote-reader'
-import type { FileId, Layout, VcId } from '../redirect/layout'
+import { vcOfFile, type FileId, type Layout, type VcId } from '../redirect/layout'
 import type { MirrorTable, RemoteRequest } from '../redirect/mirror'
 import type { ReclaimReport } from '../redirect/protocol'
 import type { PeerAddress } from './addresses'
@@ -95,13 +95,15 @@ export class ClusterNode {
     private readonly engine: Engine,
     mirror: MirrorTable,
     private readonly membership: Membership,
+    /** The node's one pool (the daemon's): its engine's loads, its mirror's files and its peers' answers. */
+    private readonly buffers: SampleBuffers,
     private readonly options: ClusterNodeOptions,
     private readonly log: Logger
   ) {
-    this.remote = new RemoteReader(mirror, { read: async request => await this.askOwner(request) })
+    this.remote = new RemoteReader(mirror, { read: async request => await this.askOwner(request) }, buffers)
     this.takeover = new Takeover(layout, membership, engine, this.remote, log)
     this.sync = new Sync(layout, membership, engine, this.remote, this.takeover, log)
-    this.service = new PeerService({ layout, membership, engine, remote: this.remote, takeover: this.takeover, sync: this.sync, statsJson: options.statsJson, log })
+    this.service = new PeerService({ layout, membership, engine, remote: this.remote, takeover: this.takeover, sync: this.sync, statsJson: options.statsJson, buffers, log })
     membership.onGeneration(() => this.startedGeneration())
   }
 
@@ -167,7 +169,7 @@ export class ClusterNode {
     }
   }
 
-  private vcOf (file: FileId): VcId { return this.layout.pcs[this.layout.filePc[file]].vc }
+  private vcOf (file: FileId): VcId { return vcOfFile(this.layout, file) }
 
   /** Sends a remote open to the VC's owner, following deaths and takeovers. */
   private async askOwner (request: RemoteRequest): Promise<OwnerReply> {
@@ -217,13 +219,13 @@ export class ClusterNode {
   /** An answer that never reached this node's trainer: a file of a VC this node answers for waits for another open; a peer's is dropped (its home counts it served). */
   giveBack (served: ServedFile): void {
     if (this.engine.owns(this.vcOf(served.file))) this.engine.giveBack(served)
-    else sampleBuffers.give(served.bytes)
+    else this.buffers.give(served.bytes)
   }
 
   /** An answer of another generation: nobody takes its bytes. */
   private drop (reply: ReadReply): void {
-    if (reply.served !== null) sampleBuffers.give(reply.served.data)
-    for (const f of reply.batch) sampleBuffers.give(f.data)
+    if (reply.served !== null) this.buffers.give(reply.served.data)
+    for (const f of reply.batch) this.buffers.give(f.data)
   }
 
   /** Drops every mirrored file (`redirfs reset`); gives how many. */

@@ -20,7 +20,7 @@ import net from 'node:net'
 import tls from 'node:tls'
 import * as grpc from '@grpc/grpc-js'
 import type { Logger } from 'pino'
-import { sampleBuffers } from '../chunks/sample-buffers'
+import type { SampleBuffers } from '../chunks/sample-buffers'
 import { PeerCallError } from './call-error'
 import { generationOf } from './generations'
 import { tokenMatches, type Credentials } from './security'
@@ -326,7 +326,7 @@ class Connection {
   private nextId = 1
   closed = false
 
-  constructor (host: string, port: number, credentials: Credentials, token: string, private readonly peer: string, private readonly onClosed: () => void) {
+  constructor (host: string, port: number, credentials: Credentials, token: string, private readonly peer: string, private readonly buffers: SampleBuffers, private readonly onClosed: () => void) {
     const reader = new FrameReader((kind, id, message) => this.onFrame(kind, id, message))
     const feed = (buffer: Buffer, length: number): boolean => {
       try {
@@ -388,14 +388,14 @@ class Connection {
       this.settle(id)?.reject(new PeerCallError(this.peer, head.status, head.details))
       return undefined
     }
-    const targets = head.sizes.map(size => sampleBuffers.take(size))
+    const targets = head.sizes.map(size => this.buffers.take(size))
     return {
       targets,
       done: () => {
         const call = this.settle(id)
         if (call === undefined) {
           // Its caller gave up waiting (cancelled, or past its deadline): nobody takes these bytes.
-          for (const bytes of targets) sampleBuffers.give(bytes)
+          for (const bytes of targets) this.buffers.give(bytes)
           return
         }
         call.finish(head, targets)
@@ -418,7 +418,8 @@ export class DataClient {
   private port?: number
   private connection?: Connection
 
-  constructor (private readonly host: string, private readonly credentials: Credentials, private readonly token: string, private readonly peer: string) {}
+  /** `buffers`: the pool answers' files are read into (the node's own, so its mirror's bytes count against --remote-memory there). */
+  constructor (private readonly host: string, private readonly credentials: Credentials, private readonly token: string, private readonly peer: string, private readonly buffers: SampleBuffers) {}
 
   /** Where the peer's data channel listens, as its handshake says; 0 until one has. */
   get knownPort (): number { return this.port ?? 0 }
@@ -454,7 +455,7 @@ export class DataClient {
   private connected (): Connection {
     if (this.port === undefined) throw new Error('the peer\'s data port is not known before a handshake')
     if (this.connection === undefined || this.connection.closed) {
-      const connection: Connection = new Connection(this.host, this.port, this.credentials, this.token, this.peer, () => {
+      const connection: Connection = new Connection(this.host, this.port, this.credentials, this.token, this.peer, this.buffers, () => {
         if (this.connection === connection) this.connection = undefined
       })
       this.connection = connection

@@ -23,6 +23,7 @@
 import * as grpc from '@grpc/grpc-js'
 import type { Logger } from 'pino'
 import { UsageError } from '../errors'
+import type { SampleBuffers } from '../chunks/sample-buffers'
 import type { Layout, NodeId, VcId } from '../redirect/layout'
 import { ownerOrder } from '../redirect/takeover'
 import type { PeerAddress } from './addresses'
@@ -45,6 +46,8 @@ export interface MembershipOptions {
   peerTimeoutMs: number
   /** How long start-up waits for every peer to answer the handshake. */
   startupTimeoutMs: number
+  /** The node's sample buffers: peers' answers are read into them. */
+  buffers: SampleBuffers
 }
 
 /** What asking a peer whether it is still there gives. */
@@ -66,7 +69,7 @@ export class Membership {
   generation: GenerationId = FIRST_GENERATION
 
   constructor (private readonly layout: Layout, readonly options: MembershipOptions, private readonly log: Logger) {
-    this.clients = options.peers.map((address, node) => node === options.node ? undefined : new PeerClient(address, options.credentials, options.token, options.peerTimeoutMs))
+    this.clients = options.peers.map((address, node) => node === options.node ? undefined : new PeerClient(address, options.credentials, options.token, options.peerTimeoutMs, options.buffers))
   }
 
   get node (): NodeId { return this.options.node }

@@ -17,6 +17,7 @@
  */
 import * as grpc from '@grpc/grpc-js'
 
+import type { SampleBuffers } from '../chunks/sample-buffers'
 import type { PeerAddress } from './addresses'
 import { PeerCallError } from './call-error'
 import { DataClient } from './data-channel'
@@ -33,9 +34,10 @@ export class PeerClient {
   private readonly client: PeerStub
   private readonly data: DataClient
 
-  constructor (readonly address: PeerAddress, credentials: Credentials, private readonly token: string, private readonly timeoutMs: number) {
+  /** `buffers`: the pool the files of data-channel answers are read into. */
+  constructor (readonly address: PeerAddress, credentials: Credentials, private readonly token: string, private readonly timeoutMs: number, buffers: SampleBuffers) {
     this.client = peerStub(address.text, credentials.client)
-    this.data = new DataClient(address.host, credentials, token, address.text)
+    this.data = new DataClient(address.host, credentials, token, address.text, buffers)
   }
 
   private async call<Rep> (invoke: Invoke<Rep>, timeoutMs = this.timeoutMs): Promise<Rep> {

@@ -10,10 +10,10 @@
  */
 import * as grpc from '@grpc/grpc-js'
 import type { Logger } from 'pino'
-import { sampleBuffers } from '../chunks/sample-buffers'
+import type { SampleBuffers } from '../chunks/sample-buffers'
 import type { Engine, ServedFile } from '../engine/engine'
 import type { RemoteReader } from '../engine/remote-reader'
-import type { Layout, NodeId, VcId } from '../redirect/layout'
+import { vcOfFile, type Layout, type NodeId, type VcId } from '../redirect/layout'
 import type { Membership } from './membership'
 import { PeerRefusal, type PeerHandler } from './peer-server'
 import type { Sync } from './sync'
@@ -30,6 +30,8 @@ export interface PeerServiceParts {
   readonly sync: Sync
   /** The node's stats as JSON, for the Stats call. */
   readonly statsJson: () => string
+  /** The node's sample buffers: shipped answers' bytes go back to them. */
+  readonly buffers: SampleBuffers
   readonly log: Logger
 }
 
@@ -71,7 +73,7 @@ export class PeerService implements PeerHandler {
     this.invalid(this.parts.membership.checkNode(request.node))
     this.invalid(request.file < layout.files.length ? undefined : `file ${request.file} is not in the layout (it has ${layout.files.length})`)
     this.sameGeneration(request)
-    const vc = layout.pcs[layout.filePc[request.file]].vc
+    const vc = vcOfFile(layout, request.file)
     if (!engine.owns(vc)) {
       const why = await takeover.claim(vc, request.node)
       if (why !== undefined) this.refuse(vc, request.node, why)
@@ -87,7 +89,7 @@ export class PeerService implements PeerHandler {
 
   /** A read's or reclaim's answer went out: its bytes left this node's memory for good (engine.serveRequest and the remote reader took them), so their buffers serve the next load. */
   shipped (bytes: Buffer[]): void {
-    for (const b of bytes) sampleBuffers.give(b)
+    for (const b of bytes) this.parts.buffers.give(b)
   }
 
   /** The owner of a VC asks what this node's mirror holds of it, and maybe for one file back. */

@@ -18,7 +18,7 @@ import { readIncludeList, scanTree } from '../chunks/scan'
 import { SourceCheck } from '../chunks/source-check'
 import { DirectoryFileReader, DirectorySource } from '../chunks/directory-source'
 import { native } from '../chunks/native'
-import { sampleBuffers } from '../chunks/sample-buffers'
+import { SampleBuffers } from '../chunks/sample-buffers'
 import type { ChunkSource } from '../chunks/source'
 import type { DatasetTree, FileReader } from '../chunks/tree'
 import { INDEX_FILE, isPack, loadPackIndex, looksLikeDamagedPack } from '../pack/pack-index'
@@ -109,7 +109,7 @@ interface OpenedDataset {
 }
 
 /** A plain ImageFolder directory, read through a handle opened before mounting. */
-async function openDirectory (config: MountConfig, log: Logger): Promise<OpenedDataset> {
+async function openDirectory (config: MountConfig, buffers: SampleBuffers, log: Logger): Promise<OpenedDataset> {
   const include = config.includeFile !== undefined ? await readIncludeList(config.includeFile) : undefined
   const sourceDir = await fs.open(config.source, 'r')
   const sourceRoot = `/proc/self/fd/${sourceDir.fd}`
@@ -119,7 +119,7 @@ async function openDirectory (config: MountConfig, log: Logger): Promise<OpenedD
     return {
       tree,
       files: new DirectoryFileReader(tree, check),
-      source: new DirectorySource(tree, check, log),
+      source: new DirectorySource(tree, check, buffers, log),
       statfsPath: sourceRoot,
       chunkSize: config.chunkSize,
       layoutSeed: config.seed,
@@ -133,7 +133,7 @@ async function openDirectory (config: MountConfig, log: Logger): Promise<OpenedD
 }
 
 /** A pack, in a directory or a bucket: its layout was fixed when it was written. */
-async function openPack (config: MountConfig, log: Logger, storage: PackStorage = new DirectoryPackStorage(config.source)): Promise<OpenedDataset> {
+async function openPack (config: MountConfig, buffers: SampleBuffers, log: Logger, storage: PackStorage = new DirectoryPackStorage(config.source)): Promise<OpenedDataset> {
   if (config.includeFile !== undefined) throw new UsageError('--include does not apply to a pack: pack the subset instead (redirfs pack --include <list>)')
   const pack = await loadPackIndex(storage)
   if (config.chunkSizeGiven && config.chunkSize !== pack.header.chunkSize) {
@@ -143,7 +143,7 @@ async function openPack (config: MountConfig, log: Logger, storage: PackStorage 
     throw new UsageError(`the pack was written with redirect groups by ${describeGrouping(pack.header.groupDepth)}; it cannot be mounted with --group-depth ${config.groupDepth} (leave it out, or re-pack with it)`)
   }
   const cache = config.cache === undefined ? undefined : await ChunkCache.open(config.cache.directory, pack.identity, config.cache.sizeBytes, pack.arrays.chunkLength, log)
-  const source = new PackSource(pack, log, cache, cacheFillBytes(config))
+  const source = new PackSource(pack, buffers, log, cache, cacheFillBytes(config))
   return {
     tree: pack.tree,
     files: new PackFileReader(pack),
@@ -163,7 +163,7 @@ async function openPack (config: MountConfig, log: Logger, storage: PackStorage 
  * index, else an ImageFolder stored as objects. The first request tells
  * bad credentials, a missing bucket or an unreachable endpoint, in one line.
  */
-async function openBucket (config: MountConfig, log: Logger): Promise<OpenedDataset> {
+async function openBucket (config: MountConfig, buffers: SampleBuffers, log: Logger): Promise<OpenedDataset> {
   const location = parseS3Url(config.source)
   const store = new ObjectStore({
     bucket: location.bucket,
@@ -175,14 +175,14 @@ async function openBucket (config: MountConfig, log: Logger): Promise<OpenedData
   })
   try {
     const storage = new BucketPackStorage(store, location)
-    if (await isPack(storage)) return await openPack(config, log, storage)
+    if (await isPack(storage)) return await openPack(config, buffers, log, storage)
     if (await store.head(location.prefix + 'segments/00000.bin') !== undefined || await store.head(location.prefix + 'chunks.bin') !== undefined) {
       throw new UsageError(`${config.source} has a pack's files but no ${INDEX_FILE}: an upload that did not finish; pack it again (redirfs pack <dir> ${config.source})`)
     }
     if (config.cache !== undefined) throw new UsageError(`--cache-dir keeps a pack's chunks: ${config.source} holds objects, not a pack (pack it: redirfs pack ${config.source} s3://<bucket>/<prefix>.pack)`)
     const include = config.includeFile !== undefined ? await readIncludeList(config.includeFile) : undefined
     const dataset = await scanBucket(store, location, { include, extensions: config.extensions, groupDepth: config.groupDepth, skipUnservable: config.skipUnservable, foldAcls: config.allowOther, onWarning: message => log.warn(message) })
-    const source = new ObjectSource(store, dataset, log)
+    const source = new ObjectSource(store, dataset, buffers, log)
     return {
       tree: dataset.tree,
       files: new ObjectFileReader(store, dataset),
@@ -203,10 +203,10 @@ export async function startMount (config: MountConfig, log: Logger): Promise<Run
   if (isS3Url(config.source)) {
     await checkMountpoint(config.mountpoint, config.source)
     native().tuneAllocator()
-    sampleBuffers.limitBytes = config.memoryBytes + (config.cluster?.remoteMemoryBytes ?? 0)
-    const dataset = await openBucket(config, log)
+    const buffers = sampleBuffersFor(config)
+    const dataset = await openBucket(config, buffers, log)
     try {
-      return await serve(config, dataset, log)
+      return await serve(config, dataset, buffers, log)
     } catch (err) {
       await dataset.close()
       throw err
@@ -220,18 +220,26 @@ export async function startMount (config: MountConfig, log: Logger): Promise<Run
   }
   // Before any sample is read: freed samples must leave the process (or be reused within --memory), or RSS drifts above it.
   native().tuneAllocator()
-  // A cluster node's mirrors hold peers' samples in these buffers too (src/cluster/data-channel.ts), within --remote-memory.
-  sampleBuffers.limitBytes = config.memoryBytes + (config.cluster?.remoteMemoryBytes ?? 0)
+  const buffers = sampleBuffersFor(config)
   if (await looksLikeDamagedPack(config.source)) {
     throw new UsageError(`${config.source} has a pack's files, but its ${INDEX_FILE} is not a redirfs pack index: check it with redirfs verify ${config.source}, or pack the dataset again`)
   }
-  const dataset = await (await isPack(config.source) ? openPack(config, log) : openDirectory(config, log))
+  const dataset = await (await isPack(config.source) ? openPack(config, buffers, log) : openDirectory(config, buffers, log))
   try {
-    return await serve(config, dataset, log)
+    return await serve(config, dataset, buffers, log)
   } catch (err) {
     await dataset.close()
     throw err
   }
+}
+
+/**
+ * The mount's one pool of sample buffers, handed to every part that reads
+ * samples or gives them back. A cluster node's mirrors hold peers' samples
+ * in it too (src/cluster/data-channel.ts), within --remote-memory.
+ */
+function sampleBuffersFor (config: MountConfig): SampleBuffers {
+  return new SampleBuffers(config.memoryBytes + (config.cluster?.remoteMemoryBytes ?? 0))
 }
 
 /** The cluster's shape from the configuration, checked against a pack shard. */
@@ -253,7 +261,7 @@ function clusterShape (config: MountConfig, dataset: OpenedDataset): ClusterShap
   return { nodes, node: cluster.node, storage: dataset.shard !== undefined ? 'sharded' : 'shared', peers }
 }
 
-async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger): Promise<RunningMount> {
+async function serve (config: MountConfig, dataset: OpenedDataset, buffers: SampleBuffers, log: Logger): Promise<RunningMount> {
   const { tree, chunkSize } = dataset
   const shape = clusterShape(config, dataset)
   const chunking = cutPhysicalChunks(tree.samples, chunkSize, dataset.layoutSeed)
@@ -272,11 +280,11 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
   // membership, the cluster node routes opens to the engine, and the stats
   // it serves its peers are the whole mount's (a function, called only once
   // the mount is up).
-  const membership = config.cluster === undefined ? undefined : await clusterMembership(config.cluster, shape, layout, log)
-  const engine = new Engine(protocol, dataset.source, log, membership === undefined ? undefined : reclaimFromHolders(membership, log))
+  const membership = config.cluster === undefined ? undefined : await clusterMembership(config.cluster, shape, layout, buffers, log)
+  const engine = new Engine(protocol, dataset.source, buffers, log, membership === undefined ? undefined : reclaimFromHolders(membership, log))
   const cluster = membership === undefined || config.cluster === undefined
     ? undefined
-    : new ClusterNode(layout, engine, new MirrorTable(layout, config.cluster.remoteMemoryBytes, config.mode, config.seed + shape.node), membership, {
+    : new ClusterNode(layout, engine, new MirrorTable(layout, config.cluster.remoteMemoryBytes, config.mode, config.seed + shape.node), membership, buffers, {
       // parsePeers refuses wildcard entries, so only an explicit --listen listens on one.
       listen: config.cluster.listen !== undefined ? parseAddress(config.cluster.listen, '--listen') : shape.peers[shape.node],
       dataPort: config.cluster.dataPort,
@@ -287,7 +295,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
 
   /** What the daemon process holds, as the kernel and V8 see it: against the budget, what is overhead. */
   const sampleBufferMemory = (): Pick<MemoryStats, 'sampleBufferBytes' | 'idleSampleBufferBytes'> => {
-    const { slabBytes, idleBytes } = sampleBuffers.stats()
+    const { slabBytes, idleBytes } = buffers.stats()
     return { sampleBufferBytes: slabBytes, idleSampleBufferBytes: idleBytes }
   }
   const processMemory = (): Pick<MemoryStats, 'processRssBytes' | 'jsHeapBytes' | 'externalBytes'> => {
@@ -324,6 +332,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, log: Logger):
     files: dataset.files,
     statfsPath: dataset.statfsPath,
     samples: cluster ?? engine,
+    buffers,
     log,
     stats,
     reset,
@@ -465,7 +474,7 @@ function memoryTooSmall (memoryBytes: number, dataset: OpenedDataset, { groups, 
 }
 
 /** Who the cluster's nodes are and how to reach them (the clients; nothing listens or calls yet). */
-async function clusterMembership (cluster: NonNullable<MountConfig['cluster']>, shape: ClusterShape, layout: Layout, log: Logger): Promise<Membership> {
+async function clusterMembership (cluster: NonNullable<MountConfig['cluster']>, shape: ClusterShape, layout: Layout, buffers: SampleBuffers, log: Logger): Promise<Membership> {
   const token = await readToken(cluster.tokenFile)
   const credentials = await loadCredentials(cluster.tls)
   return new Membership(layout, {
@@ -475,6 +484,7 @@ async function clusterMembership (cluster: NonNullable<MountConfig['cluster']>, 
     credentials,
     storage: shape.storage,
     peerTimeoutMs: cluster.peerTimeoutMs,
-    startupTimeoutMs: cluster.startupTimeoutMs
+    startupTimeoutMs: cluster.startupTimeoutMs,
+    buffers
   }, log)
 }

@@ -21,7 +21,7 @@ import type { ServedNotice } from '../redirect/mirror'
 import type { LoadPlan, MirrorReport, Protocol, ReclaimPlan, ReclaimReport, StandbyUpdate } from '../redirect/protocol'
 import type { Adoption } from '../redirect/takeover'
 import { ResidentBytes, VcWaiters } from './memory'
-import { sampleBuffers } from '../chunks/sample-buffers'
+import type { SampleBuffers } from '../chunks/sample-buffers'
 
 export interface ServedFile {
   /** The file whose bytes these are (differs from the opened one when redirected). */
@@ -49,10 +49,12 @@ export class Engine {
   constructor (
     private readonly protocol: Protocol,
     private readonly source: ChunkSource,
+    /** The pool the source reads into: bytes nobody will be served go back to it. */
+    private readonly buffers: SampleBuffers,
     private readonly log: Logger,
     private readonly reclaimer?: Reclaimer
   ) {
-    this.resident = new ResidentBytes('home slots', protocol.layout.files.length)
+    this.resident = new ResidentBytes('home slots', protocol.layout.files.length, buffers)
   }
 
   /** Answers an open of a sample file with the bytes it is bound to; `exact`: the file itself (see `OpenOptions`). */
@@ -134,7 +136,7 @@ export class Engine {
       served = { file: outcome.served, bytes }
     }
     // Read but neither placed nor served (a load for the next epoch that a reset overtook): their buffers serve the next load.
-    for (const bytes of delivered.values()) sampleBuffers.give(bytes)
+    for (const bytes of delivered.values()) this.buffers.give(bytes)
     this.wake(plan.vc)
     // Let the woken opens retry first: readahead must not take the VC from under them.
     setImmediate(() => this.startReadahead(plan.vc))
@@ -233,7 +235,7 @@ export class Engine {
       this.resident.set(served.file, served.bytes)
       this.wake(this.protocol.vcOf(served.file))
     } else {
-      sampleBuffers.give(served.bytes)
+      this.buffers.give(served.bytes)
     }
   }
 

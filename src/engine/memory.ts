@@ -3,7 +3,7 @@
  * files in memory (home slots, or mirrors), and the opens parked until a
  * load or a request for their VC ends.
  */
-import { sampleBuffers } from '../chunks/sample-buffers'
+import type { SampleBuffers } from '../chunks/sample-buffers'
 import type { FileId, VcId } from '../redirect/layout'
 import { appendTo } from '../util/lists'
 
@@ -18,7 +18,7 @@ export class ResidentBytes {
   private readonly start: Float64Array
   private readonly length: Float64Array
 
-  constructor (private readonly where: string, files: number) {
+  constructor (private readonly where: string, files: number, private readonly buffers: SampleBuffers) {
     this.memory = new Array<ArrayBuffer | undefined>(files).fill(undefined)
     this.start = new Float64Array(files)
     this.length = new Float64Array(files)
@@ -34,7 +34,7 @@ export class ResidentBytes {
 
   /** Lets the bytes of a file nobody will be served go: their buffer is reused by the next load (sample-buffers.ts). */
   drop (file: FileId): void {
-    if (this.has(file)) sampleBuffers.give(this.take(file))
+    if (this.has(file)) this.buffers.give(this.take(file))
   }
 
   /** Removes and returns a file's bytes; the protocol said they are here. */

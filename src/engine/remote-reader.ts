@@ -6,6 +6,7 @@
  * takeover elsewhere, or the samples are gone) and the open either asks
  * the new owner or fails with EIO, never hangs past the peer timeout.
  */
+import type { SampleBuffers } from '../chunks/sample-buffers'
 import { FsError } from '../errors'
 import type { FileId, VcId } from '../redirect/layout'
 import type { MirrorCounters, MirrorTable, RemoteRequest, ServedNotice } from '../redirect/mirror'
@@ -27,8 +28,8 @@ export class RemoteReader {
   private readonly resident: ResidentBytes
   private readonly waiters = new VcWaiters()
 
-  constructor (private readonly mirror: MirrorTable, private readonly owners: Owners) {
-    this.resident = new ResidentBytes('mirror', mirror.layout.files.length)
+  constructor (private readonly mirror: MirrorTable, private readonly owners: Owners, buffers: SampleBuffers) {
+    this.resident = new ResidentBytes('mirror', mirror.layout.files.length, buffers)
   }
 
   async open (file: FileId): Promise<RemoteOpen> {

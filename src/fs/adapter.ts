@@ -11,7 +11,7 @@
 import { constants as fsConstants, promises as fs } from 'node:fs'
 import type { Logger } from 'pino'
 import type { ChangingAttributes, DatasetTree, FileReader } from '../chunks/tree'
-import { sampleBuffers } from '../chunks/sample-buffers'
+import type { SampleBuffers } from '../chunks/sample-buffers'
 import type { ServedFile } from '../engine/engine'
 import { CONTROL_DIR, isControlPath, RESET_FILE, STATS_FILE } from './control'
 import { errno, errnoOf } from './errno'
@@ -33,6 +33,8 @@ export interface AdapterOptions {
     /** An answer that never reached its opener: the file waits for another open. */
     giveBack (served: ServedFile): void
   }
+  /** The pool served samples' bytes were lent from: a released handle's go back to it. */
+  buffers: SampleBuffers
   /** The object `<mnt>/.redirfs/stats` shows. */
   stats: () => MountStats
   /** Starts a fresh epoch (an open of `<mnt>/.redirfs/reset`); what it did, shown to the opener. */
@@ -176,7 +178,7 @@ export class FsAdapter {
   async release (number: number): Promise<void> {
     const handle = this.handles.remove(number)
     if (handle?.kind === 'passthrough') await handle.file.close().catch(() => {})
-    if (handle?.kind === 'bytes') sampleBuffers.give(handle.bytes)
+    if (handle?.kind === 'bytes') this.options.buffers.give(handle.bytes)
   }
 
   /**

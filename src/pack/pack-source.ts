@@ -13,7 +13,7 @@ import pLimit from 'p-limit'
 import type { Logger } from 'pino'
 import type { ChunkRead } from '../chunks/native'
 import type { ChunkRequest, ChunkSource } from '../chunks/source'
-import { sampleBuffers } from '../chunks/sample-buffers'
+import type { SampleBuffers } from '../chunks/sample-buffers'
 import type { FileReader, OpenFile } from '../chunks/tree'
 import { FsError } from '../errors'
 import type { ChunkCache } from './chunk-cache'
@@ -36,7 +36,7 @@ export class PackSource implements ChunkSource {
    * `fillBytes`: how many bytes of whole chunks may be in memory at once on
    * their way from the bucket to the cache (they are outside --memory).
    */
-  constructor (private readonly pack: PackIndex, private readonly log: Logger, private readonly cache?: ChunkCache, fillBytes = 64 * 2 ** 20) {
+  constructor (private readonly pack: PackIndex, private readonly buffers: SampleBuffers, private readonly log: Logger, private readonly cache?: ChunkCache, fillBytes = 64 * 2 ** 20) {
     const largest = pack.arrays.chunkLength.reduce((max, length) => Math.max(max, length), 1)
     this.fillLimit = pLimit(Math.max(1, Math.floor(fillBytes / largest)))
   }
@@ -65,8 +65,8 @@ export class PackSource implements ChunkSource {
     const wholeChunk = runStart === chunkOffset && runEnd === chunkOffset + chunkLength
     const [offset, length] = wholeChunk ? [chunkOffset, chunkLength] : [runStart, runEnd - runStart]
     const pieces = entries.map(entry => ({ start: arrays.location[entry] - offset, size: arrays.size[entry] }))
-    const targets = pieces.map(p => sampleBuffers.take(p.size))
-    const giveBack = (): void => { for (const bytes of targets) sampleBuffers.give(bytes) }
+    const targets = pieces.map(p => this.buffers.take(p.size))
+    const giveBack = (): void => { for (const bytes of targets) this.buffers.give(bytes) }
     let read: ChunkRead | undefined
     let fromCache = false
     try {

@@ -20,7 +20,7 @@
 import path from 'node:path'
 import { crc32 } from 'node:zlib'
 import { native } from '../chunks/native'
-import { sampleBuffers } from '../chunks/sample-buffers'
+import { SampleBuffers } from '../chunks/sample-buffers'
 import { readIncludeList, scanTree } from '../chunks/scan'
 import { codeOf, describeSystemError, isForUser, UsageError } from '../errors'
 import { cutPhysicalChunks, homeOfChunk } from '../redirect/layout'
@@ -38,8 +38,8 @@ export interface PackInput {
   /** Where it is, for messages. */
   readonly where: string
   readonly tree: DatasetTree
-  /** The bytes of these tree entries, each exactly its scanned size (a UsageError when one changed), in buffers of the sample pool. */
-  read (entries: readonly number[]): Promise<Buffer[]>
+  /** The bytes of these tree entries, each exactly its scanned size (a UsageError when one changed), in buffers lent by `buffers`. */
+  read (entries: readonly number[], buffers: SampleBuffers): Promise<Buffer[]>
 }
 
 export interface PackOptions {
@@ -84,11 +84,11 @@ export async function directoryInput (source: string, options: Pick<PackOptions,
   return {
     where: source,
     tree,
-    read: async entries => {
+    read: async (entries, buffers) => {
       const relatives = entries.map(entry => tree.pathOf(entry))
       const expected = entries.map(entry => tree.columns.size[entry])
       // One byte over the scanned size, so a file that grew shows.
-      const targets = expected.map(size => sampleBuffers.take(size + 1))
+      const targets = expected.map(size => buffers.take(size + 1))
       const results = await native().readFiles(relatives.map(r => path.join(source, r)), targets)
       return results.map((result, i) => {
         if (result instanceof Error) throw new UsageError(`cannot read ${relatives[i]}: ${result.message}`)
@@ -113,7 +113,8 @@ export async function writePack (input: PackInput | string, output: PackOutput |
   const byPath = tree.entriesByPath()
   const sampleBytes = tree.samples.reduce((sum, s) => sum + s.size, 0)
   const otherBytes = byPath.reduce((sum, { entry }) => sum + (tree.kindOf(entry) === TreeKind.Other ? tree.columns.size[entry] : 0), 0)
-  const layout: PackLayout = { source, chunks, byPath, chunkSize: options.chunkSize, seed: options.seed, groupDepth: options.groupDepth, sampleBytes, segmentSize }
+  // The writer's own pool: what it reads goes back once written, so a pack of any size needs a few chunks of memory.
+  const layout: PackLayout = { source, buffers: new SampleBuffers(), chunks, byPath, chunkSize: options.chunkSize, seed: options.seed, groupDepth: options.groupDepth, sampleBytes, segmentSize }
 
   await out.begin({ private: holdsPrivateData(tree) })
   try {
@@ -142,6 +143,7 @@ export const shardName = (node: number): string => `node-${node}`
 
 interface PackLayout {
   source: PackInput
+  buffers: SampleBuffers
   chunks: number[][]
   /** The tree's entries in path order, as the pack lists them. */
   byPath: { entry: number, path: string }[]
@@ -154,7 +156,7 @@ interface PackLayout {
 
 /** Writes one pack: the whole tree, the chunks `holds` selects (in segments), the non-sample files, and last the index. */
 async function writeOnePack (layout: PackLayout, out: PackOutput, holds: (chunk: number) => boolean, shard: { nodes: number, node: number } | undefined, progress: (bytes: number) => void): Promise<Omit<PackSummary, 'groups' | 'skipped'>> {
-  const { source, chunks, byPath } = layout
+  const { source, buffers, chunks, byPath } = layout
   const tree: DatasetTree = source.tree
   const indexOfEntry = new Uint32Array(tree.count)
   byPath.forEach(({ entry }, i) => { indexOfEntry[entry] = i })
@@ -176,7 +178,7 @@ async function writeOnePack (layout: PackLayout, out: PackOutput, holds: (chunk:
   // A chunk this pack does not hold keeps length 0 (its files' chunk number is still recorded).
   const held = chunks.map((_, c) => c).filter(holds)
   for (const [c, files] of chunks.entries()) for (const id of files) arrays.chunk[indexOfEntry[tree.samples[id].entry]] = c
-  const readChunk = (c: number | undefined): Promise<Buffer[]> | undefined => c === undefined ? undefined : source.read(chunks[c].map(id => tree.samples[id].entry))
+  const readChunk = (c: number | undefined): Promise<Buffer[]> | undefined => c === undefined ? undefined : source.read(chunks[c].map(id => tree.samples[id].entry), buffers)
   let segment: OutputFile | undefined
   let segments = 0
   let position = 0
@@ -216,7 +218,7 @@ async function writeOnePack (layout: PackLayout, out: PackOutput, holds: (chunk:
         offset += bytes[k].length
       })
       const data = Buffer.concat(bytes)
-      for (const file of bytes) sampleBuffers.give(file)
+      for (const file of bytes) buffers.give(file)
       await segment.write(data)
       arrays.chunkLength[c] = data.length
       arrays.chunkCrc[c] = chunkCrc
@@ -226,7 +228,7 @@ async function writeOnePack (layout: PackLayout, out: PackOutput, holds: (chunk:
     await closeSegment()
   } finally {
     // A failure leaves the chunk read ahead unused: its buffers go back.
-    await next?.then(bytes => { for (const file of bytes) sampleBuffers.give(file) }, () => {})
+    await next?.then(bytes => { for (const file of bytes) buffers.give(file) }, () => {})
   }
 
   // others.bin: non-sample files, back to back.
@@ -235,12 +237,12 @@ async function writeOnePack (layout: PackLayout, out: PackOutput, holds: (chunk:
   let others = 0
   for (const [i, { entry }] of byPath.entries()) {
     if (arrays.kind[i] !== EntryKind.Other) continue
-    const [bytes] = await source.read([entry])
+    const [bytes] = await source.read([entry], buffers)
     arrays.location[i] = otherPosition
     arrays.crc[i] = crc32(bytes)
     await otherFile.write(bytes)
     otherPosition += bytes.length
-    sampleBuffers.give(bytes)
+    buffers.give(bytes)
     others++
     progress(bytes.length)
   }

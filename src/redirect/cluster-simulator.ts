@@ -7,7 +7,7 @@
  * next task is picked at random, so requests, batches and reclaims race as
  * they do over gRPC. Epochs do not overlap (DDP keeps ranks in step).
  */
-import type { FileId, Layout, NodeId, VcId } from './layout'
+import { vcOfFile, type FileId, type Layout, type NodeId, type VcId } from './layout'
 import { MirrorTable, type RemoteRequest } from './mirror'
 import { Protocol, type LoadPlan, type MirrorReport, type ReclaimPlan, type ReclaimReport, type RedirectMode } from './protocol'
 import { SeededRandom } from './random'
@@ -68,7 +68,7 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
   const mirrorWaiters = new Map<string, Task[]>()
   const park = (waiters: Map<string, Task[]>, key: string, task: Task): void => { appendTo(waiters, key, task) }
   const wake = (waiters: Map<string, Task[]>, key: string): void => { const woken = waiters.get(key) ?? []; waiters.delete(key); tasks.push(...woken) }
-  const vcOf = (file: FileId): VcId => layout.pcs[layout.filePc[file]].vc
+  const vcOf = (file: FileId): VcId => vcOfFile(layout, file)
   const ownerOf = (vc: VcId): NodeId => protocols.findIndex((p, node) => !dead.has(node) && p.owns(vc))
 
   /** The owner answers an open of `file` (its own trainer's, or a requester's). */

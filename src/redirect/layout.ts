@@ -72,6 +72,11 @@ export interface Layout {
   readonly hash: string
 }
 
+/** VC(f): the virtual chunk whose slots serve file `file` (that of its physical chunk). */
+export function vcOfFile (layout: Layout, file: FileId): VcId {
+  return layout.pcs[layout.filePc[file]].vc
+}
+
 export interface LayoutOptions {
   chunkSize: number
   seed: number

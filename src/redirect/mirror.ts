@@ -18,7 +18,7 @@
  * received in the owner's current epoch of that VC (the owner tells it
  * with every answer).
  */
-import type { FileId, Layout, VcId } from './layout'
+import { vcOfFile, type FileId, type Layout, type VcId } from './layout'
 import type { RedirectMode } from './protocol'
 import { SeededRandom } from './random'
 
@@ -98,7 +98,7 @@ export class MirrorTable {
     layout.vcs.forEach((vc, v) => { for (const pc of vc.pcs) this.capacity[v] = Math.max(this.capacity[v], layout.pcs[pc].files.length) })
   }
 
-  private vcOf (file: FileId): VcId { return this.layout.pcs[this.layout.filePc[file]].vc }
+  private vcOf (file: FileId): VcId { return vcOfFile(this.layout, file) }
   private offsetOf (file: FileId): number { return this.layout.fileOffset[file] }
 
   private mirror (vc: VcId): VcMirror {

@@ -7,7 +7,7 @@
  * most once per epoch (docs/design.md, "Invariants", 3). Pool mode may also hold one *staged*
  * chunk per VC: loaded ahead of need, installed when the VC runs empty.
  */
-import type { FileId, Layout, PcId, VcId } from './layout'
+import { vcOfFile, type FileId, type Layout, type PcId, type VcId } from './layout'
 
 const EMPTY = -1
 
@@ -81,7 +81,7 @@ export class SlotTable {
   consume (file: FileId): void {
     if (this.consumedBits[file] === 1) return
     this.consumedBits[file] = 1
-    this.unconsumedCount[this.layout.pcs[this.layout.filePc[file]].vc]--
+    this.unconsumedCount[vcOfFile(this.layout, file)]--
   }
 
   /** No file of PCS(v) is left to load this epoch. */
@@ -91,7 +91,7 @@ export class SlotTable {
   unconsume (file: FileId): void {
     if (this.consumedBits[file] === 0) return
     this.consumedBits[file] = 0
-    this.unconsumedCount[this.layout.pcs[this.layout.filePc[file]].vc]++
+    this.unconsumedCount[vcOfFile(this.layout, file)]++
   }
 
   /**

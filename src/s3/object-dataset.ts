@@ -19,7 +19,7 @@
  *   that needed it), never other bytes.
  */
 import type { Logger } from 'pino'
-import { sampleBuffers } from '../chunks/sample-buffers'
+import type { SampleBuffers } from '../chunks/sample-buffers'
 import { DEFAULT_SAMPLE_EXTENSIONS, finishScan, isSampleFile, type ScanOptions } from '../chunks/scan'
 import type { ChunkRequest, ChunkSource } from '../chunks/source'
 import { Listed } from '../chunks/native'
@@ -142,20 +142,20 @@ export class ObjectSource implements ChunkSource {
   private readErrors = 0
   private readonly changedFiles = new Set<number>()
 
-  constructor (private readonly store: ObjectStore, private readonly dataset: ObjectDataset, private readonly log: Logger) {}
+  constructor (private readonly store: ObjectStore, private readonly dataset: ObjectDataset, private readonly buffers: SampleBuffers, private readonly log: Logger) {}
 
   async fetch (request: ChunkRequest): Promise<Map<number, Buffer>> {
     const delivered = new Map<number, Buffer>()
     const { tree, etags } = this.dataset
     await Promise.all(request.files.map(async id => {
       const sample = tree.samples[id]
-      const target = sampleBuffers.take(sample.size)
+      const target = this.buffers.take(sample.size)
       try {
         const bytes = await this.store.getObject(keyOf(this.dataset, sample.entry), { ifMatch: etags[sample.entry], expectedLength: sample.size, into: target })
         delivered.set(id, bytes)
         this.filesRead++
       } catch (err) {
-        sampleBuffers.give(target)
+        this.buffers.give(target)
         if (err instanceof StoreError && err.kind === 'changed') this.changedFiles.add(id)
         else this.readErrors++
         this.log.error({ file: sample.path, err: (err as Error).message }, 'cannot serve sample object')
@@ -197,13 +197,13 @@ export function bucketInput (store: ObjectStore, dataset: ObjectDataset): PackIn
   return {
     where: s3Url(dataset.location.bucket, dataset.location.prefix),
     tree: dataset.tree,
-    read: async entries => await Promise.all(entries.map(async entry => {
+    read: async (entries, buffers) => await Promise.all(entries.map(async entry => {
       const size = dataset.tree.columns.size[entry]
-      const target = sampleBuffers.take(size)
+      const target = buffers.take(size)
       try {
         return await store.getObject(keyOf(dataset, entry), { ifMatch: dataset.etags[entry], expectedLength: size, into: target })
       } catch (err) {
-        sampleBuffers.give(target)
+        buffers.give(target)
         throw err instanceof StoreError && err.kind === 'changed'
           ? new UsageError(`${dataset.tree.pathOf(entry)} changed in the bucket while packing: ${err.message}`)
           : err

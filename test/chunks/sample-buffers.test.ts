@@ -68,8 +68,7 @@ t.test('a small buffer given back is lent again for the next file of its capacit
 })
 
 t.test('past the limit, an arena is let go once all its slots are back, not before', async t => {
-  const buffers = new SampleBuffers()
-  buffers.limitBytes = ARENA_BYTES
+  const buffers = new SampleBuffers(ARENA_BYTES)
   const slots = Math.floor(ARENA_BYTES / capacityFor(500))
   const first = Array.from({ length: slots }, () => buffers.take(500))
   const second = Array.from({ length: slots }, () => buffers.take(500))
@@ -86,8 +85,7 @@ t.test('past the limit, an arena is let go once all its slots are back, not befo
 })
 
 t.test('buffers in use and kept stay within the limit: past it, given-back buffers are let go', async t => {
-  const buffers = new SampleBuffers()
-  buffers.limitBytes = 3 * capacityFor(100_000)
+  const buffers = new SampleBuffers(3 * capacityFor(100_000))
   const lent = [1, 2, 3, 4].map(() => buffers.take(100_000))
   t.equal(buffers.stats().slabBytes, 4 * capacityFor(100_000), 'lending is never refused: the budget is the protocol\'s to keep')
   for (const bytes of lent) buffers.give(bytes)

@@ -7,6 +7,7 @@ import { promises as fs, readFileSync } from 'node:fs'
 import path from 'node:path'
 import * as grpc from '@grpc/grpc-js'
 import t, { type Test } from 'tap'
+import { SampleBuffers } from '../../src/chunks/sample-buffers'
 import { readStats } from '../../src/cli/stats-command'
 import { parseAddress } from '../../src/cluster/addresses'
 import { PeerCallError } from '../../src/cluster/call-error'
@@ -105,12 +106,12 @@ t.test('a wrong token is refused and logged; a call without one too', async t =>
   const credentials = await loadCredentials({})
   const address = parseAddress(cluster.peers.split(',')[0], 'peer')
   for (const token of ['not-the-cluster-token', '']) {
-    const client = new PeerClient(address, credentials, token, 3000)
+    const client = new PeerClient(address, credentials, token, 3000, new SampleBuffers())
     const err = await client.stats().catch((e: unknown) => e)
     client.close()
     t.ok(err instanceof PeerCallError && err.status === grpc.status.UNAUTHENTICATED, `token '${token}': UNAUTHENTICATED`)
   }
-  const right = new PeerClient(address, credentials, readFileSync(cluster.token, 'utf8').trim(), 3000)
+  const right = new PeerClient(address, credentials, readFileSync(cluster.token, 'utf8').trim(), 3000, new SampleBuffers())
   t.equal(JSON.parse((await right.stats()).json).cluster.node, 0, 'the right token gets the node\'s stats')
   right.close()
   const log = readFileSync(await defaultLogFile(cluster.mountpoints[0]), 'utf8')

@@ -9,6 +9,7 @@ import path from 'node:path'
 import * as grpc from '@grpc/grpc-js'
 import pino from 'pino'
 import t, { type Test } from 'tap'
+import { SampleBuffers } from '../../src/chunks/sample-buffers'
 import { PeerCallError } from '../../src/cluster/call-error'
 import { DataClient, startDataServer, type DataHandler, type StatusOf } from '../../src/cluster/data-channel'
 import { FIRST_GENERATION } from '../../src/cluster/generations'
@@ -36,12 +37,26 @@ async function serve (t: Test, handler: DataHandler, credentials?: Credentials, 
   t.teardown(() => server.close())
   return {
     client: (token = TOKEN, as = own) => {
-      const client = new DataClient('127.0.0.1', as, token, 'the owner')
+      const client = new DataClient('127.0.0.1', as, token, 'the owner', new SampleBuffers())
       client.setPort(server.port)
       t.teardown(() => client.close())
       return client
     },
     close: () => server.close()
+  }
+}
+
+/** The handler's `shipped`: what it was told went out, each answer's sizes, and a wait for the nth (a write's callback comes after its answer arrives). */
+function shipments (): { shipped: (bytes: Buffer[]) => void, sizes: number[][], reached: (count: number) => Promise<void> } {
+  const sizes: number[][] = []
+  const waiting: { count: number, resolve: () => void }[] = []
+  return {
+    sizes,
+    shipped: bytes => {
+      sizes.push(bytes.map(b => b.length))
+      for (const w of waiting) if (sizes.length >= w.count) w.resolve()
+    },
+    reached: async count => { if (sizes.length < count) await new Promise<void>(resolve => waiting.push({ count, resolve })) }
   }
 }
 
@@ -62,19 +77,19 @@ t.test('an answer brings the served file first, then the batch, each with its ow
 })
 
 t.test('a reclaim brings back what the holder holds, and the file it gives back with its bytes, or none', async t => {
-  const shipped: Buffer[][] = []
+  const shipped = shipments()
   const { client } = await serve(t, {
     read: async () => { throw new Error('no read in this test') },
     reclaim: r => ({ held: [4, 5, 6], lastBatch: 9, returned: r.giveBack ? { file: 5, data: bytesOf(5, 120_000) } : null }),
-    shipped: bytes => shipped.push(bytes)
+    shipped: shipped.shipped
   })
   const one = client()
   const given = await one.reclaim({ node: 0, vc: 1, giveBack: true, offsets: [], generation: null }, 5000).answer
   t.same({ held: given.held, lastBatch: given.lastBatch, file: given.returned?.file }, { held: [4, 5, 6], lastBatch: 9, file: 5 })
   t.ok(given.returned?.data.equals(bytesOf(5, 120_000)), 'the returned file\'s bytes intact')
   t.same(await one.reclaim({ node: 0, vc: 1, giveBack: false, offsets: [], generation: null }, 5000).answer, { held: [4, 5, 6], lastBatch: 9, returned: null })
-  await new Promise(resolve => setTimeout(resolve, 50)) // the holder's last write callback
-  t.same(shipped.map(list => list.map(b => b.length)), [[120_000]], 'the returned file\'s buffer went back to the holder once written')
+  await shipped.reached(1)
+  t.same(shipped.sizes, [[120_000]], 'the returned file\'s buffer went back to the holder once written; an answer with no file ships nothing')
 })
 
 t.test('an owner that could not read the file answers without it', async t => {
@@ -134,11 +149,11 @@ t.test('an owner that goes away mid-read fails the read as unreachable; a deadli
 })
 
 t.test('an answer\'s buffers go back to the owner once written, and a cancelled read\'s bytes are dropped', async t => {
-  const shipped: Buffer[][] = []
+  const shipped = shipments()
   const { client } = await serve(t, {
     reclaim: noReclaim,
     read: async r => await new Promise<ReadReply>(resolve => setTimeout(() => resolve({ served: { file: r.file, data: bytesOf(1, 10) }, batch: [{ file: 9, data: bytesOf(9, 20) }], batchNumber: 0, vcEpoch: 0, generation: FIRST_GENERATION }), r.file === 2 ? 100 : r.file === 3 ? 200 : 0)),
-    shipped: bytes => shipped.push(bytes)
+    shipped: shipped.shipped
   })
   const one = client()
   await one.read(request(1), 5000).answer
@@ -146,8 +161,8 @@ t.test('an answer\'s buffers go back to the owner once written, and a cancelled 
   cancelled.cancel(new PeerCallError('the owner', grpc.status.CANCELLED, 'the opener gave up'))
   t.equal((await failure(cancelled.answer)).details, 'the opener gave up')
   t.equal((await one.read(request(3), 5000).answer).served?.file, 3, 'the connection goes on after the dropped answer')
-  await new Promise(resolve => setTimeout(resolve, 50)) // the owner's last write callback
-  t.same(shipped.map(list => list.map(b => b.length)), [[10, 20], [10, 20], [10, 20]], 'every answer\'s buffers, the cancelled one\'s too')
+  await shipped.reached(3)
+  t.same(shipped.sizes, [[10, 20], [10, 20], [10, 20]], 'every answer\'s buffers, the cancelled one\'s too')
 })
 
 t.test('over mutual TLS: a peer with the cluster CA reads; one that trusts another CA does not', async t => {

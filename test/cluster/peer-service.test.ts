@@ -10,6 +10,7 @@ import path from 'node:path'
 import * as grpc from '@grpc/grpc-js'
 import pino from 'pino'
 import t, { type Test } from 'tap'
+import { SampleBuffers } from '../../src/chunks/sample-buffers'
 import { parseAddress, parsePeers } from '../../src/cluster/addresses'
 import { PeerCallError } from '../../src/cluster/call-error'
 import { FIRST_GENERATION } from '../../src/cluster/generations'
@@ -47,7 +48,7 @@ const handler: PeerHandler = {
 async function serve (t: Test, credentials: Credentials): Promise<PeerClient> {
   const server = await startPeerServer({ host: '127.0.0.1', port: 0, text: '127.0.0.1:0' }, credentials, TOKEN, handler, log)
   t.teardown(() => server.close())
-  const client = new PeerClient(parseAddress(`127.0.0.1:${server.port}`, 'peer'), credentials, TOKEN, 3000)
+  const client = new PeerClient(parseAddress(`127.0.0.1:${server.port}`, 'peer'), credentials, TOKEN, 3000, new SampleBuffers())
   t.teardown(() => client.close())
   return client
 }
@@ -83,7 +84,7 @@ t.test('a data port another program holds: the node refuses to start, naming --d
 })
 
 t.test('a peer that is not listening is unreachable within the timeout', async t => {
-  const client = new PeerClient(parseAddress('127.0.0.1:1', 'peer'), await loadCredentials({}), TOKEN, 500)
+  const client = new PeerClient(parseAddress('127.0.0.1:1', 'peer'), await loadCredentials({}), TOKEN, 500, new SampleBuffers())
   t.teardown(() => client.close())
   const err = await client.stats().catch((e: unknown) => e)
   t.ok(err instanceof PeerCallError && err.unreachable)
@@ -93,7 +94,7 @@ t.test('mutual TLS: a peer with the cluster CA gets through; one that trusts ano
   const files = await makeCertificates(work)
   const client = await serve(t, await loadCredentials(files))
   t.equal(JSON.parse((await client.stats()).json).ok, true, 'TLS call answered')
-  const stranger = new PeerClient(client.address, await loadCredentials({ ...files, ca: files.otherCa }), TOKEN, 1500)
+  const stranger = new PeerClient(client.address, await loadCredentials({ ...files, ca: files.otherCa }), TOKEN, 1500, new SampleBuffers())
   t.teardown(() => stranger.close())
   t.ok(await statusOf(stranger.stats()) !== undefined, 'a peer of another CA gets no answer')
   // And it is the TLS handshake that fails, not a slow or absent server (the same server

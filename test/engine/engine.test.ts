@@ -3,8 +3,7 @@
 // for the directory and the pack; the real-mount tests cover those.
 import pino from 'pino'
 import t from 'tap'
-import { capacityFor, sampleBuffers } from '../../src/chunks/sample-buffers'
-import type { ChunkSource } from '../../src/chunks/source'
+import { capacityFor } from '../../src/chunks/sample-buffers'
 import { Engine, type ServedFile } from '../../src/engine/engine'
 import { FsError } from '../../src/errors'
 import { planMemory } from '../../src/redirect/budget'
@@ -17,11 +16,11 @@ const files = makeSamples(3, UNEVEN_CLASSES)
 const datasetBytes = files.reduce((sum, f) => sum + f.size, 0)
 const MODES: RedirectMode[] = ['strict', 'pool', 'mix', 'off']
 
-function engineFor (mode: RedirectMode, source: ChunkSource, memoryFraction = 0.25): { engine: Engine, layout: Layout, memoryBytes: number, protocol: Protocol } {
+function engineFor (mode: RedirectMode, source: FakeSource, memoryFraction = 0.25): { engine: Engine, layout: Layout, memoryBytes: number, protocol: Protocol } {
   const memoryBytes = Math.round(datasetBytes * memoryFraction)
   const layout = buildLayout(files, { chunkSize: 16, seed: 7, vcCount: planMemory(files, 16, memoryBytes).vcCount })
   const protocol = new Protocol(layout, { mode, memoryBytes, seed: 1, mixBlock: 4 })
-  return { engine: new Engine(protocol, source, pino({ level: 'silent' })), layout, memoryBytes, protocol }
+  return { engine: new Engine(protocol, source, source.buffers, pino({ level: 'silent' })), layout, memoryBytes, protocol }
 }
 
 interface Outcome { opened: FileId, served?: ServedFile, error?: unknown }
@@ -139,27 +138,26 @@ t.test('reset drops what is in memory and the next epoch serves every file once'
 })
 
 t.test("a reset gives the dropped files' buffers back for the next loads", async t => {
-  const { engine } = engineFor('pool', new FakeSource({ lends: true }))
-  const lentBytes = (): number => { const { slabBytes, idleBytes } = sampleBuffers.stats(); return slabBytes - idleBytes }
-  const before = lentBytes()
-  for (let file = 0; file < 100; file++) sampleBuffers.give((await engine.open(file)).bytes) // as release does
+  const source = new FakeSource()
+  const { engine } = engineFor('pool', source)
+  const lentBytes = (): number => { const { slabBytes, idleBytes } = source.buffers.stats(); return slabBytes - idleBytes }
+  for (let file = 0; file < 100; file++) source.buffers.give((await engine.open(file)).bytes) // as release does
   await engine.drain()
-  const stillLent = lentBytes() - before
+  const stillLent = lentBytes()
   const dropped = engine.reset()
   t.ok(dropped > 0, 'files were waiting in memory')
-  // Every file here is under 64 bytes, so each buffer is a 64-byte slab: what is lent is the resident files'.
+  // Every file here is under 64 bytes, so each buffer is a 64-byte slot: what is lent is the resident files'.
   t.equal(stillLent, dropped * capacityFor(1))
-  t.equal(lentBytes(), before, 'nothing is lent after the reset')
+  t.equal(lentBytes(), 0, 'nothing is lent after the reset')
 })
 
 for (const mode of MODES) {
   t.test(`${mode}: after 3 epochs with every open released and a reset, no buffer stays lent`, async t => {
-    const { engine } = engineFor(mode, new FakeSource({ lends: true }), 0.5)
-    const lentBytes = (): number => { const { slabBytes, idleBytes } = sampleBuffers.stats(); return slabBytes - idleBytes }
-    await new Promise(resolve => setTimeout(resolve, 100)) // the earlier tests' engines' last readahead loads land first
-    const before = lentBytes()
+    const source = new FakeSource()
+    const { engine } = engineFor(mode, source, 0.5)
+    const lentBytes = (): number => { const { slabBytes, idleBytes } = source.buffers.stats(); return slabBytes - idleBytes }
     for (let e = 0; e < 3; e++) {
-      for (const outcome of await epoch(engine, 40 + e)) if (outcome.served !== undefined) sampleBuffers.give(outcome.served.bytes)
+      for (const outcome of await epoch(engine, 40 + e)) if (outcome.served !== undefined) source.buffers.give(outcome.served.bytes)
     }
     // A finished load starts the next readahead on the following turn: settle before the reset drops what is held.
     for (let turn = 0; turn < 20; turn++) {
@@ -167,7 +165,7 @@ for (const mode of MODES) {
       await new Promise(resolve => setImmediate(resolve))
     }
     engine.reset()
-    t.equal(lentBytes(), before, 'every buffer is back')
+    t.equal(lentBytes(), 0, 'every buffer is back')
   })
 }
 

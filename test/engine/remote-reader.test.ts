@@ -44,7 +44,8 @@ function pair (mode: RedirectMode): Pair {
     const answer = state.remote.reclaim(plan.vc, plan.giveBack?.node === 1, [...(plan.giveBack?.offsets ?? [])])
     return { reports: [{ node: 1, held: answer.held, lastBatch: answer.lastBatch, returned: answer.returned?.file }], returned: answer.returned }
   }
-  const home = new Engine(new Protocol(layout, { mode, memoryBytes, seed: 2, node: 0, mixBlock: 4 }), new FakeSource(), log, reclaimer)
+  const source = new FakeSource()
+  const home = new Engine(new Protocol(layout, { mode, memoryBytes, seed: 2, node: 0, mixBlock: 4 }), source, source.buffers, log, reclaimer)
   const out = new Map<number, number>()
   const state: Pair = { remote: undefined as unknown as RemoteReader, home, requests: [], peakPerVc: 0, next: [], delayMs: 0 }
   const owners: Owners = {
@@ -66,7 +67,7 @@ function pair (mode: RedirectMode): Pair {
       }
     }
   }
-  state.remote = new RemoteReader(mirror, owners)
+  state.remote = new RemoteReader(mirror, owners, source.buffers)
   return state
 }
 

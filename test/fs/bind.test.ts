@@ -5,6 +5,7 @@
 import { constants as fsConstants } from 'node:fs'
 import pino from 'pino'
 import t from 'tap'
+import { SampleBuffers } from '../../src/chunks/sample-buffers'
 import { DatasetTree, EntryKind, TreeBuilder, type FileReader, type OpenFile } from '../../src/chunks/tree'
 import type { ServedFile } from '../../src/engine/engine'
 import { FsError } from '../../src/errors'
@@ -50,7 +51,7 @@ class FakeFiles implements FileReader {
 }
 
 function adapter (samples = new FakeSamples(), files = new FakeFiles()): { fs: FsAdapter, samples: FakeSamples, files: FakeFiles } {
-  const fs = new FsAdapter({ tree: tree(), files, statfsPath: '/', samples, log: pino({ level: 'silent' }), stats: () => ({ pid: 1 }) as unknown as MountStats, reset: () => ({ resets: 1 }) })
+  const fs = new FsAdapter({ tree: tree(), files, statfsPath: '/', samples, buffers: new SampleBuffers(), log: pino({ level: 'silent' }), stats: () => ({ pid: 1 }) as unknown as MountStats, reset: () => ({ resets: 1 }) })
   return { fs, samples, files }
 }
 
@@ -135,7 +136,7 @@ t.test('a plain open of the reset file (a stray cat, a backup) is refused and re
 t.test('each sample open is told first, with the thread that opened it', async t => {
   const threads: (number | undefined)[] = []
   const samples = new FakeSamples()
-  const fs = new FsAdapter({ tree: tree(), files: new FakeFiles(), statfsPath: '/', samples, log: pino({ level: 'silent' }), stats: () => ({ pid: 1 }) as unknown as MountStats, reset: () => ({}), beforeSampleOpen: thread => { threads.push(thread); return true } })
+  const fs = new FsAdapter({ tree: tree(), files: new FakeFiles(), statfsPath: '/', samples, buffers: new SampleBuffers(), log: pino({ level: 'silent' }), stats: () => ({ pid: 1 }) as unknown as MountStats, reset: () => ({}), beforeSampleOpen: thread => { threads.push(thread); return true } })
   await fs.bindEntry(tree().find('cat/a.jpg'), fsConstants.O_RDONLY, { thread: 4242 })
   await fs.bind('/labels.txt', fsConstants.O_RDONLY)
   t.same(threads, [4242], 'samples only')

@@ -1,7 +1,7 @@
 // A chunk source without a disk, with failure injection: what the engine
 // and the remote reader are tested against (the real sources have their
 // own tests, and the real-mount tests run both).
-import { sampleBuffers } from '../../src/chunks/sample-buffers'
+import { SampleBuffers } from '../../src/chunks/sample-buffers'
 import type { ChunkRequest, ChunkSource } from '../../src/chunks/source'
 import type { FileId } from '../../src/redirect/layout'
 
@@ -19,18 +19,17 @@ export class FakeSource implements ChunkSource {
   inFlight = 0
   peakInFlight = 0
 
-  /** When set, files are read into buffers lent by the process's sample buffers, as the real sources do. */
-  readonly lends: boolean
+  /** Files are read into buffers lent by this pool, as the real sources read into the daemon's; the engine under test gives them back to it. */
+  readonly buffers: SampleBuffers
 
-  constructor (options: { readsFileByFile?: boolean, lends?: boolean } = {}) {
+  constructor (options: { readsFileByFile?: boolean } = {}) {
     this.readsFileByFile = options.readsFileByFile ?? false
-    this.lends = options.lends ?? false
+    this.buffers = new SampleBuffers()
   }
 
   private bytes (file: FileId): Buffer {
     const bytes = bytesOf(file)
-    if (!this.lends) return bytes
-    const lent = sampleBuffers.take(bytes.length)
+    const lent = this.buffers.take(bytes.length)
     bytes.copy(lent)
     return lent
   }

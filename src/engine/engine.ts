@@ -76,7 +76,7 @@ export class Engine {
       if (!(err instanceof FsError)) throw err
       return { batch: [], batchNumber: 0, vcEpoch: this.protocol.epochOf(vc) }
     }
-    const { files, batch } = this.protocol.shipBatch(vc, requester)
+    const { files, batch } = this.protocol.home.shipBatch(vc, requester)
     return { served, batch: files.map(id => ({ file: id, bytes: this.takeResident(id) })), batchNumber: batch, vcEpoch: this.protocol.epochOf(vc) }
   }
 
@@ -98,7 +98,7 @@ export class Engine {
       if (decision.kind === 'reclaim') {
         const outcome = await this.askHolders(decision.plan)
         // From the holders' answers to the next decision, no await: nothing else decides for the VC in between.
-        const returned = this.protocol.finishReclaim(decision.plan, outcome.reports)
+        const returned = this.protocol.home.finishReclaim(decision.plan, outcome.reports)
         if (returned === undefined) {
           reclaimed = decision.plan.vc
           continue
@@ -170,7 +170,7 @@ export class Engine {
 
   /** Takes a VC over from a dead home, with the files this node held of it in its own mirror. */
   adopt (vc: VcId, adoption: Adoption, heldHere: Map<FileId, Buffer>): void {
-    this.protocol.adopt(vc, adoption, [...heldHere.keys()])
+    this.protocol.home.adopt(vc, adoption, [...heldHere.keys()])
     for (const [file, bytes] of heldHere) this.resident.set(file, bytes)
     this.wake(vc)
   }
@@ -178,27 +178,27 @@ export class Engine {
   // ---------------------------------------------------------------- the home side's ledger, for the cluster
 
   /** Which VCs this node answers for from now on (a new generation, or a node mounted again): taken with fresh state. */
-  setOwnership (owns: (vc: VcId) => boolean): void { this.protocol.setOwnership(owns) }
+  setOwnership (owns: (vc: VcId) => boolean): void { this.protocol.home.setOwnership(owns) }
 
   /** Whether this node answers for `vc` (its home, or it took the VC over). */
   owns (vc: VcId): boolean { return this.protocol.owns(vc) }
 
   /** The VCs whose standby copy changed since the last call, for the next live node of each. */
-  takeStandbyUpdates (): StandbyUpdate[] { return this.protocol.takeStandbyUpdates() }
+  takeStandbyUpdates (): StandbyUpdate[] { return this.protocol.home.takeStandbyUpdates() }
 
   /** VCs whose changed standby copy the sync has not taken yet. */
-  get standbyPending (): number { return this.protocol.standbyPending }
+  get standbyPending (): number { return this.protocol.home.standbyPending }
 
   /** A standby copy of `vc` that did not reach its peer: send it again next time. */
-  resendStandby (vc: VcId): void { this.protocol.touch(vc) }
+  resendStandby (vc: VcId): void { this.protocol.home.touch(vc) }
 
   /** Files another node served from its mirror of VCs this node answers for. */
   noteServedElsewhere (node: NodeId, served: readonly ServedNotice[]): void {
-    this.protocol.noteServedElsewhere(node, served.filter(notice => this.protocol.owns(notice.vc)))
+    this.protocol.home.noteServedElsewhere(node, served.filter(notice => this.protocol.owns(notice.vc)))
   }
 
   /** A dead node's mirrors are gone: what it was shipped and never served is loadable again. Gives the VCs that lost files. */
-  forgetNode (node: NodeId): VcId[] { return this.protocol.forgetNode(node) }
+  forgetNode (node: NodeId): VcId[] { return this.protocol.home.forgetNode(node) }
 
   get takeovers (): number { return this.protocol.counters.takeovers }
 

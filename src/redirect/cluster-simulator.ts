@@ -107,7 +107,7 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
   const reclaim = (owner: NodeId, plan: ReclaimPlan, answer: Answer, again: (holdersConfirmed: boolean) => void): void => {
     const reports: ReclaimReport[] = []
     const finish = (): void => {
-      const returned = protocols[owner].finishReclaim(plan, reports)
+      const returned = protocols[owner].home.finishReclaim(plan, reports)
       wake(homeWaiters, `${owner}:${plan.vc}`)
       if (returned !== undefined) answer(returned)
       else again(true) // in the same step: the holders' answers are fresh for this decision only
@@ -148,7 +148,7 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
     }
     const report: MirrorReport = { node, emptyOffsets: req.emptyOffsets, freeBytes: req.freeBytes, lastBatch: req.lastBatch }
     serveAtHome(owner, req.file, false, report, served => {
-      const { files: batch, batch: batchNumber } = served === undefined ? { files: [], batch: 0 } : protocols[owner].shipBatch(req.vc, report)
+      const { files: batch, batch: batchNumber } = served === undefined ? { files: [], batch: 0 } : protocols[owner].home.shipBatch(req.vc, report)
       const vcEpoch = protocols[owner].epochOf(req.vc)
       tasks.push(() => {
         if (dead.has(node)) return
@@ -171,13 +171,13 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
     answeredSinceSync.fill(0)
     for (const [home, protocol] of protocols.entries()) {
       if (dead.has(home)) continue
-      for (const update of protocol.takeStandbyUpdates()) {
+      for (const update of protocol.home.takeStandbyUpdates()) {
         const successor = ownerOrder(layout, update.vc).find(n => n !== home && !dead.has(n))
         if (successor !== undefined) standby[successor].set(update.vc, update)
       }
       for (const notice of mirrors[home].takeServedNotices()) {
         const owner = ownerOf(notice.vc)
-        if (owner >= 0) protocols[owner].noteServedElsewhere(home, [notice])
+        if (owner >= 0) protocols[owner].home.noteServedElsewhere(home, [notice])
       }
     }
   }
@@ -188,7 +188,7 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
       if (protocols.some((p, n) => !dead.has(n) && p.owns(v))) return
       const successor = ownerOrder(layout, v).find(n => !dead.has(n))!
       const reports = [...Array(nodes).keys()].filter(n => !dead.has(n)).map(n => ({ node: n, ...mirrors[n].takeoverReport(v) }))
-      protocols[successor].adopt(v, planAdoption(reports, standby[successor].get(v), successor, n => dead.has(n)), mirrors[successor].surrender(v))
+      protocols[successor].home.adopt(v, planAdoption(reports, standby[successor].get(v), successor, n => dead.has(n)), mirrors[successor].surrender(v))
       wake(mirrorWaiters, `${successor}:${v}`)
     })
   }
@@ -211,7 +211,7 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
           unsyncedAtDeath.set(kill.node, answeredSinceSync[kill.node])
           unsyncedClusterWide.set(kill.node, answeredSinceSync.reduce((sum, n) => sum + n, 0))
           queues[kill.node].length = 0
-          for (const [survivor, protocol] of protocols.entries()) if (!dead.has(survivor)) protocol.forgetNode(kill.node)
+          for (const [survivor, protocol] of protocols.entries()) if (!dead.has(survivor)) protocol.home.forgetNode(kill.node)
           adoptOrphans()
         }
       })

@@ -10,31 +10,25 @@
  * bytes; this module decides only which file ids go where.
  *
  * The modes (docs/design.md, "The protocol") differ only in how an open is
- * answered and what a load reads and places; they share slots, consumed
- * bits, rollover, readahead admission and counters, all of which live here.
+ * answered and what a load reads and places: each is a policy (modes.ts)
+ * over this core, which keeps the slots, consumed bits, rollover,
+ * readahead admission and counters they share.
  *
- * In a cluster this is the home side: the node answers opens of the VCs it
- * owns, for its own trainer and for other nodes' (`requester`), ships
- * opportunistic batches of valid slots into the requesters' mirrors and
- * records them in its ledger, and before it ends a VC's epoch while files
- * of that VC sit in mirrors it asks for a *reclaim* (see ledger.ts). A
- * reclaim, like a load, is carried out by the caller and keeps its VC busy.
+ * In a cluster the node answers opens of the VCs it owns, for its own
+ * trainer and for other nodes' (`requester`); what that takes beyond the
+ * slots (the ledger of batches shipped into mirrors, reclaims, epochs,
+ * ownership, the standby copy) is the home side (home.ts, `home`).
  */
 import { zeroCounters, type ProtocolCounters } from './counters'
-import type { FileId, Layout, NodeId, PcId, VcId } from './layout'
-import { ShippedLedger } from './ledger'
-import type { ServedNotice } from './mirror'
-import type { Adoption } from './takeover'
+import { vcOfFile, type FileId, type Layout, type NodeId, type PcId, type VcId } from './layout'
+import { HomeSide } from './home'
+import { policyFor, type ModePolicy, type ProtocolCore } from './modes'
+import type { LoadPiece } from './pieces'
 import { SeededRandom } from './random'
-import { chooseRefill } from './refill'
-import { chooseMixPieces, chooseNextEpochPieces, choosePoolPc, servedOutPcs, type LoadPiece } from './pieces'
 import { SlotTable } from './slots'
 
 export type RedirectMode = 'strict' | 'pool' | 'mix' | 'off'
 export const REDIRECT_MODES: readonly RedirectMode[] = ['strict', 'pool', 'mix', 'off']
-/** A VC still serving may read for its next epoch once this share of its PCs, and this many, are served out (see mayStageEarly). */
-const EARLY_STAGE_SHARE = 0.5
-const EARLY_STAGE_CHOICES = 3
 
 export type { LoadPiece } from './pieces'
 
@@ -128,14 +122,14 @@ export interface OpenOptions {
 }
 
 /** Who a decision is for, and what its holders just confirmed: passed down, never kept. */
-interface Asking {
+export interface Asking {
   /** The node whose open is being decided (undefined: this node's trainer). */
   readonly forNode: NodeId | undefined
   readonly holdersConfirmed: boolean
 }
 
 /** What a load is for: the open that asked (if any) and whether it wants its own file. */
-interface LoadFor {
+export interface LoadFor {
   readonly requester?: FileId
   readonly exact?: boolean
   readonly forNode?: NodeId
@@ -164,6 +158,7 @@ export class Protocol {
   readonly counters: ProtocolCounters = zeroCounters()
   readonly slots: SlotTable
   private readonly random: SeededRandom
+  private readonly policy: ModePolicy
   private nextPlanId = 1
   /**
    * PCs whose last load lost files. Readahead skips them (retrying a broken
@@ -171,40 +166,54 @@ export class Protocol {
    * demand load may still take one, which charges a lost file to its open.
    */
   private readonly failedPcs = new Set<PcId>()
-  /** Files this node shipped into other nodes' mirrors. */
-  readonly ledger = new ShippedLedger()
   /** VCs whose staged chunk was read for their next epoch: it waits for the rollover. */
   private readonly stagedForNextEpoch = new Set<VcId>()
-  /** VCs this node answers for: its own, and any it took over from a dead home. */
-  private readonly owned: Uint8Array
-  /** Sequence number of the last batch shipped. */
-  private lastBatch = 0
   readonly node: NodeId
-  /** Per VC, how many times its epoch ended; requesters learn it with every answer. */
-  private readonly vcEpochs: Uint32Array
-  /**
-   * Per file, the node this node sent it to in its VC's current epoch (an
-   * answer to an open, or a batch), plus one (0: none; its own trainer is
-   * this node). For the standby copy.
-   */
-  private readonly servedTo: Uint16Array
-  /** Owned VCs whose standby copy (epoch, `servedTo`) changed since the last update. */
-  private readonly standbyDirty = new Set<VcId>()
+  /** What this node keeps as the home of the VCs it answers for: ledger, reclaims, batches, epochs, ownership, standby copy. */
+  readonly home: HomeSide
 
   constructor (readonly layout: Layout, readonly options: ProtocolOptions) {
     this.slots = new SlotTable(layout)
     this.random = new SeededRandom(options.seed ^ 0x5eed ^ ((options.node ?? 0) * 0x9e3779b1))
     this.node = options.node ?? 0
-    this.owned = new Uint8Array(layout.vcs.length)
-    this.vcEpochs = new Uint32Array(layout.vcs.length)
-    this.servedTo = new Uint16Array(layout.files.length)
-    layout.vcs.forEach((vc, v) => { if (vc.home === this.node) this.owned[v] = 1 })
+    this.policy = policyFor(options.mode, this.core(), Math.max(1, options.mixBlock ?? 1))
+    this.home = new HomeSide({
+      layout,
+      slots: this.slots,
+      random: this.random,
+      counters: this.counters,
+      node: this.node,
+      shipsBatches: this.policy.shipsBatches && options.prefetch !== false,
+      noteMemory: () => this.noteMemory()
+    })
   }
 
-  vcOf (file: FileId): VcId { return this.layout.pcs[this.layout.filePc[file]].vc }
+  /** What the mode's policy may use: this protocol's state and steps, the steps kept private to everyone else. */
+  private core (): ProtocolCore {
+    return {
+      layout: this.layout,
+      slots: this.slots,
+      random: this.random,
+      failedPcs: this.failedPcs,
+      offsetOf: file => this.offsetOf(file),
+      vcOf: file => this.vcOf(file),
+      rollOver: vc => this.rollOver(vc),
+      installStagedWhenEmpty: vc => this.installStagedWhenEmpty(vc),
+      takeRandom: vc => this.takeRandom(vc),
+      planReclaim: (vc, offsets, asking) => this.home.planReclaim(vc, offsets, asking),
+      planLoad: (vc, pc, load) => this.planLoad(vc, pc, load),
+      startLoad: (vc, pieces, load) => this.startLoad(vc, pieces, load),
+      decideExact: (file, asking) => this.decideExact(file, asking),
+      loadOwnFile: (file, asking) => this.loadOwnFile(file, asking),
+      fitsInMemory: pieces => this.fitsInMemory(pieces),
+      servedThisEpoch: vc => this.servedThisEpoch(vc)
+    }
+  }
+
+  vcOf (file: FileId): VcId { return vcOfFile(this.layout, file) }
   offsetOf (file: FileId): number { return this.layout.fileOffset[file] }
-  owns (vc: VcId): boolean { return this.owned[vc] === 1 }
-  epochOf (vc: VcId): number { return this.vcEpochs[vc] }
+  owns (vc: VcId): boolean { return this.home.owns(vc) }
+  epochOf (vc: VcId): number { return this.home.epochOf(vc) }
 
   /** Answers an open of `file` (of a VC this node owns); see `OpenOptions`. */
   open (file: FileId, options: OpenOptions = {}): OpenDecision {
@@ -215,10 +224,10 @@ export class Protocol {
       if (requester !== undefined) this.counters.remoteOpens++
       if (exact) this.counters.exactOpens++
     }
-    if (requester !== undefined) this.reconcile(this.vcOf(file), requester)
+    if (requester !== undefined) this.home.reconcile(this.vcOf(file), requester)
     const asking: Asking = { forNode: requester?.node, holdersConfirmed }
-    const decision = exact ? this.decideExact(file, asking) : this.decide(file, asking)
-    if (decision.kind === 'serve') this.noteServed(decision.file, requester?.node)
+    const decision = exact ? this.policy.decideExact(file, asking) : this.policy.decide(file, asking)
+    if (decision.kind === 'serve') this.home.noteServed(decision.file, requester?.node)
     if (decision.kind === 'serve') {
       if (!retry) this.counters.memoryHits++
       if (decision.file !== file) this.counters.redirects++
@@ -229,63 +238,8 @@ export class Protocol {
     return decision
   }
 
-  private decide (file: FileId, asking: Asking): OpenDecision {
-    switch (this.options.mode) {
-      case 'strict': return this.decideStrict(file, asking)
-      case 'pool':
-      case 'mix': return this.decidePool(file, asking)
-      case 'off': return this.decideOff(file, asking)
-    }
-  }
-
-  /**
-   * strict: the slot answers whatever it holds; an empty slot needs the PC
-   * that fills the most empty slots among those that can fill this one.
-   */
-  private decideStrict (file: FileId, asking: Asking): OpenDecision {
-    const vc = this.vcOf(file)
-    const offset = this.offsetOf(file)
-    if (!this.slots.isSlotEmpty(vc, offset)) return { kind: 'serve', file: this.slots.take(vc, offset) }
-    if (this.slots.isLoading(vc)) return { kind: 'wait', vc }
-    let pc = chooseRefill(this.layout, this.slots, this.random, vc, offset)
-    if (pc === undefined) {
-      const reclaim = this.planReclaim(vc, [offset], asking)
-      if (reclaim !== undefined) return reclaim
-      this.rollOver(vc)
-      pc = chooseRefill(this.layout, this.slots, this.random, vc, offset)!
-    }
-    return { kind: 'load', plan: this.planLoad(vc, pc, { requester: file, forNode: asking.forNode }) }
-  }
-
-  /**
-   * pool: the slot if valid, else any valid slot of the VC; only an empty
-   * VC loads, and then a whole random unconsumed PC. mix answers the same
-   * way; its loads take each block of slots from its own random PC.
-   */
-  private decidePool (file: FileId, asking: Asking): OpenDecision {
-    const vc = this.vcOf(file)
-    const offset = this.offsetOf(file)
-    this.installStagedWhenEmpty(vc)
-    if (!this.slots.isSlotEmpty(vc, offset)) return { kind: 'serve', file: this.slots.take(vc, offset) }
-    if (this.slots.validSlots(vc) > 0) return { kind: 'serve', file: this.takeRandom(vc) }
-    if (this.slots.isLoading(vc)) return { kind: 'wait', vc }
-    if (this.slots.allConsumed(vc)) {
-      const reclaim = this.planReclaim(vc, undefined, asking)
-      if (reclaim !== undefined) return reclaim
-      this.rollOver(vc)
-      // A chunk read ahead for this new epoch answers at once.
-      this.installStagedWhenEmpty(vc)
-      if (!this.slots.isSlotEmpty(vc, offset)) return { kind: 'serve', file: this.slots.take(vc, offset) }
-      if (this.slots.validSlots(vc) > 0) return { kind: 'serve', file: this.takeRandom(vc) }
-    }
-    const plan = this.options.mode === 'mix'
-      ? this.startLoad(vc, this.mixPieces(vc)!, { requester: file, forNode: asking.forNode })
-      : this.planLoad(vc, choosePoolPc(this.layout, this.slots, this.random, vc)!, { requester: file, forNode: asking.forNode })
-    return { kind: 'load', plan }
-  }
-
-  /** off: the file itself, from memory if its chunk brought it there, else by loading its chunk. */
-  private decideOff (file: FileId, asking: Asking): OpenDecision {
+  /** The file itself, from memory if its chunk brought it there, else by loading its chunk (off, and any exact open). */
+  private loadOwnFile (file: FileId, asking: Asking): OpenDecision {
     const vc = this.vcOf(file)
     const offset = this.offsetOf(file)
     if (this.slots.fileAt(vc, offset) === file) return { kind: 'serve', file: this.slots.take(vc, offset) }
@@ -301,7 +255,6 @@ export class Protocol {
    * and counted: exactness of the bytes comes first for such a loader.
    */
   private decideExact (file: FileId, asking: Asking): OpenDecision {
-    if (this.options.mode === 'off') return this.decideOff(file, asking)
     const vc = this.vcOf(file)
     // Only from a chunk staged for this epoch: one staged for the next waits for the rollover.
     const fromStaged = (): boolean => !this.stagedForNextEpoch.has(vc) && this.slots.takeStaged(vc, file)
@@ -313,7 +266,7 @@ export class Protocol {
       }
       if (this.slots.isConsumed(file)) this.counters.exactRepeats++
     }
-    return this.decideOff(file, asking)
+    return this.loadOwnFile(file, asking)
   }
 
   /**
@@ -322,12 +275,10 @@ export class Protocol {
    * reclaim) stay consumed: they will be served in the epoch that starts.
    */
   private rollOver (vc: VcId): void {
-    this.vcEpochs[vc]++
+    this.home.endEpoch(vc)
     // A chunk staged for this epoch holds files served in the one ending; they stay consumed below, now as this epoch's.
     this.stagedForNextEpoch.delete(vc)
-    this.slots.clearConsumed(vc, this.ledger.files(vc))
-    for (const pc of this.layout.vcs[vc].pcs) for (const file of this.layout.pcs[pc].files) this.servedTo[file] = 0
-    this.standbyDirty.add(vc)
+    this.slots.clearConsumed(vc, this.home.filesHeld(vc))
     for (const pc of this.layout.vcs[vc].pcs) this.failedPcs.delete(pc)
     this.counters.rollovers++
   }
@@ -351,20 +302,8 @@ export class Protocol {
    * need a second copy of its bytes: the engine holds one per file.
    */
   private servedThisEpoch (vc: VcId): (file: FileId) => boolean {
-    const inMirrors = new Set(this.ledger.files(vc))
+    const inMirrors = new Set(this.home.filesHeld(vc))
     return file => this.slots.isConsumed(file) && this.slots.fileAt(vc, this.offsetOf(file)) !== file && !inMirrors.has(file)
-  }
-
-  /**
-   * Whether a VC still serving its last files may read for its next epoch
-   * already: only once most of its PCs are served out (EARLY_STAGE_SHARE,
-   * and at least EARLY_STAGE_CHOICES of them), so the next epoch's first
-   * load still has many PCs to be drawn from. With fewer, every epoch would
-   * start with the PCs served earliest in the one before.
-   */
-  private mayStageEarly (vc: VcId, served: (file: FileId) => boolean): boolean {
-    const servedOut = servedOutPcs(this.layout, vc, this.failedPcs, served).length
-    return servedOut >= EARLY_STAGE_CHOICES && servedOut >= this.layout.vcs[vc].pcs.length * EARLY_STAGE_SHARE
   }
 
   /**
@@ -376,7 +315,7 @@ export class Protocol {
     const files = this.layout.pcs[pc].files.filter((file, offset) =>
       file === load.requester && load.exact === true
         ? true
-        : !this.slots.isConsumed(file) && (this.stagesWhole() || this.slots.isSlotEmpty(vc, offset)))
+        : !this.slots.isConsumed(file) && (this.policy.stagesWhole || this.slots.isSlotEmpty(vc, offset)))
     return this.startLoad(vc, [{ pc, files }], load)
   }
 
@@ -387,27 +326,6 @@ export class Protocol {
     this.slots.setLoading(vc, true)
     this.counters.inflightBytes += bytes
     return { id: this.nextPlanId++, vc, pieces, files, bytes, requester, exact, forNode, forNextEpoch }
-  }
-
-  /** pool and mix keep a chunk that arrives while the VC still serves staged, whole. */
-  private stagesWhole (): boolean { return this.options.mode === 'pool' || this.options.mode === 'mix' }
-
-  /** mix: blocks of this epoch's unconsumed files, each from a PC outside `exclude` (pieces.ts). */
-  private mixPieces (vc: VcId, exclude?: ReadonlySet<PcId>): LoadPiece[] | undefined {
-    return chooseMixPieces(this.layout, this.slots, this.random, vc, this.mixBlock(), exclude)
-  }
-
-  private mixBlock (): number { return Math.max(1, this.options.mixBlock ?? 1) }
-
-  /**
-   * pool and mix: what to read for the VC's next epoch once it has served
-   * this one's files (its slots are empty): a whole PC (pool) or whole blocks (mix) every file of
-   * which was served this epoch (none still in a mirror), so that the next
-   * epoch still reads each of them once, in one piece.
-   */
-  private nextEpochPieces (vc: VcId, served: (file: FileId) => boolean): LoadPiece[] | undefined {
-    const mixBlock = this.options.mode === 'mix' ? this.mixBlock() : undefined
-    return chooseNextEpochPieces(this.layout, this.slots, this.random, vc, mixBlock, this.failedPcs, served)
   }
 
   /**
@@ -443,7 +361,7 @@ export class Protocol {
         this.stagedForNextEpoch.add(vc)
         placed.push(...served)
       }
-    } else if (this.stagesWhole() && (plan.requester === undefined && this.slots.validSlots(vc) > 0)) {
+    } else if (this.policy.stagesWhole && (plan.requester === undefined && this.slots.validSlots(vc) > 0)) {
       // Readahead while the VC still serves: keep the chunk staged.
       for (const file of arrived) this.slots.consume(file)
       this.slots.stage(vc, arrived)
@@ -470,7 +388,7 @@ export class Protocol {
       served = this.answerRequester(plan, delivered)
       if (served === undefined) this.counters.failedOpens++
       else if (served !== plan.requester) this.counters.redirects++
-      if (served !== undefined) this.noteServed(served, plan.forNode)
+      if (served !== undefined) this.home.noteServed(served, plan.forNode)
     }
     this.noteMemory()
     return { placed, served }
@@ -490,267 +408,21 @@ export class Protocol {
   }
 
   private answerRequester (plan: LoadPlan, delivered: ReadonlySet<FileId>): FileId | undefined {
-    const requester = plan.requester!
-    const { vc } = plan
-    const offset = this.offsetOf(requester)
     if (plan.exact === true) {
-      this.slots.consume(requester)
-      return delivered.has(requester) ? requester : undefined
+      this.slots.consume(plan.requester!)
+      return delivered.has(plan.requester!) ? plan.requester : undefined
     }
-    switch (this.options.mode) {
-      case 'off':
-        throw new Error('an off-mode load is always exact')
-      case 'strict': {
-        if (!this.slots.isSlotEmpty(vc, offset)) return this.slots.take(vc, offset)
-        // The file this open would have been given is unreadable: charge it to this open.
-        this.slots.consume(this.layout.pcs[plan.pieces[0].pc].files[offset])
-        return undefined
-      }
-      case 'pool':
-      case 'mix': {
-        if (!this.slots.isSlotEmpty(vc, offset)) return this.slots.take(vc, offset)
-        if (this.slots.validSlots(vc) > 0) return this.takeRandom(vc)
-        const unreadable = plan.files.find(file => !delivered.has(file))
-        if (unreadable !== undefined) this.slots.consume(unreadable)
-        return undefined
-      }
-    }
-  }
-
-  /**
-   * Called when an open finds nothing left to load for it. While a mirror
-   * holds a file this open could be given (at `offsets`; any, when
-   * undefined), that holder gives one back. Otherwise, before the VC's epoch
-   * may end, every holder must have just said what it still holds
-   * (`holdersConfirmed`), so that only files really still held are carried
-   * into the next epoch. Undefined when the epoch may end now.
-   */
-  private planReclaim (vc: VcId, offsets: readonly number[] | undefined, { forNode, holdersConfirmed }: Asking): OpenDecision | undefined {
-    const entries = this.ledger.entries(vc)
-    const wanted = entries.filter(([file]) => offsets === undefined || offsets.includes(this.offsetOf(file)))
-    if (wanted.length === 0 && (holdersConfirmed || entries.length === 0)) return undefined
-    const giveBack = wanted.length === 0 ? undefined : { node: wanted[this.random.below(wanted.length)][1].node, offsets }
-    this.slots.setLoading(vc, true)
-    this.counters.reclaims++
-    return { kind: 'reclaim', plan: { vc, holders: this.ledger.holders(vc), giveBack, forNode } }
-  }
-
-  /**
-   * Applies the holders' answers: what a holder no longer holds it served,
-   * what a dead holder held never reached a trainer (so it may be loaded
-   * again), and a returned file answers the open that asked. Returns that
-   * file, or undefined: then the open asks again at once, in the same
-   * turn (nothing else may decide for the VC in between), as a retry with
-   * `holdersConfirmed`, and this time may end the VC's epoch.
-   */
-  finishReclaim (plan: ReclaimPlan, reports: readonly ReclaimReport[]): FileId | undefined {
-    const { vc } = plan
-    this.slots.setLoading(vc, false)
-    let returned: FileId | undefined
-    for (const report of reports) {
-      // A returned file is in hand, whatever the ledger says meanwhile (the
-      // holder's own request may have reconciled its entry away).
-      if (report.dead !== true && report.returned !== undefined) {
-        this.ledger.remove(vc, report.returned)
-        returned = report.returned
-      }
-      for (const [file, holding] of this.ledger.heldBy(vc, report.node)) {
-        if (report.dead === true) {
-          this.lose(vc, file)
-        } else if (holding.batch <= report.lastBatch && !report.held.includes(file)) {
-          this.ledger.remove(vc, file)
-        }
-        // Otherwise still held, or in transit to it: it stays on the ledger.
-      }
-    }
-    if (returned !== undefined) {
-      // Being served, so consumed, even if its holder was declared dead meanwhile (which made it loadable).
-      this.slots.consume(returned)
-      this.counters.reclaimedFiles++
-      this.noteServed(returned, plan.forNode)
-      this.noteMemory()
-    }
-    return returned
-  }
-
-  /**
-   * A requester's report on its mirror of `vc` (it has no other request for
-   * `vc` out): entries at offsets it shows empty were served there, and
-   * entries of batches it never received were lost on the way.
-   */
-  private reconcile (vc: VcId, requester: MirrorReport): void {
-    for (const [file, holding] of this.ledger.heldBy(vc, requester.node)) {
-      if (holding.batch > requester.lastBatch) this.lose(vc, file)
-      else if (requester.emptyOffsets.has(this.offsetOf(file))) this.ledger.remove(vc, file)
-    }
-  }
-
-  /** A holder's notice: it served these files from its mirror. */
-  noteServedElsewhere (node: NodeId, served: readonly ServedNotice[]): void {
-    for (const { vc, file, batch } of served) {
-      const holding = this.ledger.get(vc, file)
-      if (holding !== undefined && holding.node === node && holding.batch === batch) this.ledger.remove(vc, file)
-    }
-  }
-
-  /** A shipped file that never reached a trainer: it may be loaded again. */
-  private lose (vc: VcId, file: FileId): void {
-    this.ledger.remove(vc, file)
-    this.slots.unconsume(file)
-    this.servedTo[file] = 0
-    this.standbyDirty.add(vc)
-    this.counters.lostHeldFiles++
-  }
-
-  /**
-   * The opportunistic batch for a requester just answered: valid slots of
-   * `vc` that land on empty slots of its mirror, within the bytes it can
-   * take. Only what is already in memory goes; the files leave this node's
-   * slots, stay consumed, and are recorded as held by the requester.
-   */
-  shipBatch (vc: VcId, requester: MirrorReport): { files: FileId[], batch: number } {
-    if (this.options.mode === 'off' || this.options.prefetch === false) return { files: [], batch: 0 }
-    const offsets = this.random.shuffle(this.slots.validOffsets(vc).filter(offset => requester.emptyOffsets.has(offset)))
-    const files: FileId[] = []
-    let bytes = 0
-    const batch = ++this.lastBatch
-    for (const offset of offsets) {
-      const size = this.layout.files[this.slots.fileAt(vc, offset)!].size
-      if (bytes + size > requester.freeBytes) continue
-      bytes += size
-      const file = this.slots.take(vc, offset)
-      this.ledger.add(vc, file, { node: requester.node, batch })
-      this.noteServed(file, requester.node)
-      files.push(file)
-    }
-    this.counters.prefetchShipped += files.length
-    if (files.length > 0) this.noteMemory()
-    return { files, batch: files.length > 0 ? batch : 0 }
-  }
-
-  /**
-   * A node is gone: files it held in its mirror never reached a trainer,
-   * so they become loadable again. Returns the VCs affected.
-   */
-  forgetNode (node: NodeId): VcId[] {
-    const vcs = this.ledger.vcsHeldBy(node)
-    for (const vc of vcs) {
-      for (const [file] of this.ledger.heldBy(vc, node)) this.lose(vc, file)
-    }
-    return vcs
-  }
-
-  /**
-   * Which VCs this node answers for, from now on: at a new generation (each
-   * VC's first live node, its state fresh after a reset) and on a node
-   * mounted again after it died (none of its own until then).
-   */
-  setOwnership (owns: (vc: VcId) => boolean): void {
-    for (let vc = 0; vc < this.layout.vcs.length; vc++) {
-      this.owned[vc] = owns(vc) ? 1 : 0
-      if (this.owned[vc] === 1) this.standbyDirty.add(vc)
-    }
-  }
-
-  /**
-   * Takes over a VC whose home died (shared storage): from now on this node
-   * answers for it, in the epoch and with the consumed files, holdings and
-   * own trainer's files the adoption gives (see takeover.ts). `heldHere`
-   * were in this node's own mirror of it: they move into the VC's slots.
-   */
-  adopt (vc: VcId, adoption: Adoption, heldHere: readonly FileId[]): void {
-    this.owned[vc] = 1
-    this.vcEpochs[vc] = adoption.epoch
-    for (const file of adoption.consumed) this.slots.consume(file)
-    // What this node's trainer got from the VC before it owned it: its standby copy must say so.
-    for (const file of adoption.servedHere) this.noteServed(file, undefined)
-    for (const { file, node, batch } of adoption.heldElsewhere) {
-      this.slots.consume(file)
-      this.ledger.add(vc, file, { node, batch })
-      // Our own batches must number after every batch the holders know of.
-      this.lastBatch = Math.max(this.lastBatch, batch)
-    }
-    for (const file of heldHere) {
-      this.slots.consume(file)
-      this.slots.place(vc, this.offsetOf(file), file)
-    }
-    this.standbyDirty.add(vc)
-    this.counters.takeovers++
-    this.noteMemory()
-  }
-
-  /**
-   * The standby copy a home keeps at the next node in each VC's owner order:
-   * for the owned VCs that changed since the last call, the epoch and every
-   * file this node sent out in it (answers and batches), with the node.
-   * If this node dies, those opens' nodes that are dead too can report
-   * nothing; the standby copy speaks for them (see takeover.ts).
-   */
-  takeStandbyUpdates (): StandbyUpdate[] {
-    const changed = [...this.standbyDirty].filter(vc => this.owns(vc))
-    this.standbyDirty.clear()
-    return changed.map(vc => {
-      const served: { file: FileId, node: NodeId }[] = []
-      for (const pc of this.layout.vcs[vc].pcs) {
-        for (const file of this.layout.pcs[pc].files) if (this.servedTo[file] !== 0) served.push({ file, node: this.servedTo[file] - 1 })
-      }
-      return { vc, epoch: this.vcEpochs[vc], served }
-    })
-  }
-
-  /** Marks `vc` for the next standby update (one that could not be delivered). */
-  touch (vc: VcId): void { this.standbyDirty.add(vc) }
-
-  /** VCs this node owns whose standby copy changed since the last `takeStandbyUpdates`. */
-  get standbyPending (): number {
-    let pending = 0
-    for (const vc of this.standbyDirty) if (this.owns(vc)) pending++
-    return pending
-  }
-
-  private noteServed (file: FileId, node: NodeId | undefined): void {
-    if (this.layout.nodes === 1) return // no standby copy without a cluster: keep the single-node open path as it was
-    this.servedTo[file] = (node ?? this.node) + 1
-    this.standbyDirty.add(this.vcOf(file))
+    return this.policy.answerRequester(plan, delivered)
   }
 
   /**
    * A load to start ahead of need for `vc`, if one is worth it and fits in
-   * memory: strict refills a VC once three quarters of its slots are empty
-   * (earlier refills land on more occupied slots and cost loads); pool stages
-   * the next chunk once a quarter or less is left. Readahead never rolls an
-   * epoch over (that would hand this epoch's opens next epoch's files).
+   * memory (the mode's policy says which). Readahead never rolls an epoch
+   * over (that would hand this epoch's opens next epoch's files).
    */
   readahead (vc: VcId): LoadPlan | undefined {
     if (this.slots.isLoading(vc)) return undefined
-    const capacity = this.slots.capacity[vc]
-    let pieces: LoadPiece[] | undefined
-    if (this.options.mode === 'strict') {
-      if (this.slots.emptySlots(vc) * 4 < capacity * 3) return undefined
-      const pc = chooseRefill(this.layout, this.slots, this.random, vc, undefined, this.failedPcs)
-      if (pc !== undefined) pieces = [{ pc, files: this.slots.unconsumedFilesOf(pc) }]
-    } else if (this.stagesWhole()) {
-      if (this.slots.staged(vc) !== undefined || this.slots.validSlots(vc) * 4 > capacity) return undefined
-      if (this.slots.allConsumed(vc)) {
-        // Nothing left to read this epoch: read for the next one while this one's last files are served, so
-        // the next epoch's first opens find chunks in memory. While the VC still holds files to serve, only
-        // once most of its PCs are served out (mayStageEarly); else once it has served its last file, with
-        // every PC of PCS(v) to choose from, as at any epoch's first load.
-        const served = this.servedThisEpoch(vc)
-        if (this.slots.validSlots(vc) > 0 && !this.mayStageEarly(vc, served)) return undefined
-        const next = this.nextEpochPieces(vc, served)
-        if (next === undefined || !this.fitsInMemory(next)) return undefined
-        return this.startLoad(vc, next, { forNextEpoch: true })
-      }
-      if (this.options.mode === 'mix') {
-        pieces = this.mixPieces(vc, this.failedPcs)
-      } else {
-        const pc = choosePoolPc(this.layout, this.slots, this.random, vc, this.failedPcs)
-        if (pc !== undefined) pieces = [{ pc, files: this.slots.unconsumedFilesOf(pc) }]
-      }
-    }
-    if (pieces === undefined || !this.fitsInMemory(pieces)) return undefined
-    return this.options.mode === 'mix' ? this.startLoad(vc, pieces) : this.planLoad(vc, pieces[0].pc)
+    return this.policy.readahead(vc)
   }
 
   private fitsInMemory (pieces: readonly LoadPiece[]): boolean {
@@ -784,20 +456,15 @@ export class Protocol {
   private epochIsOver (vc: VcId): boolean {
     const staged = this.slots.staged(vc)
     return this.slots.allConsumed(vc) && this.slots.validSlots(vc) === 0 && !this.slots.isLoading(vc) &&
-      this.ledger.files(vc).length === 0 && (staged === undefined || this.stagedForNextEpoch.has(vc))
+      this.home.filesHeld(vc).length === 0 && (staged === undefined || this.stagedForNextEpoch.has(vc))
   }
 
   /** One VC starts afresh: nothing in memory, every file loadable. Returns the files dropped. */
   private resetVc (vc: VcId): FileId[] {
     const dropped = this.slots.resetVc(vc)
-    this.vcEpochs[vc]++
+    this.home.resetVc(vc)
     this.stagedForNextEpoch.delete(vc)
-    for (const file of this.ledger.files(vc)) this.ledger.remove(vc, file)
-    for (const pc of this.layout.vcs[vc].pcs) {
-      this.failedPcs.delete(pc)
-      for (const file of this.layout.pcs[pc].files) this.servedTo[file] = 0
-    }
-    this.standbyDirty.add(vc)
+    for (const pc of this.layout.vcs[vc].pcs) this.failedPcs.delete(pc)
     return dropped
   }
 
@@ -813,7 +480,7 @@ export class Protocol {
     const offset = this.offsetOf(file)
     if (!this.owns(vc) || !this.slots.isConsumed(file)) return 'dropped'
     this.counters.returnedFiles++
-    this.servedTo[file] = 0
+    this.home.unserve(file)
     if (this.slots.isSlotEmpty(vc, offset)) {
       this.slots.place(vc, offset, file)
       this.noteMemory()
@@ -833,9 +500,7 @@ export class Protocol {
     const dropped = this.slots.reset()
     this.stagedForNextEpoch.clear()
     this.failedPcs.clear()
-    this.ledger.clear()
-    this.servedTo.fill(0)
-    for (let vc = 0; vc < this.layout.vcs.length; vc++) this.standbyDirty.add(vc)
+    this.home.reset()
     this.counters.resets++
     this.noteMemory()
     return dropped

@@ -60,7 +60,7 @@ fi
 stale=0
 for addon in native/build/Release/redirfs_native.node native/build/Release/redirfs_fuse.node; do
   [ -f "$addon" ] || stale=1
-  for source in native/*.cc native/binding.gyp; do [ "$source" -nt "$addon" ] && stale=1; done
+  for source in native/*.cc native/*.h native/binding.gyp; do [ "$source" -nt "$addon" ] && stale=1; done
 done
 [ "$stale" = 0 ] || bash scripts/build-native.sh
 

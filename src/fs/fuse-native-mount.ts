@@ -1,5 +1,6 @@
 /**
- * Mounting and unmounting with fuse-native.
+ * The fuse-native backend (libfuse 2, every operation a hop to the JS
+ * thread): mounting and unmounting.
  *
  * - fuse-native has no option for direct_io or a zero attr_timeout and drops
  *   option values of 0, but passes the fsname through verbatim; so the
@@ -11,23 +12,10 @@
  */
 import { execFile } from 'node:child_process'
 import Fuse from 'fuse-native'
+import type { MountedFilesystem, MountOptions } from './backend'
 
 Fuse.unmount = (mountpoint: string, cb: (err: Error | null) => void) => {
   execFile('umount', ['-l', mountpoint], err => cb(err))
-}
-
-export interface MountOptions {
-  allowOther: boolean
-  /** libfuse 2 refuses a non-empty mountpoint without this; an overmount is non-empty by definition. */
-  overSource: boolean
-}
-
-export interface MountedFilesystem {
-  unmount (): Promise<void>
-  /** The native server's own counts of FUSE operations (absent on fuse-native). */
-  counters?: () => Record<string, number>
-  /** Called when the mount goes from outside (umount, fusermount -u): native backend. */
-  onGone?: (listener: () => void) => void
 }
 
 /** Time FUSE allows an operation; an open may wait for a chunk load on slow storage. */

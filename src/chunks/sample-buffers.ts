@@ -11,10 +11,10 @@
  * most 12.5% slack), so files of similar sizes share them. A sample of a
  * large capacity gets memory of its own (a "slab"). Small capacities (up
  * to `SHARED_UP_TO`) are slots cut from shared 64 KiB "arenas", one
- * capacity to an arena: memory of its own costs the process about 400
+ * capacity to an arena: memory of its own costs the process hundreds of
  * bytes beyond the sample's (the ArrayBuffer, its backing store, the
- * bookkeeping here), which on a tree of 100-byte files was four times the
- * bytes themselves, uncounted by --memory (docs/design.md, "Sample memory").
+ * bookkeeping here), several times a tiny sample's own bytes and uncounted
+ * by --memory (docs/design.md, "Sample memory", has the measurement).
  *
  * Slabs and arenas, in use and idle, stay within `limitBytes` (the daemon
  * builds its one pool with its --memory), so keeping them never lifts RSS

@@ -3,9 +3,9 @@
  * directory or from a pack's index: every entry's attributes, each
  * directory's children, and which files are samples.
  *
- * It is held as columns of typed arrays, one row per entry, about a hundred
- * bytes per file where a tree of objects cost several hundred
- * (docs/design.md, "The tree in memory"). Entry 0 is the root; a
+ * It is held as columns of typed arrays, one row per entry, a fraction of
+ * what a tree of objects cost per file (docs/design.md, "The tree in
+ * memory", has the figures). Entry 0 is the root; a
  * directory's children are consecutive entries, sorted by the bytes of
  * their names, so a lookup is a binary search and a listing a range. The
  * native FUSE server reads these same columns: the tree is held once.
@@ -382,9 +382,10 @@ export class TreeBuilder {
 
 /*
  * The builder's working arrays are freed the moment they are done with,
- * not when the garbage collector gets to them: for a 500,000-file tree they
- * are over 100 MiB, which V8 (whose heap the daemon starts large) otherwise
- * kept until load made it collect, a third of the daemon's RSS after mount.
+ * not when the garbage collector gets to them: for a large tree they are
+ * hundreds of bytes per file, which V8 (whose heap the daemon starts large)
+ * otherwise kept until load made it collect, a large share of the daemon's
+ * RSS after mount.
  */
 type Scratch = Uint32Array | Float64Array | Uint8Array
 interface ScratchKind<T> { new (buffer: ArrayBuffer, offset: number, length: number): T, readonly BYTES_PER_ELEMENT: number }

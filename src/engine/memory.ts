@@ -11,8 +11,9 @@ export class ResidentBytes {
   /**
    * Per file: the memory its bytes sit in (none: not held here), and where
    * in it. A view is made again when they are taken: a Buffer object per
-   * held file cost about 150 bytes more than these columns, as much as a
-   * small sample's bytes, for every file of a budget that holds many.
+   * held file costs more than these columns, as much as a small sample's
+   * bytes, for every file of a budget that holds many (docs/design.md,
+   * "Sample memory", has the measurement).
    */
   private readonly memory: (ArrayBuffer | undefined)[]
   private readonly start: Float64Array

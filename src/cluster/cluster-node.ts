@@ -1,6 +1,6 @@
 /**
  * One node of a cluster, put together from its parts (docs/design.md,
- * "Cluster"):
+ * "Cluster protocol"):
  * - membership.ts: who is alive, the clients, the start-up handshake;
  * - service.ts: what this node answers to its peers;
  * - sync.ts: standby copies and served notices, four times a second;

@@ -398,16 +398,16 @@ const DAEMON_OVERHEAD_BYTES = 160 * 2 ** 20
 const OVERHEAD_PER_ENTRY_BYTES = 1536
 const CLUSTER_OVERHEAD_BYTES = 40 * 2 ** 20
 
-/**
- * Refuses a mount whose budget cannot fit under the memory cgroup it runs
- * in (a container, a Slurm job): the kernel would kill the daemon
- * mid-epoch. Returns the limit, for the runtime record.
- */
 /** Whole chunks on their way from the bucket to the cache (--cache-dir) are outside --memory: a quarter of it, at most 64 MiB. */
 function cacheFillBytes (config: MountConfig): number {
   return config.cache === undefined ? 0 : Math.min(64 * 2 ** 20, config.memoryBytes / 4)
 }
 
+/**
+ * Refuses a mount whose budget cannot fit under the memory cgroup it runs
+ * in (a container, a Slurm job): the kernel would kill the daemon
+ * mid-epoch. Returns the limit, for the runtime record.
+ */
 function checkMemoryLimit (config: MountConfig, entries: number): MemoryLimit | undefined {
   const limit = memoryLimitOf()
   if (limit === undefined) return undefined

@@ -23,6 +23,7 @@ import { native } from './native'
 import type { SourceCheck } from './source-check'
 import type { SampleBuffers } from './sample-buffers'
 import type { ChunkRequest, ChunkSource } from './source'
+import type { FileId } from '../redirect/layout'
 
 /** Files per native batch: small enough that a chunk's batches run in parallel. */
 const BATCH_FILES = 8
@@ -48,8 +49,8 @@ export class DirectorySource implements ChunkSource {
     this.limit = pLimit(concurrency)
   }
 
-  async fetch (request: ChunkRequest): Promise<Map<number, Buffer>> {
-    const delivered = new Map<number, Buffer>()
+  async fetch (request: ChunkRequest): Promise<Map<FileId, Buffer>> {
+    const delivered = new Map<FileId, Buffer>()
     const files = this.tree.samples
     const refusing = await this.check.directoriesRefusing(request.files.map(id => files[id].entry))
     const readable = request.files.filter(id => {
@@ -57,7 +58,7 @@ export class DirectorySource implements ChunkSource {
       if (refusal !== undefined) this.refuse(id, refusal.why)
       return refusal === undefined
     })
-    const batches: number[][] = []
+    const batches: FileId[][] = []
     for (let i = 0; i < readable.length; i += BATCH_FILES) batches.push(readable.slice(i, i + BATCH_FILES))
     await Promise.all(batches.map(batch => this.limit(async () => {
       // Each file into a buffer one byte larger than its scanned size: one that fills it has grown.

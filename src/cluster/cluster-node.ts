@@ -20,7 +20,7 @@ import type { SampleBuffers } from '../chunks/sample-buffers'
 import type { ClusterStats } from '../stats'
 import type { Engine, Reclaimer, RequestAnswer, ServedFile } from '../engine/engine'
 import { RemoteReader, type OwnerReply } from '../engine/remote-reader'
-import { vcOfFile, type FileId, type Layout, type VcId } from '../redirect/layout'
+import { allVcs, vcOfFile, type FileId, type Layout, type NodeId, type VcId } from '../redirect/layout'
 import type { MirrorTable, RemoteRequest } from '../redirect/mirror'
 import type { ReclaimReport } from '../redirect/protocol'
 import type { PeerAddress } from './addresses'
@@ -60,8 +60,10 @@ export function reclaimFromHolders (membership: Membership, log: Logger): Reclai
       const incarnation = membership.incarnationOf(holder)
       try {
         const reply = await membership.client(holder).reclaim({ generation: membership.generation, node: membership.node, vc: plan.vc, giveBack, offsets: giveBack ? [...(plan.giveBack!.offsets ?? [])] : [] }, membership.handshakeRequest())
-        if (reply.returned != null) returned = { file: reply.returned.file, bytes: reply.returned.data }
-        reports.push({ node: holder, held: reply.held, lastBatch: reply.lastBatch, returned: reply.returned?.file })
+        // Ids from a peer's message: the layout both nodes share (the handshake checked its hash) numbers them.
+        const returnedFile = reply.returned?.file as FileId | undefined
+        if (reply.returned != null) returned = { file: returnedFile!, bytes: reply.returned.data }
+        reports.push({ node: holder, held: reply.held as FileId[], lastBatch: reply.lastBatch, returned: returnedFile })
       } catch (err) {
         const later = err instanceof PeerCallError ? refusedFor(err) : undefined
         if (later !== undefined) {
@@ -135,7 +137,7 @@ export class ClusterNode {
     this.takeover.newGeneration()
     this.sync.newGeneration()
     this.engine.setOwnership(vc => this.membership.ownerOf(vc) === this.membership.node)
-    this.remote.wakeAll(this.layout.vcs.map((_, vc) => vc))
+    this.remote.wakeAll(allVcs(this.layout))
     this.readHere = false
     this.log.info({ generation: this.membership.generation.number, droppedHere, droppedMirrors }, 'new generation: epoch state, mirrors and ledgers reset')
   }
@@ -242,7 +244,7 @@ export class ClusterNode {
       dataPort: this.server?.dataPort ?? 0,
       remoteMemoryBytes: this.remote.limitBytes,
       tls: credentials.tls,
-      peers: peers.map((address, peer) => ({ node: peer, address: address.text, state: this.membership.stateOf(peer) })),
+      peers: peers.map((address, peer) => ({ node: peer, address: address.text, state: this.membership.stateOf(peer as NodeId) })),
       generation: { ...this.membership.generation },
       ...this.membership.counters,
       ...this.service.counters,
@@ -259,7 +261,8 @@ export class ClusterNode {
   }
 }
 
+/** An owner's answer, its file numbers made ids (the layout both share numbers them). */
 function decodeReadReply (reply: ReadReply): RequestAnswer {
-  const served = reply.served === null ? undefined : { file: reply.served.file, bytes: reply.served.data }
-  return { served, batch: reply.batch.map(f => ({ file: f.file, bytes: f.data })), batchNumber: reply.batchNumber, vcEpoch: reply.vcEpoch }
+  const served = reply.served === null ? undefined : { file: reply.served.file as FileId, bytes: reply.served.data }
+  return { served, batch: reply.batch.map(f => ({ file: f.file as FileId, bytes: f.data })), batchNumber: reply.batchNumber, vcEpoch: reply.vcEpoch }
 }

@@ -84,7 +84,7 @@ export class Membership {
 
   /** Every other node this node still takes for alive (rejoining ones too: they answer calls). */
   livePeers (): NodeId[] {
-    return this.clients.flatMap((client, node) => client !== undefined && !this.dead.has(node) ? [node] : [])
+    return this.clients.flatMap((client, node) => client !== undefined && !this.dead.has(node as NodeId) ? [node as NodeId] : [])
   }
 
   isDead (node: NodeId): boolean { return this.dead.has(node) }
@@ -203,7 +203,7 @@ export class Membership {
           waiting.delete(node)
           rejoins ||= reply.rejoining
           this.observe(generationOf(reply))
-          for (const dead of reply.dead) if (dead !== this.node) this.markDead(dead, `node ${node} takes it for dead`)
+          for (const dead of reply.dead as NodeId[]) if (dead !== this.node) this.markDead(dead, `node ${node} takes it for dead`)
           settle()
         }, err => {
           if (!waiting.has(node)) return

@@ -13,7 +13,7 @@ import type { Logger } from 'pino'
 import type { SampleBuffers } from '../chunks/sample-buffers'
 import type { Engine, ServedFile } from '../engine/engine'
 import type { RemoteReader } from '../engine/remote-reader'
-import { vcOfFile, type Layout, type NodeId, type VcId } from '../redirect/layout'
+import { vcOfFile, type FileId, type Layout, type NodeId, type VcId } from '../redirect/layout'
 import type { Membership } from './membership'
 import { PeerRefusal, type PeerHandler } from './peer-server'
 import type { Sync } from './sync'
@@ -51,7 +51,7 @@ export class PeerService implements PeerHandler {
       this.parts.log.warn({ peer: request.node, problem }, 'refused a peer handshake')
       throw new PeerRefusal(grpc.status.FAILED_PRECONDITION, `node ${this.node}: ${problem}`)
     }
-    const rejoining = membership.admit(request.node, Number(request.incarnation))
+    const rejoining = membership.admit(request.node as NodeId, Number(request.incarnation))
     membership.observe(generationOf(request))
     return { protocolVersion: PROTOCOL_VERSION, node: this.node, layoutHash: this.parts.layout.hash, generation: membership.generation, rejoining, dead: membership.deadNodes() }
   }
@@ -73,13 +73,15 @@ export class PeerService implements PeerHandler {
     this.invalid(this.parts.membership.checkNode(request.node))
     this.invalid(request.file < layout.files.length ? undefined : `file ${request.file} is not in the layout (it has ${layout.files.length})`)
     this.sameGeneration(request)
-    const vc = vcOfFile(layout, request.file)
+    // Checked above: ids of the layout both nodes share.
+    const [file, node] = [request.file as FileId, request.node as NodeId]
+    const vc = vcOfFile(layout, file)
     if (!engine.owns(vc)) {
-      const why = await takeover.claim(vc, request.node)
-      if (why !== undefined) this.refuse(vc, request.node, why)
+      const why = await takeover.claim(vc, node)
+      if (why !== undefined) this.refuse(vc, node, why)
     }
-    const answer = await engine.serveRequest(request.file, {
-      node: request.node,
+    const answer = await engine.serveRequest(file, {
+      node,
       emptyOffsets: decodeOffsets(request.emptyOffsets),
       freeBytes: request.freeBytes,
       lastBatch: request.lastBatch
@@ -97,10 +99,10 @@ export class PeerService implements PeerHandler {
     this.invalid(this.parts.membership.checkNode(request.node))
     // Once we reported our state for a takeover of that node, it is dead to us:
     // a late reclaim from it must not take a file that the new owner counts on.
-    if (this.parts.membership.isDead(request.node)) throw new PeerRefusal(grpc.status.FAILED_PRECONDITION, `node ${this.node} takes node ${request.node} for dead`)
+    if (this.parts.membership.isDead(request.node as NodeId)) throw new PeerRefusal(grpc.status.FAILED_PRECONDITION, `node ${this.node} takes node ${request.node} for dead`)
     this.invalid(request.vc < this.parts.layout.vcs.length ? undefined : `virtual chunk ${request.vc} is not in the layout`)
     this.sameGeneration(request)
-    const { held, lastBatch, returned } = this.parts.remote.reclaim(request.vc, request.giveBack, request.offsets)
+    const { held, lastBatch, returned } = this.parts.remote.reclaim(request.vc as VcId, request.giveBack, request.offsets)
     return { held, lastBatch, returned: returned === undefined ? null : data(returned) }
   }
 
@@ -110,9 +112,10 @@ export class PeerService implements PeerHandler {
     this.invalid(membership.checkNode(request.node) ?? membership.checkNode(request.dead))
     this.invalid(request.vcs.every(vc => vc < layout.vcs.length && layout.vcs[vc].home === request.dead) ? undefined : 'the virtual chunks asked for are not all the dead node\'s')
     this.sameGeneration(request)
-    const reply = this.parts.takeover.reportFor(request.vcs)
+    const reply = this.parts.takeover.reportFor(request.vcs as VcId[])
+    const dead = request.dead as NodeId
     // The taking-over node found it dead: stop asking it, and take over our share (unless it is back already: another incarnation).
-    if (!membership.isRejoining(request.dead)) membership.markDead(request.dead, `node ${request.node} is taking over its chunks`)
+    if (!membership.isRejoining(dead)) membership.markDead(dead, `node ${request.node} is taking over its chunks`)
     return reply
   }
 

@@ -9,7 +9,7 @@
 import type { Logger } from 'pino'
 import type { Engine } from '../engine/engine'
 import type { RemoteReader } from '../engine/remote-reader'
-import type { Layout, NodeId } from '../redirect/layout'
+import type { FileId, Layout, NodeId, VcId } from '../redirect/layout'
 import type { ServedNotice } from '../redirect/mirror'
 import { ownerOrder } from '../redirect/takeover'
 import type { Membership } from './membership'
@@ -55,11 +55,13 @@ export class Sync {
 
   /** A peer's sync: its standby copies for this node to keep, and what it served of VCs this node answers for. */
   receive (request: SyncRequest): void {
-    if (this.membership.isDead(request.node)) return
+    // Ids from a peer's message: the layout both nodes share numbers them.
+    const node = request.node as NodeId
+    if (this.membership.isDead(node)) return
     for (const update of request.standby) {
-      this.takeover.keepStandby(update.vc, { epoch: update.epoch, served: update.servedFiles.map((file, i) => ({ file, node: update.servedNodes[i] })) })
+      this.takeover.keepStandby(update.vc as VcId, { epoch: update.epoch, served: update.servedFiles.map((file, i) => ({ file: file as FileId, node: update.servedNodes[i] as NodeId })) })
     }
-    this.engine.noteServedElsewhere(request.node, request.served)
+    this.engine.noteServedElsewhere(node, request.served as ServedNotice[])
   }
 
   private async syncPeers (): Promise<void> {
@@ -77,7 +79,7 @@ export class Sync {
     await Promise.all(this.membership.livePeers().map(async peer => {
       const standby = standbyFor.get(peer) ?? []
       if (this.syncing.has(peer)) {
-        for (const update of standby) this.engine.resendStandby(update.vc)
+        for (const update of standby) this.engine.resendStandby(update.vc as VcId)
         return
       }
       const served = this.unsentNotices.get(peer) ?? []
@@ -88,7 +90,7 @@ export class Sync {
         await this.membership.client(peer).sync({ generation: this.membership.generation, node, standby, served })
       } catch (err) {
         this.log.debug({ peer, err: (err as Error).message }, 'sync failed; will send again')
-        for (const update of standby) this.engine.resendStandby(update.vc)
+        for (const update of standby) this.engine.resendStandby(update.vc as VcId)
         // Oldest first: the failed call's notices, then any queued while it was out.
         this.unsentNotices.set(peer, served.concat(this.unsentNotices.get(peer) ?? []))
       } finally {

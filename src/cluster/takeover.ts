@@ -15,10 +15,10 @@
 import type { Logger } from 'pino'
 import type { Engine } from '../engine/engine'
 import type { RemoteReader } from '../engine/remote-reader'
-import type { Layout, NodeId, VcId } from '../redirect/layout'
-import { ownerOrder, planAdoption, type StandbyCopy } from '../redirect/takeover'
+import { allVcs, type FileId, type Layout, type NodeId, type VcId } from '../redirect/layout'
+import { ownerOrder, planAdoption, type StandbyCopy, type SurvivorReport } from '../redirect/takeover'
 import type { Membership } from './membership'
-import type { TakeoverStateReply, VcState } from './wire'
+import type { TakeoverStateReply } from './wire'
 import { appendTo } from '../util/lists'
 
 export class Takeover {
@@ -68,7 +68,7 @@ export class Takeover {
    * adopted once; VCs of one dead home are adopted together.
    */
   async adoptOrphans (): Promise<void> {
-    const ours = this.layout.vcs.map((_, vc) => vc).filter(vc => this.membership.ownerOf(vc) === this.node)
+    const ours = allVcs(this.layout).filter(vc => this.membership.ownerOf(vc) === this.node)
     const byHome = new Map<NodeId, VcId[]>()
     for (const vc of ours.filter(vc => !this.engine.owns(vc) && !this.adopting.has(vc))) {
       const home = this.layout.vcs[vc].home
@@ -83,9 +83,10 @@ export class Takeover {
 
   /** Adopts `vcs` of the dead `home` from the survivors' reports and the standby copies. */
   private async adopt (home: NodeId, vcs: VcId[]): Promise<void> {
-    const states = new Map<VcId, { node: NodeId, state: VcState }[]>(vcs.map(vc => [vc, []]))
+    const states = new Map<VcId, SurvivorReport[]>(vcs.map(vc => [vc, []]))
+    // Ids from a survivor's message: the layout all nodes share numbers them.
     const collect = (node: NodeId, reply: TakeoverStateReply): void => {
-      for (const state of reply.vcs) states.get(state.vc)?.push({ node, state })
+      for (const state of reply.vcs) states.get(state.vc as VcId)?.push({ node, epoch: state.epoch, received: state.received as FileId[], held: state.held as FileId[], lastBatch: state.lastBatch })
     }
     collect(this.node, this.reportFor(vcs))
     await Promise.all(this.membership.livePeers().map(async node => {
@@ -96,7 +97,7 @@ export class Takeover {
       }
     }))
     for (const vc of vcs) {
-      const reports = states.get(vc)!.map(({ node, state }) => ({ node, ...state }))
+      const reports = states.get(vc)!
       // A node that came back is another incarnation: what its trainer got before it died counts as served.
       this.engine.adopt(vc, planAdoption(reports, this.standby.get(vc), this.node, node => this.membership.isDead(node) || this.membership.isRejoining(node)), this.remote.surrender(vc))
     }

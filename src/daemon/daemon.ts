@@ -37,7 +37,7 @@ import { mountFilesystem } from '../fs/fuse-native-mount'
 import { mountNative } from '../fs/native-mount'
 import { planMemory, type MemoryPlan } from '../redirect/budget'
 import { describeGrouping, sampleOfGroups } from '../redirect/grouping'
-import { buildLayout, cutPhysicalChunks, groupsPerHome, type Layout, type PhysicalChunking } from '../redirect/layout'
+import { buildLayout, cutPhysicalChunks, groupsPerHome, type Layout, type NodeId, type PhysicalChunking } from '../redirect/layout'
 import { MirrorTable } from '../redirect/mirror'
 import { Protocol } from '../redirect/protocol'
 import { parseAddress, parsePeers, type PeerAddress } from '../cluster/addresses'
@@ -244,13 +244,13 @@ function sampleBuffersFor (config: MountConfig): SampleBuffers {
 }
 
 /** The cluster's shape from the configuration, checked against a pack shard. */
-interface ClusterShape { nodes: number, node: number, storage: Storage, peers: PeerAddress[] }
+interface ClusterShape { nodes: number, node: NodeId, storage: Storage, peers: PeerAddress[] }
 
 function clusterShape (config: MountConfig, dataset: OpenedDataset): ClusterShape {
   const cluster = config.cluster
   if (cluster === undefined) {
     if (dataset.shard !== undefined) throw new UsageError(`${config.source} is the shard of node ${dataset.shard.node} of a ${dataset.shard.nodes}-node pack: mount it with --node ${dataset.shard.node} --peers <every node's address> ...`)
-    return { nodes: 1, node: 0, storage: 'shared', peers: [] }
+    return { nodes: 1, node: 0 as NodeId, storage: 'shared', peers: [] }
   }
   const peers = parsePeers(cluster.peers)
   const nodes = peers.length
@@ -259,7 +259,7 @@ function clusterShape (config: MountConfig, dataset: OpenedDataset): ClusterShap
     if (dataset.shard.nodes !== nodes) throw new UsageError(`${config.source} is a shard of a ${dataset.shard.nodes}-node pack, but --peers lists ${nodes} nodes`)
     if (dataset.shard.node !== cluster.node) throw new UsageError(`${config.source} is the shard of node ${dataset.shard.node}; this is --node ${cluster.node}`)
   }
-  return { nodes, node: cluster.node, storage: dataset.shard !== undefined ? 'sharded' : 'shared', peers }
+  return { nodes, node: cluster.node as NodeId, storage: dataset.shard !== undefined ? 'sharded' : 'shared', peers }
 }
 
 async function serve (config: MountConfig, dataset: OpenedDataset, buffers: SampleBuffers, log: Logger): Promise<RunningMount> {

@@ -7,13 +7,14 @@
  * not have to spell a path it never uses.
  */
 import type { OpenFile } from '../chunks/tree'
+import type { FileId } from '../redirect/layout'
 
 /** The `entry` of a handle on a control file, which is not in the tree. */
 export const STATS_ENTRY = -1
 export const RESET_ENTRY = -2
 
 export type Handle =
-  | { readonly kind: 'bytes', readonly entry: number, readonly bytes: Buffer, /** The sample these bytes are (a sample's handle). */ readonly served?: number }
+  | { readonly kind: 'bytes', readonly entry: number, readonly bytes: Buffer, /** The sample these bytes are (a sample's handle). */ readonly served?: FileId }
   | { readonly kind: 'passthrough', readonly entry: number, readonly file: OpenFile }
 
 export class HandleTable {

@@ -13,6 +13,7 @@ import pLimit from 'p-limit'
 import type { Logger } from 'pino'
 import type { ChunkRead } from '../chunks/native'
 import type { ChunkRequest, ChunkSource } from '../chunks/source'
+import type { FileId } from '../redirect/layout'
 import type { SampleBuffers } from '../chunks/sample-buffers'
 import type { FileReader, OpenFile } from '../chunks/tree'
 import { FsError } from '../errors'
@@ -47,11 +48,11 @@ export class PackSource implements ChunkSource {
    * the run from the first to the last (a mix block), each file checked
    * against its own CRC-32.
    */
-  async fetch (request: ChunkRequest, useCache = true): Promise<Map<number, Buffer>> {
+  async fetch (request: ChunkRequest, useCache = true): Promise<Map<FileId, Buffer>> {
     const { arrays } = this.pack
     const chunkOffset = arrays.chunkOffset[request.pc]
     const chunkLength = arrays.chunkLength[request.pc]
-    const delivered = new Map<number, Buffer>()
+    const delivered = new Map<FileId, Buffer>()
     if (chunkLength === 0 && this.pack.header.nodes !== undefined) {
       this.log.error({ chunk: request.pc, shard: this.pack.header.node }, 'this pack shard does not hold that chunk (its home is another node)')
       return delivered

@@ -7,7 +7,7 @@
  * next task is picked at random, so requests, batches and reclaims race as
  * they do over gRPC. Epochs do not overlap (DDP keeps ranks in step).
  */
-import { vcOfFile, type FileId, type Layout, type NodeId, type VcId } from './layout'
+import { allVcs, vcOfFile, type FileId, type Layout, type NodeId, type VcId } from './layout'
 import { MirrorTable, type RemoteRequest } from './mirror'
 import { Protocol, type LoadPlan, type MirrorReport, type ReclaimPlan, type ReclaimReport, type RedirectMode } from './protocol'
 import { SeededRandom } from './random'
@@ -60,16 +60,17 @@ type Answer = (served: FileId | undefined) => void
 export function simulateCluster (layout: Layout, options: ClusterSimulationOptions): ClusterSimulationResult {
   const nodes = layout.nodes
   const random = new SeededRandom(options.seed + 17)
-  const protocols = Array.from({ length: nodes }, (_, node) => new Protocol(layout, { mode: options.mode, memoryBytes: options.memoryBytes, seed: options.seed, node, prefetch: options.prefetch, mixBlock: options.mixBlock }))
+  const protocols = Array.from({ length: nodes }, (_, node) => new Protocol(layout, { mode: options.mode, memoryBytes: options.memoryBytes, seed: options.seed, node: node as NodeId, prefetch: options.prefetch, mixBlock: options.mixBlock }))
   const mirrors = Array.from({ length: nodes }, (_, node) => new MirrorTable(layout, options.remoteMemoryBytes, options.mode, options.seed + node))
-  const dead = new Set<NodeId>()
+  /** Nodes killed so far (a set of numbers: the simulator's loops count nodes by index). */
+  const dead = new Set<number>()
   const tasks: Task[] = []
   const homeWaiters = new Map<string, Task[]>()
   const mirrorWaiters = new Map<string, Task[]>()
   const park = (waiters: Map<string, Task[]>, key: string, task: Task): void => { appendTo(waiters, key, task) }
   const wake = (waiters: Map<string, Task[]>, key: string): void => { const woken = waiters.get(key) ?? []; waiters.delete(key); tasks.push(...woken) }
   const vcOf = (file: FileId): VcId => vcOfFile(layout, file)
-  const ownerOf = (vc: VcId): NodeId => protocols.findIndex((p, node) => !dead.has(node) && p.owns(vc))
+  const ownerOf = (vc: VcId): NodeId => protocols.findIndex((p, node) => !dead.has(node) && p.owns(vc)) as NodeId
 
   /** The owner answers an open of `file` (its own trainer's, or a requester's). */
   const serveAtHome = (owner: NodeId, file: FileId, retry: boolean, report: MirrorReport | undefined, answer: Answer, holdersConfirmed = false): void => {
@@ -177,25 +178,25 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
       }
       for (const notice of mirrors[home].takeServedNotices()) {
         const owner = ownerOf(notice.vc)
-        if (owner >= 0) protocols[owner].home.noteServedElsewhere(home, [notice])
+        if (owner >= 0) protocols[owner].home.noteServedElsewhere(home as NodeId, [notice])
       }
     }
   }
 
   /** Every VC no live node owns goes to the first live node of its owner order, with the survivors' reports. */
   const adoptOrphans = (): void => {
-    layout.vcs.forEach((_, v) => {
-      if (protocols.some((p, n) => !dead.has(n) && p.owns(v))) return
+    for (const v of allVcs(layout)) {
+      if (protocols.some((p, n) => !dead.has(n) && p.owns(v))) continue
       const successor = ownerOrder(layout, v).find(n => !dead.has(n))!
-      const reports = [...Array(nodes).keys()].filter(n => !dead.has(n)).map(n => ({ node: n, ...mirrors[n].takeoverReport(v) }))
+      const reports = [...Array(nodes).keys()].filter(n => !dead.has(n)).map(n => ({ node: n as NodeId, ...mirrors[n].takeoverReport(v) }))
       protocols[successor].home.adopt(v, planAdoption(reports, standby[successor].get(v), successor, n => dead.has(n)), mirrors[successor].surrender(v))
       wake(mirrorWaiters, `${successor}:${v}`)
-    })
+    }
   }
 
   const epochs: ClusterOpen[][] = []
   for (let epoch = 0; epoch < options.epochs; epoch++) {
-    const permutation = random.shuffle(layout.files.map((_, id) => id))
+    const permutation = random.shuffle(layout.files.map((_, id) => id as FileId))
     const answered: ClusterOpen[] = []
     const queues = Array.from({ length: nodes }, (_, node) => permutation.filter((_, i) => i % nodes === node))
     const outstanding = new Array<number>(nodes).fill(0)
@@ -218,7 +219,7 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
     }
     for (;;) {
       const ready = [...queues.keys()].filter(node => !dead.has(node) && queues[node].length > 0 && outstanding[node] < (options.readers ?? 4))
-      if (ready.length > 0 && (tasks.length === 0 || random.below(2) === 0)) { startOpen(ready[random.below(ready.length)]); continue }
+      if (ready.length > 0 && (tasks.length === 0 || random.below(2) === 0)) { startOpen(ready[random.below(ready.length)] as NodeId); continue }
       if (tasks.length === 0) break
       tasks.splice(random.below(tasks.length), 1)[0]()
       if (++tasksRun % (options.standbyEvery ?? 25) === 0) sync()

@@ -17,7 +17,7 @@
  * reset, and when it serves a file.
  */
 import type { ProtocolCounters } from './counters'
-import { vcOfFile, type FileId, type Layout, type NodeId, type VcId } from './layout'
+import { allVcs, vcOfFile, type FileId, type Layout, type NodeId, type VcId } from './layout'
 import { ShippedLedger } from './ledger'
 import type { ServedNotice } from './mirror'
 import type { Asking, MirrorReport, OpenDecision, ReclaimPlan, ReclaimReport, StandbyUpdate } from './protocol'
@@ -89,7 +89,7 @@ export class HomeSide {
   reset (): void {
     this.ledger.clear()
     this.servedTo.fill(0)
-    for (let vc = 0; vc < this.parts.layout.vcs.length; vc++) this.standbyDirty.add(vc)
+    for (const vc of allVcs(this.parts.layout)) this.standbyDirty.add(vc)
   }
 
   /** A file served went back unserved (its opener went away). */
@@ -245,7 +245,7 @@ export class HomeSide {
    * mounted again after it died (none of its own until then).
    */
   setOwnership (owns: (vc: VcId) => boolean): void {
-    for (let vc = 0; vc < this.parts.layout.vcs.length; vc++) {
+    for (const vc of allVcs(this.parts.layout)) {
       this.owned[vc] = owns(vc) ? 1 : 0
       if (this.owned[vc] === 1) this.standbyDirty.add(vc)
     }
@@ -295,7 +295,7 @@ export class HomeSide {
     return changed.map(vc => {
       const served: { file: FileId, node: NodeId }[] = []
       for (const pc of layout.vcs[vc].pcs) {
-        for (const file of layout.pcs[pc].files) if (this.servedTo[file] !== 0) served.push({ file, node: this.servedTo[file] - 1 })
+        for (const file of layout.pcs[pc].files) if (this.servedTo[file] !== 0) served.push({ file, node: (this.servedTo[file] - 1) as NodeId })
       }
       return { vc, epoch: this.vcEpochs[vc], served }
     })

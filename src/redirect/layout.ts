@@ -26,9 +26,18 @@
 import { createHash } from 'node:crypto'
 import { SeededRandom } from './random'
 
-export type FileId = number
-export type PcId = number
-export type VcId = number
+/**
+ * Files, physical chunks, virtual chunks and nodes are numbered, each from
+ * 0, and the numbers are of four kinds: one passed where another belongs
+ * (a VC where a file is meant) does not compile. A number becomes an id
+ * (`as FileId`) only where the id is born: the layout, a message decoded
+ * from a peer, a loop over all of them.
+ */
+declare const idKind: unique symbol
+type Id<Kind extends string> = number & { readonly [idKind]: Kind }
+export type FileId = Id<'file'>
+export type PcId = Id<'pc'>
+export type VcId = Id<'vc'>
 
 export interface SampleFile {
   /** Path relative to the dataset root, '/'-separated. */
@@ -38,7 +47,7 @@ export interface SampleFile {
   readonly group: string
 }
 
-export type NodeId = number
+export type NodeId = Id<'node'>
 
 export interface PhysicalChunk {
   readonly group: number
@@ -70,6 +79,16 @@ export interface Layout {
   readonly totalBytes: number
   /** Identifies the layout across processes and nodes: files, sizes, groups, chunks, homes. */
   readonly hash: string
+}
+
+/** Every VC's id, in order: a loop over all of them. */
+export function allVcs (layout: Layout): VcId[] {
+  return layout.vcs.map((_, vc) => vc as VcId)
+}
+
+/** The physical chunk file `file` was cut into. */
+export function pcOfFile (layout: Layout, file: FileId): PcId {
+  return layout.filePc[file] as PcId
 }
 
 /** VC(f): the virtual chunk whose slots serve file `file` (that of its physical chunk). */
@@ -110,14 +129,14 @@ export function cutPhysicalChunks (files: readonly SampleFile[], chunkSize: numb
   const groups = [...new Set(files.map(file => file.group))].sort()
   const groupIndex = new Map(groups.map((name, index) => [name, index]))
   const membersOfGroup: FileId[][] = groups.map(() => [])
-  files.forEach((file, id) => membersOfGroup[groupIndex.get(file.group)!].push(id))
+  files.forEach((file, id) => membersOfGroup[groupIndex.get(file.group)!].push(id as FileId))
   const random = new SeededRandom(seed)
   return { groups, chunksOfGroup: membersOfGroup.map(members => cutIntoChunks(random.shuffle([...members]), chunkSize)) }
 }
 
 /** The home node of the i-th chunk of a group. */
 export function homeOfChunk (group: number, indexInGroup: number, nodes: number): NodeId {
-  return (group + indexInGroup) % nodes
+  return ((group + indexInGroup) % nodes) as NodeId
 }
 
 /** Per node, how many groups it is home to: each needs at least one VC of that node's memory. */
@@ -152,7 +171,8 @@ export function buildLayout (files: readonly SampleFile[], options: LayoutOption
   for (const chunks of chunksOfGroup) { firstPcOfGroup.push(nextPc); nextPc += chunks.length }
   const pcSlots: (PhysicalChunk | undefined)[] = new Array(nextPc)
 
-  for (let home = 0; home < nodes; home++) {
+  for (let node = 0; node < nodes; node++) {
+    const home = node as NodeId
     // This home's chunks, per group.
     const atHome = chunksOfGroup.map((chunks, group) => chunks.map((_, i) => i).filter(i => homeOfChunk(group, i, nodes) === home))
     const served = atHome.map((indices, group) => ({ group, indices })).filter(entry => entry.indices.length > 0)
@@ -168,8 +188,8 @@ export function buildLayout (files: readonly SampleFile[], options: LayoutOption
       const firstVc = vcs.length
       for (let i = 0; i < vcShare[k]; i++) vcs.push({ group, home, pcs: [] })
       indices.forEach((indexInGroup, i) => {
-        const vc = firstVc + (i % vcShare[k])
-        const pc = firstPcOfGroup[group] + indexInGroup
+        const vc = (firstVc + (i % vcShare[k])) as VcId
+        const pc = (firstPcOfGroup[group] + indexInGroup) as PcId
         const chunkFiles = chunksOfGroup[group][indexInGroup]
         pcSlots[pc] = { group, home, vc, files: chunkFiles }
         vcs[vc].pcs.push(pc)

@@ -145,7 +145,7 @@ export class MirrorTable {
     mirror.slots[offset] = EMPTY
     mirror.valid--
     this.counters.mirrorBytes -= this.layout.files[file].size
-    return file
+    return file as FileId
   }
 
   /** Places an owner's answer; the caller wakes the opens waiting on the VC. */
@@ -184,7 +184,7 @@ export class MirrorTable {
   held (vc: VcId): FileId[] {
     const mirror = this.mirrors.get(vc)
     if (mirror === undefined) return []
-    return [...mirror.slots].filter(file => file !== EMPTY)
+    return [...mirror.slots].filter(file => file !== EMPTY) as FileId[]
   }
 
   /**

@@ -20,7 +20,7 @@
  * ownership, the standby copy) is the home side (home.ts, `home`).
  */
 import { zeroCounters, type ProtocolCounters } from './counters'
-import { vcOfFile, type FileId, type Layout, type NodeId, type PcId, type VcId } from './layout'
+import { allVcs, pcOfFile, vcOfFile, type FileId, type Layout, type NodeId, type PcId, type VcId } from './layout'
 import { HomeSide } from './home'
 import { policyFor, type ModePolicy, type ProtocolCore } from './modes'
 import type { LoadPiece } from './pieces'
@@ -175,7 +175,7 @@ export class Protocol {
   constructor (readonly layout: Layout, readonly options: ProtocolOptions) {
     this.slots = new SlotTable(layout)
     this.random = new SeededRandom(options.seed ^ 0x5eed ^ ((options.node ?? 0) * 0x9e3779b1))
-    this.node = options.node ?? 0
+    this.node = options.node ?? 0 as NodeId
     this.policy = policyFor(options.mode, this.core(), Math.max(1, options.mixBlock ?? 1))
     this.home = new HomeSide({
       layout,
@@ -245,7 +245,7 @@ export class Protocol {
     if (this.slots.fileAt(vc, offset) === file) return { kind: 'serve', file: this.slots.take(vc, offset) }
     if (this.slots.isLoading(vc)) return { kind: 'wait', vc }
     if (this.slots.allConsumed(vc)) this.rollOver(vc)
-    return { kind: 'load', plan: this.planLoad(vc, this.layout.filePc[file], { requester: file, exact: true, forNode: asking.forNode }) }
+    return { kind: 'load', plan: this.planLoad(vc, pcOfFile(this.layout, file), { requester: file, exact: true, forNode: asking.forNode }) }
   }
 
   /**
@@ -442,7 +442,7 @@ export class Protocol {
    */
   startNewRun (): FileId[] {
     const dropped: FileId[] = []
-    for (let vc = 0; vc < this.layout.vcs.length; vc++) {
+    for (const vc of allVcs(this.layout)) {
       if (!this.owns(vc)) continue
       if (this.epochIsOver(vc)) this.rollOver(vc)
       else dropped.push(...this.resetVc(vc))

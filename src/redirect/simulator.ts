@@ -70,8 +70,8 @@ export function simulate (layout: Layout, options: SimulationOptions): Simulatio
   let loadsForNextEpoch = 0
 
   for (let epoch = 0; epoch < options.epochs; epoch++) {
-    const trace = random.shuffle(layout.files.map((_, id) => id))
-    for (let i = 0; i < (options.extraOpensPerEpoch ?? 0); i++) trace.push(random.below(layout.files.length))
+    const trace = random.shuffle(layout.files.map((_, id) => id as FileId))
+    for (let i = 0; i < (options.extraOpensPerEpoch ?? 0); i++) trace.push(random.below(layout.files.length) as FileId)
     if (options.opensPerEpoch !== undefined) trace.length = Math.min(trace.length, options.opensPerEpoch)
     const answered: ServedOpen[] = []
     const loadedThisEpoch: FileId[] = loadedForNextEpoch

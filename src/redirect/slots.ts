@@ -7,7 +7,7 @@
  * most once per epoch (docs/design.md, "Invariants", 3). Pool mode may also hold one *staged*
  * chunk per VC: loaded ahead of need, installed when the VC runs empty.
  */
-import { vcOfFile, type FileId, type Layout, type PcId, type VcId } from './layout'
+import { allVcs, vcOfFile, type FileId, type Layout, type PcId, type VcId } from './layout'
 
 const EMPTY = -1
 
@@ -41,7 +41,7 @@ export class SlotTable {
 
   fileAt (vc: VcId, offset: number): FileId | undefined {
     const file = this.slots[vc * this.layout.chunkSize + offset]
-    return file === EMPTY ? undefined : file
+    return file === EMPTY ? undefined : file as FileId
   }
 
   isSlotEmpty (vc: VcId, offset: number): boolean {
@@ -62,7 +62,7 @@ export class SlotTable {
     this.slots[index] = EMPTY
     this.validCount[vc]--
     this.residentBytes -= this.layout.files[file].size
-    return file
+    return file as FileId
   }
 
   validSlots (vc: VcId): number { return this.validCount[vc] }
@@ -123,7 +123,7 @@ export class SlotTable {
    */
   reset (): FileId[] {
     const dropped: FileId[] = []
-    for (let vc = 0; vc < this.layout.vcs.length; vc++) {
+    for (const vc of allVcs(this.layout)) {
       for (const offset of this.validOffsets(vc)) dropped.push(this.take(vc, offset))
     }
     for (const files of this.stagedFiles.values()) {

@@ -27,7 +27,7 @@ export function ownerOrder (layout: Layout, vc: VcId): NodeId[] {
   const { nodes } = layout
   const home = layout.vcs[vc].home
   const order = [home]
-  for (let step = 0; step < nodes - 1; step++) order.push((home + 1 + ((vc + step) % (nodes - 1))) % nodes)
+  for (let step = 0; step < nodes - 1; step++) order.push(((home + 1 + ((vc + step) % (nodes - 1))) % nodes) as NodeId)
   return order
 }
 

@@ -22,6 +22,7 @@ import type { Logger } from 'pino'
 import type { SampleBuffers } from '../chunks/sample-buffers'
 import { DEFAULT_SAMPLE_EXTENSIONS, finishScan, isSampleFile, type ScanOptions } from '../chunks/scan'
 import type { ChunkRequest, ChunkSource } from '../chunks/source'
+import type { FileId } from '../redirect/layout'
 import { Listed } from '../chunks/native'
 import { EntryKind, TreeBuilder, type DatasetTree, type FileReader, type OpenFile, type SkippedEntry } from '../chunks/tree'
 import { FsError, UsageError } from '../errors'
@@ -144,8 +145,8 @@ export class ObjectSource implements ChunkSource {
 
   constructor (private readonly store: ObjectStore, private readonly dataset: ObjectDataset, private readonly buffers: SampleBuffers, private readonly log: Logger) {}
 
-  async fetch (request: ChunkRequest): Promise<Map<number, Buffer>> {
-    const delivered = new Map<number, Buffer>()
+  async fetch (request: ChunkRequest): Promise<Map<FileId, Buffer>> {
+    const delivered = new Map<FileId, Buffer>()
     const { tree, etags } = this.dataset
     await Promise.all(request.files.map(async id => {
       const sample = tree.samples[id]

@@ -7,9 +7,10 @@ import { capacityFor } from '../../src/chunks/sample-buffers'
 import { Engine, type ServedFile } from '../../src/engine/engine'
 import { FsError } from '../../src/errors'
 import { planMemory } from '../../src/redirect/budget'
-import { buildLayout, type FileId, type Layout } from '../../src/redirect/layout'
+import { allVcs, buildLayout, type FileId, type Layout } from '../../src/redirect/layout'
 import { Protocol, type RedirectMode } from '../../src/redirect/protocol'
 import { bytesOf, FakeSource } from '../helpers/fake-source'
+import { fileId } from '../helpers/ids'
 import { makeSamples, UNEVEN_CLASSES } from '../helpers/samples'
 
 const files = makeSamples(3, UNEVEN_CLASSES)
@@ -27,7 +28,7 @@ interface Outcome { opened: FileId, served?: ServedFile, error?: unknown }
 
 /** One epoch: every file opened once, in a shuffled order, by `readers` concurrent callers. */
 async function epoch (engine: Engine, seed: number, readers = 8): Promise<Outcome[]> {
-  const order = files.map((_, id) => id).sort((a, b) => ((a * 7919 + seed * 104729) % 1009) - ((b * 7919 + seed * 104729) % 1009))
+  const order = files.map((_, id) => fileId(id)).sort((a, b) => ((a * 7919 + seed * 104729) % 1009) - ((b * 7919 + seed * 104729) % 1009))
   const outcomes: Outcome[] = []
   let next = 0
   await Promise.all(Array.from({ length: readers }, async () => {
@@ -44,7 +45,7 @@ async function epoch (engine: Engine, seed: number, readers = 8): Promise<Outcom
 }
 
 const servedFiles = (outcomes: Outcome[]): FileId[] => outcomes.flatMap(o => o.served === undefined ? [] : [o.served.file]).sort((a, b) => a - b)
-const everyFile = files.map((_, id) => id)
+const everyFile = files.map((_, id) => fileId(id))
 
 for (const mode of MODES) {
   t.test(`${mode}: 8 concurrent callers, 3 epochs: every file once per epoch, with its own bytes and the opened file's group`, async t => {
@@ -61,7 +62,7 @@ for (const mode of MODES) {
   t.test(`${mode}: files the source loses fail one open each per epoch with EIO; the rest are served once`, async t => {
     const source = new FakeSource()
     const { engine } = engineFor(mode, source)
-    const lost = [5, 300, 612].filter(file => file < files.length)
+    const lost = [5, 300, 612].filter(file => file < files.length).map(fileId)
     for (const file of lost) source.lost.add(file)
     for (let e = 0; e < 2; e++) {
       const outcomes = await epoch(engine, e)
@@ -94,7 +95,7 @@ for (const mode of ['pool', 'mix'] as RedirectMode[]) {
     source.delayMs = 5
     const { engine, layout, protocol } = engineFor(mode, source)
     /** Files read ahead for the next epoch (an epoch ends with every file served, so every staged chunk is the next epoch's). */
-    const stagedForNext = (): FileId[] => layout.vcs.flatMap((_, vc) => protocol.slots.staged(vc) ?? [])
+    const stagedForNext = (): FileId[] => allVcs(layout).flatMap(vc => protocol.slots.staged(vc) ?? [])
     const sorted = (ids: FileId[]): FileId[] => [...ids].sort((a, b) => a - b)
     let readAhead: FileId[] = []
     for (let e = 0; e < 2; e++) {
@@ -130,8 +131,7 @@ t.test('readahead keeps resident and in-flight bytes within the budget', async t
 
 t.test('reset drops what is in memory and the next epoch serves every file once', async t => {
   const { engine } = engineFor('pool', new FakeSource())
-  const order = files.map((_, id) => id)
-  for (const file of order.slice(0, 100)) await engine.open(file)
+  for (const file of everyFile.slice(0, 100)) await engine.open(file)
   await engine.drain()
   t.ok(engine.reset() > 0, 'files waiting in memory were dropped')
   t.same(servedFiles(await epoch(engine, 3)), everyFile)
@@ -141,7 +141,7 @@ t.test("a reset gives the dropped files' buffers back for the next loads", async
   const source = new FakeSource()
   const { engine } = engineFor('pool', source)
   const lentBytes = (): number => { const { slabBytes, idleBytes } = source.buffers.stats(); return slabBytes - idleBytes }
-  for (let file = 0; file < 100; file++) source.buffers.give((await engine.open(file)).bytes) // as release does
+  for (const file of everyFile.slice(0, 100)) source.buffers.give((await engine.open(file)).bytes) // as release does
   await engine.drain()
   const stillLent = lentBytes()
   const dropped = engine.reset()
@@ -174,7 +174,8 @@ t.test('drain waits for every readahead load in flight', async t => {
   source.delayMs = 20
   const { engine } = engineFor('pool', source)
   // Open until a readahead load is out after an open has its answer (it starts once the woken opens had their turn).
-  for (let file = 0; file < files.length && source.inFlight === 0; file++) {
+  for (const file of everyFile) {
+    if (source.inFlight > 0) break
     await engine.open(file)
     await new Promise(resolve => setImmediate(resolve))
   }

@@ -8,19 +8,21 @@ import { Engine, type Reclaimer, type ServedFile } from '../../src/engine/engine
 import { RemoteReader, type OwnerReply, type Owners } from '../../src/engine/remote-reader'
 import { FsError } from '../../src/errors'
 import { planMemory } from '../../src/redirect/budget'
-import { buildLayout, type FileId } from '../../src/redirect/layout'
+import { buildLayout, vcOfFile, type FileId, type VcId } from '../../src/redirect/layout'
 import { MirrorTable, type RemoteRequest } from '../../src/redirect/mirror'
 import { Protocol, type RedirectMode } from '../../src/redirect/protocol'
 import { bytesOf, FakeSource } from '../helpers/fake-source'
+import { fileId, nodeId } from '../helpers/ids'
 import { makeSamples, UNEVEN_CLASSES } from '../helpers/samples'
 
 const files = makeSamples(5, UNEVEN_CLASSES)
 const datasetBytes = files.reduce((sum, f) => sum + f.size, 0)
 const memoryBytes = Math.round(datasetBytes * 0.25)
 const layout = buildLayout(files, { chunkSize: 16, seed: 3, vcCount: planMemory(files, 16, memoryBytes, 1).vcCount, nodes: 2 })
-const vcOf = (file: FileId): number => layout.pcs[layout.filePc[file]].vc
+const vcOf = (file: FileId): VcId => vcOfFile(layout, file)
+const [NODE0, NODE1] = [nodeId(0), nodeId(1)]
 /** The files node 1 reads remotely: those whose VC node 0 is home to. */
-const remoteFiles = files.map((_, id) => id).filter(id => layout.vcs[vcOf(id)].home === 0)
+const remoteFiles = files.map((_, id) => fileId(id)).filter(id => layout.vcs[vcOf(id)].home === NODE0)
 const log = pino({ level: 'silent' })
 
 /** What the fake owner does with the next request: answer, fail, or say the VC is now this node's. */
@@ -41,11 +43,11 @@ function pair (mode: RedirectMode): Pair {
   const mirror = new MirrorTable(layout, memoryBytes, mode, 11)
   // The home's reclaims reach node 1's mirror directly (in a cluster: a gRPC call).
   const reclaimer: Reclaimer = async plan => {
-    const answer = state.remote.reclaim(plan.vc, plan.giveBack?.node === 1, [...(plan.giveBack?.offsets ?? [])])
-    return { reports: [{ node: 1, held: answer.held, lastBatch: answer.lastBatch, returned: answer.returned?.file }], returned: answer.returned }
+    const answer = state.remote.reclaim(plan.vc, plan.giveBack?.node === NODE1, [...(plan.giveBack?.offsets ?? [])])
+    return { reports: [{ node: NODE1, held: answer.held, lastBatch: answer.lastBatch, returned: answer.returned?.file }], returned: answer.returned }
   }
   const source = new FakeSource()
-  const home = new Engine(new Protocol(layout, { mode, memoryBytes, seed: 2, node: 0, mixBlock: 4 }), source, source.buffers, log, reclaimer)
+  const home = new Engine(new Protocol(layout, { mode, memoryBytes, seed: 2, node: NODE0, mixBlock: 4 }), source, source.buffers, log, reclaimer)
   const out = new Map<number, number>()
   const state: Pair = { remote: undefined as unknown as RemoteReader, home, requests: [], peakPerVc: 0, next: [], delayMs: 0 }
   const owners: Owners = {
@@ -56,11 +58,11 @@ function pair (mode: RedirectMode): Pair {
       try {
         await new Promise(resolve => setTimeout(resolve, state.delayMs))
         // What node 1 served from its mirror reaches the owner's ledger before each request (in a cluster: the sync).
-        home.noteServedElsewhere(1, state.remote.takeServedNotices())
+        home.noteServedElsewhere(NODE1, state.remote.takeServedNotices())
         const behaviour = state.next.shift() ?? 'answer'
         if (behaviour === 'fail') throw new FsError('EIO', 'node 0 could not answer')
         if (behaviour === 'owner-is-here') return { kind: 'owner-is-here' }
-        const answer = await home.serveRequest(request.file, { node: 1, emptyOffsets: request.emptyOffsets, freeBytes: request.freeBytes, lastBatch: request.lastBatch })
+        const answer = await home.serveRequest(request.file, { node: NODE1, emptyOffsets: request.emptyOffsets, freeBytes: request.freeBytes, lastBatch: request.lastBatch })
         return { kind: 'answered', answer: behaviour === 'unreadable' ? { ...answer, served: undefined } : answer }
       } finally {
         out.set(request.vc, out.get(request.vc)! - 1)

@@ -10,6 +10,7 @@ import { DatasetTree, EntryKind, TreeBuilder, type FileReader, type OpenFile } f
 import type { ServedFile } from '../../src/engine/engine'
 import { FsError } from '../../src/errors'
 import { FsAdapter } from '../../src/fs/adapter'
+import type { FileId } from '../../src/redirect/layout'
 import type { MountStats } from '../../src/stats'
 
 /** A stat row as a listing gives it (src/chunks/native.ts, Listed): mode and size, the rest 0. */
@@ -33,7 +34,7 @@ class FakeSamples {
   async open (sample: number, options: { exact?: boolean } = {}): Promise<ServedFile> {
     this.opens.push({ sample, exact: options.exact === true })
     if (this.failWith !== undefined) throw this.failWith
-    const served = options.exact === true ? sample : 1 - sample // redirected to the other file of the class
+    const served = (options.exact === true ? sample : 1 - sample) as FileId // redirected to the other file of the class
     return { file: served, bytes: Buffer.from(`sample ${served}`) }
   }
 

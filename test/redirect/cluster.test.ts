@@ -6,6 +6,7 @@ import { planMemory } from '../../src/redirect/budget'
 import { simulateCluster, type ClusterOpen } from '../../src/redirect/cluster-simulator'
 import { buildLayout, type Layout } from '../../src/redirect/layout'
 import type { RedirectMode } from '../../src/redirect/protocol'
+import { nodeId, vcId } from '../helpers/ids'
 import { makeSamples, UNEVEN_CLASSES } from '../helpers/samples'
 
 /** The redirecting modes, taken in turn by the many-seed scenarios. */
@@ -91,7 +92,7 @@ t.test('a node dies mid-epoch (shared storage): its VCs are taken over and the s
     const nodes = 2 + (seed % 4)
     const { layout, memoryBytes } = clusterLayout(nodes, [0.1, 0.15, 0.2][seed % 3], [4, 8, 2][seed % 3])
     const mode = MODES[Math.floor(seed / 3) % MODES.length]
-    const victim = seed % nodes
+    const victim = nodeId(seed % nodes)
     const killEpoch = 1 + (seed % 2)
     const afterOpens = (seed * 37) % 1000 + 5
     const result = simulateCluster(layout, { mode, memoryBytes, remoteMemoryBytes: memoryBytes / (1 + seed % 4), epochs: killEpoch + 1, seed, readers: 1 + (seed % 6), standbyEvery: 5 + (seed % 60), kill: { node: victim, epoch: killEpoch, afterOpens } })
@@ -122,8 +123,8 @@ t.test('two nodes die in one epoch, the second holding VCs it took over from the
     const nodes = 4 + (seed % 2)
     const { layout, memoryBytes } = clusterLayout(nodes, 0.15, 4)
     const mode = MODES[Math.floor(seed / 3) % MODES.length]
-    const first = seed % nodes
-    const second = (first + 1 + (seed % (nodes - 1))) % nodes
+    const first = nodeId(seed % nodes)
+    const second = nodeId((first + 1 + (seed % (nodes - 1))) % nodes)
     const firstKill = 100 + 5 * seed
     const result = simulateCluster(layout, {
       mode,
@@ -140,7 +141,7 @@ t.test('two nodes die in one epoch, the second holding VCs it took over from the
     const what = `seed ${seed}: ${nodes} nodes, ${mode}, nodes ${first} then ${second} killed`
     t.equal(served.filter(s => s === undefined).length, 0, `${what}: no error`)
     t.equal(survivors.filter(o => files[o.served!].group !== files[o.opened].group).length, 0, `${what}: no wrong label`)
-    t.ok(layout.vcs.every((_, v) => result.protocols.some((p, n) => n !== first && n !== second && p.owns(v))), `${what}: every VC has a live owner`)
+    t.ok(layout.vcs.every((_, v) => result.protocols.some((p, n) => n !== first && n !== second && p.owns(vcId(v)))), `${what}: every VC has a live owner`)
     const twice = served.length - new Set(served).size
     const unsynced = result.unsyncedClusterWide.get(first)! + result.unsyncedClusterWide.get(second)!
     t.ok(result.unsyncedClusterWide.size === 2 && twice <= unsynced, `${what}: ${twice} samples twice, at most the ${unsynced} opens answered since the last syncs before the deaths`)

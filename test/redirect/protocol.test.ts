@@ -1,8 +1,9 @@
 import t from 'tap'
 import { planMemory } from '../../src/redirect/budget'
-import { buildLayout, type FileId, type Layout } from '../../src/redirect/layout'
+import { allVcs, buildLayout, type FileId, type Layout, type VcId } from '../../src/redirect/layout'
 import { Protocol, type LoadPlan, type RedirectMode } from '../../src/redirect/protocol'
 import { simulate, type ServedOpen } from '../../src/redirect/simulator'
+import { fileId, vcId } from '../helpers/ids'
 import { makeSamples, UNEVEN_CLASSES } from '../helpers/samples'
 
 const files = makeSamples(11, UNEVEN_CLASSES)
@@ -17,7 +18,7 @@ function layoutFor (memoryFraction: number, chunkSize = 16): { layout: Layout, m
 function multiset (ids: (FileId | undefined)[]): number[] {
   return ids.map(id => id ?? -1).sort((a, b) => a - b)
 }
-const everyFile = files.map((_, id) => id)
+const everyFile = files.map((_, id) => fileId(id))
 
 /**
  * What these seeded, deterministic runs count, exactly: a count that moves
@@ -98,7 +99,7 @@ for (const mode of ['strict', 'pool', 'mix'] as RedirectMode[]) {
 
   t.test(`${mode}: an unreadable file fails one open per epoch; every other file is still served exactly once`, async t => {
     const { layout, memoryBytes } = layoutFor(0.25)
-    const unreadable = new Set([3, 400, 1000])
+    const unreadable = new Set([3, 400, 1000].map(fileId))
     const result = simulate(layout, { mode, memoryBytes, epochs: 3, seed: 2, readers: 8, unreadable })
     for (const epoch of result.epochs) {
       const failed = epoch.filter(open => open.served === undefined)
@@ -135,7 +136,8 @@ for (const mode of ['strict', 'pool', 'mix'] as RedirectMode[]) {
     const { layout } = layoutFor(1)
     const protocol = new Protocol(layout, { mode, memoryBytes: datasetBytes * 2, seed: 1 })
     let redirected: { opened: FileId, served: FileId } | undefined
-    for (let file = 0; file < files.length && redirected === undefined; file++) {
+    for (const file of everyFile) {
+      if (redirected !== undefined) break
       const served = openOnce(protocol, file, false)
       if (served !== undefined && served !== file) redirected = { opened: file, served }
     }
@@ -169,7 +171,7 @@ for (const mode of ['pool', 'mix'] as RedirectMode[]) {
     const protocol = new Protocol(layout, { mode, memoryBytes, seed: 1 })
     let readForNextEpoch = 0
     /** One epoch, file by file; each load, and the readahead asked for after each answer, carried out at once. */
-    const serveAll = (record: (vc: number, kind: string) => void): (FileId | undefined)[] => everyFile.map(file => {
+    const serveAll = (record: (vc: VcId, kind: string) => void): (FileId | undefined)[] => everyFile.map(file => {
       const vc = protocol.vcOf(file)
       const decision = protocol.open(file)
       record(vc, decision.kind)
@@ -186,16 +188,16 @@ for (const mode of ['pool', 'mix'] as RedirectMode[]) {
     })
     t.same(multiset(serveAll(() => {})), everyFile, 'epoch 1 serves the dataset')
     t.equal(readForNextEpoch, SEEDED.readForNextEpoch, 'chunks were read for epoch 2 during epoch 1')
-    const staged = layout.vcs.map((_, vc) => vc).filter(vc => protocol.slots.staged(vc) !== undefined)
+    const staged = allVcs(layout).filter(vc => protocol.slots.staged(vc) !== undefined)
     t.equal(staged.length, SEEDED.readForNextEpoch, 'epoch 1 ends with each of them staged for epoch 2')
-    const firstDecision = new Map<number, string>()
+    const firstDecision = new Map<VcId, string>()
     t.same(multiset(serveAll((vc, kind) => { if (!firstDecision.has(vc)) firstDecision.set(vc, kind) })), everyFile, 'epoch 2 serves the dataset, staged chunks included, each file once')
     t.ok(staged.every(vc => firstDecision.get(vc) === 'serve'), 'a VC with a chunk staged for epoch 2 answers its first open of epoch 2 without a load')
   })
 }
 
 /** Serves one epoch in a fixed shuffled order, carrying out each load and the readahead after each answer at once; `onRead` sees each readahead plan first. */
-function serveShuffled (protocol: Protocol, onRead: (vc: number, plan: LoadPlan) => void): (FileId | undefined)[] {
+function serveShuffled (protocol: Protocol, onRead: (vc: VcId, plan: LoadPlan) => void): (FileId | undefined)[] {
   const order = [...everyFile].sort((a, b) => (a * 7919) % everyFile.length - (b * 7919) % everyFile.length)
   return order.map(file => {
     const vc = protocol.vcOf(file)
@@ -209,7 +211,7 @@ function serveShuffled (protocol: Protocol, onRead: (vc: number, plan: LoadPlan)
   })
 }
 
-const waitingIn = (protocol: Protocol, vc: number): Set<FileId> =>
+const waitingIn = (protocol: Protocol, vc: VcId): Set<FileId> =>
   new Set(protocol.slots.validOffsets(vc).map(offset => protocol.slots.fileAt(vc, offset)!))
 
 for (const mode of ['pool', 'mix'] as RedirectMode[]) {
@@ -271,7 +273,7 @@ t.test('readahead never re-plans a chunk whose last load lost files, so a broken
   for (const mode of ['strict', 'pool', 'mix'] as RedirectMode[]) {
     const { layout, memoryBytes } = layoutFor(0.5)
     const protocol = new Protocol(layout, { mode, memoryBytes: memoryBytes * 10, seed: 1 })
-    const vc = layout.vcs.findIndex(v => v.pcs.length >= 2)
+    const vc = vcId(layout.vcs.findIndex(v => v.pcs.length >= 2))
     const first = protocol.readahead(vc)!
     t.ok(first !== undefined, `${mode}: an empty VC reads ahead`)
     protocol.finishLoad(first, new Set())
@@ -292,7 +294,7 @@ for (const mixBlock of [1, 4]) {
   t.test(`mix, blocks of ${mixBlock}: a load reads whole blocks of several chunks, and no two of its files want the same slot`, async t => {
     const { layout, memoryBytes } = layoutFor(0.25)
     const protocol = new Protocol(layout, { mode: 'mix', memoryBytes: memoryBytes * 10, seed: 3, mixBlock })
-    const vc = layout.vcs.findIndex(v => v.pcs.length >= 3)
+    const vc = vcId(layout.vcs.findIndex(v => v.pcs.length >= 3))
     const plan = protocol.readahead(vc)!
     const offsets = plan.files.map(file => layout.fileOffset[file])
     t.equal(new Set(offsets).size, offsets.length, 'distinct offsets')

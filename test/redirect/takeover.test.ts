@@ -2,14 +2,15 @@
 // owner counts as consumed from the survivors' reports and the standby copy.
 import t from 'tap'
 import { buildLayout } from '../../src/redirect/layout'
-import { ownerOrder, planAdoption, type SurvivorReport } from '../../src/redirect/takeover'
+import { ownerOrder, planAdoption, type StandbyCopy, type SurvivorReport } from '../../src/redirect/takeover'
+import { fileId, nodeId, vcId } from '../helpers/ids'
 import { makeSamples, UNEVEN_CLASSES } from '../helpers/samples'
 
 t.test('each VC\'s owner order starts at its home and lists every node once; successors rotate across VCs', async t => {
   const layout = buildLayout(makeSamples(1, UNEVEN_CLASSES), { chunkSize: 8, seed: 3, vcCount: 24, nodes: 4 })
   const successorsOfNode0 = new Set<number>()
   layout.vcs.forEach((vc, v) => {
-    const order = ownerOrder(layout, v)
+    const order = ownerOrder(layout, vcId(v))
     t.equal(order[0], vc.home, `VC ${v}: its home first`)
     t.same([...order].sort(), [0, 1, 2, 3], `VC ${v}: every node once`)
     if (vc.home === 0) successorsOfNode0.add(order[1])
@@ -19,17 +20,20 @@ t.test('each VC\'s owner order starts at its home and lists every node once; suc
 
 t.test('on one node the owner order is the home alone', async t => {
   const layout = buildLayout(makeSamples(1, UNEVEN_CLASSES), { chunkSize: 8, seed: 3, vcCount: 12 })
-  t.same(ownerOrder(layout, 0), [0])
+  t.same(ownerOrder(layout, vcId(0)), [0])
 })
 
-const report = (node: number, epoch: number, received: number[], held: number[] = [], lastBatch = 0): SurvivorReport => ({ node, epoch, received, held, lastBatch })
+const report = (node: number, epoch: number, received: number[], held: number[] = [], lastBatch = 0): SurvivorReport =>
+  ({ node: nodeId(node), epoch, received: received.map(fileId), held: held.map(fileId), lastBatch })
+/** A standby copy of `epoch`: each file sent, and to which node. */
+const standbyOf = (epoch: number, served: [file: number, node: number][]): StandbyCopy => ({ epoch, served: served.map(([file, node]) => ({ file: fileId(file), node: nodeId(node) })) })
 
 t.test('the newest epoch anyone knows wins; what survivors received in it, and what went to dead nodes, is consumed', async t => {
   const dead = new Set([0, 3])
   const adoption = planAdoption(
     [report(1, 5, [10, 11], [11], 4), report(2, 5, [12]), report(4, 4, [99])],
-    { epoch: 5, served: [{ file: 10, node: 1 }, { file: 20, node: 3 }, { file: 21, node: 0 }, { file: 30, node: 2 }] },
-    1, node => dead.has(node))
+    standbyOf(5, [[10, 1], [20, 3], [21, 0], [30, 2]]),
+    nodeId(1), node => dead.has(node))
   t.equal(adoption.epoch, 5)
   t.same([...adoption.consumed].sort((a, b) => a - b), [10, 11, 12, 20, 21], 'a live node\'s files only on its own word (30 was not reported: its answer may have been lost)')
   t.same(adoption.heldElsewhere, [], 'the new owner\'s own mirror is not elsewhere')
@@ -37,13 +41,13 @@ t.test('the newest epoch anyone knows wins; what survivors received in it, and w
 })
 
 t.test('files other survivors still hold go on the new owner\'s ledger with their last batch', async t => {
-  const adoption = planAdoption([report(1, 2, [5]), report(2, 2, [6, 7], [7], 9)], undefined, 1, () => false)
+  const adoption = planAdoption([report(1, 2, [5]), report(2, 2, [6, 7], [7], 9)], undefined, nodeId(1), () => false)
   t.same(adoption.heldElsewhere, [{ file: 7, node: 2, batch: 9 }])
   t.same([...adoption.consumed].sort((a, b) => a - b), [5, 6, 7])
 })
 
 t.test('a standby copy of an older epoch than a survivor knows counts for nothing', async t => {
-  const adoption = planAdoption([report(1, 8, [1])], { epoch: 7, served: [{ file: 2, node: 0 }] }, 1, () => true)
+  const adoption = planAdoption([report(1, 8, [1])], standbyOf(7, [[2, 0]]), nodeId(1), () => true)
   t.equal(adoption.epoch, 8)
   t.same(adoption.consumed, [1])
 })

@@ -25,6 +25,22 @@ void Bindings::Add(Handle* handle) {
   }
 }
 
+bool Bindings::Abandon(Handle* abandoned) {
+  std::unique_ptr<Handle> handle(abandoned);
+  std::lock_guard<std::mutex> lock(mutex_);
+  openHandles_--;
+  if (handle->bytes == nullptr) {
+    events_.Post({Event::kRelease, handle->number, handle->ino, 0, 0, nullptr, false});
+    return false;
+  }
+  Binding& b = *handle->bytes;
+  if (--b.open > 0) return true;
+  auto last = lastOpened_.find(b.thread);
+  if (last != lastOpened_.end() && last->second == handle->bytes) lastOpened_.erase(last);
+  End(handle->bytes);
+  return false;
+}
+
 void Bindings::Release(Handle* released) {
   std::unique_ptr<Handle> handle(released);
   std::lock_guard<std::mutex> lock(mutex_);

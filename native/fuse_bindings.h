@@ -71,6 +71,10 @@ class Bindings {
 
   // A handle JS answered (bytes or a file, numbered by JS): open from now on.
   void Add(Handle* handle);
+  // An answer its opener never got (the reply failed: interrupted, killed); frees the handle. True when
+  // its bytes were re-opened meanwhile by the same thread (its open restarted), which then has them; else
+  // they end now, never kept for a re-open, since JS gives them back at once.
+  bool Abandon(Handle* handle);
   // The kernel released the handle (or its opener went away before the answer reached it); frees it.
   void Release(Handle* handle);
   // A re-open of the thread's last sample, as a new handle on its binding; nullptr when the rule does not

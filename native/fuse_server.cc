@@ -246,12 +246,9 @@ bool Server::Answer(const Pending& pending, Handle* handle, bool directIo) {
   bindings_->Add(handle);
   fi.direct_io = directIo ? 1 : 0;
   fi.keep_cache = directIo ? 0 : 1;
-  if (fuse_reply_open(pending.req, &fi) != 0) {
-    // The opener went away (interrupted, killed): nothing will release this
-    // handle, so release it here, and tell JS that nobody got it.
-    bindings_->Release(handle);
-    return false;
-  }
+  // The opener went away (interrupted, killed): nothing will release this handle, so it ends here, and
+  // JS hears that nobody got it (unless the thread's restarted open re-opened the bytes meanwhile).
+  if (fuse_reply_open(pending.req, &fi) != 0) return bindings_->Abandon(handle);
   return true;
 }
 

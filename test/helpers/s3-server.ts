@@ -27,7 +27,7 @@ export interface S3Server {
   readonly endpoint: string
   readonly region: string
   readonly credentials: Credentials
-  /** For a child process (the redirfs CLI, the aws CLI, Python): keys, region and endpoint set, nothing else of AWS's. */
+  /** For a child process (the redirfs CLI, the aws CLI, Python): keys, region and endpoint set, nothing else of AWS's, and none of tap's NODE_OPTIONS (as a user runs them). */
   readonly env: NodeJS.ProcessEnv
   stop: () => Promise<void>
 }
@@ -116,7 +116,8 @@ export async function startS3Server (t: Teardown, options: { authentication?: bo
     }
     let credentials = TEST_CREDENTIALS
     if (options.authentication === true) credentials = await enableAuthentication(endpoint)
-    return { endpoint, region: TEST_REGION, credentials, env: { ...withoutAwsVariables(process.env), ...testAwsVariables(endpoint, credentials) }, stop }
+    const { NODE_OPTIONS: _tapHooks, ...userEnv } = withoutAwsVariables(process.env)
+    return { endpoint, region: TEST_REGION, credentials, env: { ...userEnv, ...testAwsVariables(endpoint, credentials) }, stop }
   }
 }
 

@@ -19,8 +19,7 @@ let env: NodeJS.ProcessEnv
 
 t.before(async () => {
   server = await startS3Server(t)
-  env = { ...server.env }
-  delete env.NODE_OPTIONS
+  env = server.env
   await createBucket(server.endpoint, 'data')
   const packed = await redirfsWith(env, 'pack', dataset.root, 's3://data/cached.pack', '--chunk-size', '4', '--segment-size', '32K')
   if (packed.code !== 0) throw new Error(packed.stderr)

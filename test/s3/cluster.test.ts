@@ -17,8 +17,7 @@ let env: NodeJS.ProcessEnv
 
 t.before(async () => {
   server = await startS3Server(t)
-  env = { ...server.env }
-  delete env.NODE_OPTIONS
+  env = server.env
   await createBucket(server.endpoint, 'data')
   await uploadTree(testStore(t, server, 'data'), dataset.root, 'flat/')
   const packed = await redirfsWith(env, 'pack', dataset.root, 's3://data/flat.pack', '--chunk-size', '4', '--segment-size', '32K')

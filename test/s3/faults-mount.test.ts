@@ -25,7 +25,6 @@ t.before(async () => {
 async function mountThrough (t: Test, ...options: string[]): Promise<{ mountpoint: string, proxy: Awaited<ReturnType<typeof startFaultProxy>> }> {
   const proxy = await startFaultProxy(t, server.endpoint)
   const env: NodeJS.ProcessEnv = { ...server.env, AWS_ENDPOINT_URL: proxy.endpoint }
-  delete env.NODE_OPTIONS
   const mountpoint = emptyDir()
   await mountWith(t, env, 's3://data/flat', mountpoint, '--memory', '300K', '--chunk-size', '4', '--s3-timeout', '2', ...options)
   return { mountpoint, proxy }

@@ -20,13 +20,6 @@ const run = promisify(execFile)
 const work = mkdtempSync(path.join(os.tmpdir(), 'redirfs-s3-mount-'))
 t.teardown(() => rmSync(work, { recursive: true, force: true }))
 
-/** The CLI's environment: the server's keys, region and endpoint, and nothing of tap's. */
-const cliEnv = (server: S3Server): NodeJS.ProcessEnv => {
-  const env = { ...server.env }
-  delete env.NODE_OPTIONS
-  return env
-}
-
 let server: S3Server
 const flat = generateTorchDataset(path.join(work, 'flat'))
 const splits = generateTorchDataset(path.join(work, 'splits'), 'splits')
@@ -37,7 +30,7 @@ t.before(async () => {
   const store = testStore(t, server, 'data')
   await uploadTree(store, (await flat).root, 'flat/')
   await uploadTree(store, (await splits).root, 'splits/')
-  const packed = await redirfsWith(cliEnv(server), 'pack', (await flat).root, 's3://data/flat.pack', '--chunk-size', '4', '--segment-size', '64K')
+  const packed = await redirfsWith(server.env, 'pack', (await flat).root, 's3://data/flat.pack', '--chunk-size', '4', '--segment-size', '64K')
   if (packed.code !== 0) throw new Error(packed.stderr)
 })
 
@@ -47,7 +40,7 @@ for (const source of ['s3://data/flat', 's3://data/flat.pack']) {
   for (const mode of ['strict', 'pool', 'mix']) {
     t.test(`${mode} over ${source}: ImageFolder + DataLoader(4 workers), 3 epochs, labels right, every sample once`, async t => {
       const mountpoint = emptyDir()
-      const mounted = await mountWith(t, cliEnv(server), source, mountpoint, ...MOUNT.filter(o => !(source.endsWith('.pack') && (o === '--chunk-size' || o === '4'))), '--redirect', mode)
+      const mounted = await mountWith(t, server.env, source, mountpoint, ...MOUNT.filter(o => !(source.endsWith('.pack') && (o === '--chunk-size' || o === '4'))), '--redirect', mode)
       t.match(mounted.stdout, source.endsWith('.pack') ? /\(a pack in a bucket\)/ : /\(an ImageFolder of objects in a bucket\)/)
       const report = await runReader('read', mountpoint, (await flat).table, '--workers', '4', '--epochs', '3')
       checkEpochs(t, report.epochs, (await flat).identities())
@@ -65,7 +58,7 @@ for (const source of ['s3://data/flat', 's3://data/flat.pack']) {
 
 t.test('a train/val root in a bucket: labels right, each split exactly once per epoch', async t => {
   const mountpoint = emptyDir()
-  await mountWith(t, cliEnv(server), 's3://data/splits', mountpoint, '--memory', '400K', '--chunk-size', '4')
+  await mountWith(t, server.env, 's3://data/splits', mountpoint, '--memory', '400K', '--chunk-size', '4')
   const report = await runReader<{ epochs: Array<{ train: string[], val: string[] | null, trainWrongLabels: number, valWrongLabels: number }> }>('splits', mountpoint, (await splits).table, '--epochs', '2')
   for (const [e, epoch] of report.epochs.entries()) {
     t.equal(epoch.trainWrongLabels + epoch.valWrongLabels, 0, `epoch ${e}: labels right`)
@@ -76,20 +69,20 @@ t.test('a train/val root in a bucket: labels right, each split exactly once per 
 
 t.test('a pack copied into the bucket by the aws CLI mounts, and verifies', async t => {
   const local = path.join(emptyDir('redirfs-s3-local-'), 'pack')
-  const packed = await redirfsWith(cliEnv(server), 'pack', (await flat).root, local, '--chunk-size', '4', '--segment-size', '64K')
+  const packed = await redirfsWith(server.env, 'pack', (await flat).root, local, '--chunk-size', '4', '--segment-size', '64K')
   t.equal(packed.code, 0, packed.stderr)
-  await run('aws', ['s3', 'cp', '--recursive', '--quiet', '--endpoint-url', server.endpoint, local, 's3://data/copied.pack'], { env: cliEnv(server) })
-  const verified = await redirfsWith(cliEnv(server), 'verify', 's3://data/copied.pack')
+  await run('aws', ['s3', 'cp', '--recursive', '--quiet', '--endpoint-url', server.endpoint, local, 's3://data/copied.pack'], { env: server.env })
+  const verified = await redirfsWith(server.env, 'verify', 's3://data/copied.pack')
   t.equal(verified.code, 0, verified.stderr)
   t.match(verified.stdout, /is intact/)
   const mountpoint = emptyDir()
-  await mountWith(t, cliEnv(server), 's3://data/copied.pack', mountpoint, '--memory', '200K')
+  await mountWith(t, server.env, 's3://data/copied.pack', mountpoint, '--memory', '200K')
   checkEpochs(t, (await runReader('read', mountpoint, (await flat).table, '--workers', '2', '--epochs', '1')).epochs, (await flat).identities())
 })
 
 t.test('a pack upload stopped before its index is never mountable', async t => {
   const proxy = await startFaultProxy(t, server.endpoint)
-  const env = { ...cliEnv(server), AWS_ENDPOINT_URL: proxy.endpoint }
+  const env = { ...server.env, AWS_ENDPOINT_URL: proxy.endpoint }
   // The index is the last object written: hold it, and kill the upload while it waits.
   proxy.inject('hold', { match: request => request.method === 'PUT' && request.key.endsWith('/index.bin') })
   const packing = spawn(process.execPath, [CLI, 'pack', (await flat).root, 's3://data/interrupted.pack', '--chunk-size', '4', '--segment-size', '64K'], { env, stdio: 'ignore' })
@@ -99,7 +92,7 @@ t.test('a pack upload stopped before its index is never mountable', async t => {
   proxy.release()
   const mountpoint = emptyDir()
   t.teardown(() => forceUnmount(mountpoint))
-  const refused = await redirfsWith(cliEnv(server), 'mount', 's3://data/interrupted.pack', mountpoint)
+  const refused = await redirfsWith(server.env, 'mount', 's3://data/interrupted.pack', mountpoint)
   t.equal(refused.code, 1)
   t.equal(refused.stderr, 'redirfs: s3://data/interrupted.pack has a pack\'s files but no index.bin: an upload that did not finish; pack it again (redirfs pack <dir> s3://data/interrupted.pack)\n')
   t.notOk(isMounted(mountpoint))
@@ -111,11 +104,11 @@ t.test('a bucket that cannot be used fails the mount at once, in one line that s
   const secured = await startS3Server(t, { authentication: true })
   await createBucket(secured.endpoint, 'data', secured.credentials)
   const cases: Array<[string, NodeJS.ProcessEnv, string[], RegExp]> = [
-    ['a missing bucket', cliEnv(server), ['s3://no-such-bucket/x'], /^redirfs: the bucket no-such-bucket does not exist at http:\/\/127\.0\.0\.1:\d+\n$/],
-    ['an endpoint where nothing listens', { ...cliEnv(server), AWS_ENDPOINT_URL: 'http://127.0.0.1:9' }, ['s3://data/flat'], /^redirfs: cannot reach the S3 endpoint http:\/\/127\.0\.0\.1:9 \(connection refused\); check --s3-endpoint\n$/],
-    ['an empty prefix', cliEnv(server), ['s3://data/nothing-here'], /^redirfs: s3:\/\/data\/nothing-here\/ holds no objects: neither a pack .* nor an ImageFolder .*; check the bucket and prefix\n$/],
-    ['bad credentials', { ...cliEnv(secured), AWS_SECRET_ACCESS_KEY: 'not-the-secret' }, ['s3://data/flat'], /^redirfs: access denied .*credentials.*\n$/i],
-    ['a bad URL', cliEnv(server), ['s3://Bad_Bucket/x'], /^redirfs: 's3:\/\/Bad_Bucket\/x' has an invalid bucket name/]
+    ['a missing bucket', server.env, ['s3://no-such-bucket/x'], /^redirfs: the bucket no-such-bucket does not exist at http:\/\/127\.0\.0\.1:\d+\n$/],
+    ['an endpoint where nothing listens', { ...server.env, AWS_ENDPOINT_URL: 'http://127.0.0.1:9' }, ['s3://data/flat'], /^redirfs: cannot reach the S3 endpoint http:\/\/127\.0\.0\.1:9 \(connection refused\); check --s3-endpoint\n$/],
+    ['an empty prefix', server.env, ['s3://data/nothing-here'], /^redirfs: s3:\/\/data\/nothing-here\/ holds no objects: neither a pack .* nor an ImageFolder .*; check the bucket and prefix\n$/],
+    ['bad credentials', { ...secured.env, AWS_SECRET_ACCESS_KEY: 'not-the-secret' }, ['s3://data/flat'], /^redirfs: access denied .*credentials.*\n$/i],
+    ['a bad URL', server.env, ['s3://Bad_Bucket/x'], /^redirfs: 's3:\/\/Bad_Bucket\/x' has an invalid bucket name/]
   ]
   for (const [what, env, args, message] of cases) {
     const result = await redirfsWith(env, 'mount', ...args, mountpoint)

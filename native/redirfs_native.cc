@@ -269,7 +269,8 @@ class ReadChunkWorker : public Napi::AsyncWorker {
     if (available_ == length_) {
       for (const auto& [pieceStart, pieceSize] : pieces_) {
         size_t i = pieceCrcs_.size();
-        if (pieceStart + pieceSize > available_ || i >= targets_.Count() || targets_.Length(i) < pieceSize) break;
+        // In integer arithmetic that cannot wrap: a piece must lie inside what was read and fit its target.
+        if (pieceSize > available_ || pieceStart > available_ - pieceSize || i >= targets_.Count() || targets_.Length(i) < pieceSize) break;
         std::memcpy(targets_.Data(i), chunk + pieceStart, pieceSize);
         uint32_t pieceCrc = crc32fast::Crc32(0, chunk + pieceStart, pieceSize);
         if (pieceStart >= summed && summed != UINT64_MAX) {
@@ -475,14 +476,29 @@ class ReadFilesWorker : public Napi::AsyncWorker {
   std::vector<FileResult> results_;
 };
 
+// A byte offset, length or count from JS: a whole number from 0 to 2^53. Anything else (negative,
+// fractional, NaN, infinite) is refused before any arithmetic on it, which is unsigned here: a
+// negative double cast to uint64_t wraps, and a wrapped bound lets a read past its buffer.
+bool ByteCount(double number, uint64_t* out) {
+  if (!(number >= 0 && number <= 9007199254740992.0) || number != static_cast<double>(static_cast<uint64_t>(number))) return false;
+  *out = static_cast<uint64_t>(number);
+  return true;
+}
+
+bool ByteCount(const Napi::Value& value, uint64_t* out) { return value.IsNumber() && ByteCount(value.As<Napi::Number>().DoubleValue(), out); }
+
 Napi::Value ReadAligned(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() < 4 || !info[0].IsNumber() || !info[1].IsNumber() || !info[2].IsNumber() || !info[3].IsBoolean()) {
     Napi::TypeError::New(env, "readAligned(fd, offset, length, direct)").ThrowAsJavaScriptException();
     return env.Undefined();
   }
-  auto* worker = new ReadAlignedWorker(env, info[0].As<Napi::Number>().Int32Value(), static_cast<uint64_t>(info[1].As<Napi::Number>().Int64Value()),
-                                       static_cast<uint64_t>(info[2].As<Napi::Number>().Int64Value()), info[3].As<Napi::Boolean>().Value());
+  uint64_t offset, length;
+  if (!ByteCount(info[1], &offset) || !ByteCount(info[2], &length)) {
+    Napi::RangeError::New(env, "readAligned: offset and length must be whole numbers from 0 to 2^53").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  auto* worker = new ReadAlignedWorker(env, info[0].As<Napi::Number>().Int32Value(), offset, length, info[3].As<Napi::Boolean>().Value());
   Napi::Promise promise = worker->Promise();
   worker->Queue();
   return promise;
@@ -494,12 +510,23 @@ Napi::Value ReadChunk(const Napi::CallbackInfo& info) {
     Napi::TypeError::New(env, "readChunk(fd, offset, length, direct, pieces: Float64Array of start, size pairs, targets: Buffer[])").ThrowAsJavaScriptException();
     return env.Undefined();
   }
+  uint64_t offset, length;
+  if (!ByteCount(info[1], &offset) || !ByteCount(info[2], &length) || info[4].As<Napi::TypedArray>().TypedArrayType() != napi_float64_array) {
+    Napi::RangeError::New(env, "readChunk: offset and length must be whole numbers from 0 to 2^53, pieces a Float64Array").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
   Napi::Float64Array flat = info[4].As<Napi::Float64Array>();
   std::vector<std::pair<uint64_t, uint64_t>> pieces;
-  for (size_t i = 0; i + 1 < flat.ElementLength(); i += 2) pieces.emplace_back(static_cast<uint64_t>(flat[i]), static_cast<uint64_t>(flat[i + 1]));
+  for (size_t i = 0; i + 1 < flat.ElementLength(); i += 2) {
+    uint64_t start, size;
+    if (!ByteCount(flat[i], &start) || !ByteCount(flat[i + 1], &size) || start > length || size > length - start) {
+      Napi::RangeError::New(env, "readChunk: every piece must lie inside the range read").ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
+    pieces.emplace_back(start, size);
+  }
   auto* worker =
-      new ReadChunkWorker(env, info[0].As<Napi::Number>().Int32Value(), static_cast<uint64_t>(info[1].As<Napi::Number>().Int64Value()),
-                          static_cast<uint64_t>(info[2].As<Napi::Number>().Int64Value()), info[3].As<Napi::Boolean>().Value(), std::move(pieces), info[5].As<Napi::Array>());
+      new ReadChunkWorker(env, info[0].As<Napi::Number>().Int32Value(), offset, length, info[3].As<Napi::Boolean>().Value(), std::move(pieces), info[5].As<Napi::Array>());
   Napi::Promise promise = worker->Promise();
   worker->Queue();
   return promise;

@@ -21,7 +21,7 @@ import { native } from '../chunks/native'
 import { SampleBuffers } from '../chunks/sample-buffers'
 import type { ChunkSource } from '../chunks/source'
 import type { DatasetTree, FileReader } from '../chunks/tree'
-import { INDEX_FILE, isPack, loadPackIndex, looksLikeDamagedPack } from '../pack/pack-index'
+import { checkPackLayout, INDEX_FILE, isPack, loadPackIndex, looksLikeDamagedPack } from '../pack/pack-index'
 import { DirectoryPackStorage, type PackStorage } from '../pack/storage'
 import { ChunkCache } from '../pack/chunk-cache'
 import { isS3Url, parseS3Url } from '../s3/location'
@@ -102,8 +102,8 @@ interface OpenedDataset {
   layoutSeed: number
   /** The grouping the samples were grouped by (a pack's own). */
   groupDepth?: number
-  /** For a pack: the chunk of each sample as written, to check against the layout. */
-  packedChunkOf?: (sample: number) => number
+  /** For a pack: refuses a layout other than the one its chunks were written in. */
+  checkLayout?: (layout: Layout) => void
   /** A shard of a `--nodes` pack: its cluster size and node. */
   shard?: { nodes: number, node: number }
   close (): Promise<void>
@@ -153,7 +153,7 @@ async function openPack (config: MountConfig, buffers: SampleBuffers, log: Logge
     chunkSize: pack.header.chunkSize,
     layoutSeed: pack.header.seed,
     groupDepth: pack.header.groupDepth,
-    packedChunkOf: sample => pack.arrays.chunk[pack.sampleEntry[sample]],
+    checkLayout: layout => checkPackLayout(pack, layout),
     shard: pack.header.nodes !== undefined ? { nodes: pack.header.nodes, node: pack.header.node ?? 0 } : undefined,
     close: async () => await source.close()
   }
@@ -271,11 +271,9 @@ async function serve (config: MountConfig, dataset: OpenedDataset, buffers: Samp
   if (config.memoryBytes < memory.minimumBytes) throw memoryTooSmall(config.memoryBytes, dataset, chunking, busiest, memory)
   const memoryLimit = checkMemoryLimit(config, tree.count)
   const layout = buildLayout(tree.samples, { chunkSize, seed: dataset.layoutSeed, vcCount: memory.vcCount, nodes: shape.nodes, chunking })
-  if (dataset.packedChunkOf !== undefined && layout.files.some((_, id) => layout.filePc[id] !== dataset.packedChunkOf!(id))) {
-    throw new UsageError('the pack\'s chunks do not match the layout computed from its index (written by another version of redirfs?); repack it')
-  }
+  dataset.checkLayout?.(layout)
   // A directory reads files one by one, so mix may take each from any chunk; a pack reads blocks, a few per load.
-  const mixBlock = config.mixBlock ?? (dataset.packedChunkOf !== undefined ? Math.max(1, Math.ceil(chunkSize / 4)) : 1)
+  const mixBlock = config.mixBlock ?? (dataset.checkLayout !== undefined ? Math.max(1, Math.ceil(chunkSize / 4)) : 1)
   const protocol = new Protocol(layout, { mode: config.mode, memoryBytes: config.memoryBytes, seed: config.seed, node: shape.node, prefetch: config.cluster?.prefetch, mixBlock })
   // The object graph, built once: the engine reclaims through the cluster's
   // membership, the cluster node routes opens to the engine, and the stats

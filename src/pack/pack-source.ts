@@ -66,6 +66,12 @@ export class PackSource implements ChunkSource {
     const wholeChunk = runStart === chunkOffset && runEnd === chunkOffset + chunkLength
     const [offset, length] = wholeChunk ? [chunkOffset, chunkLength] : [runStart, runEnd - runStart]
     const pieces = entries.map(entry => ({ start: arrays.location[entry] - offset, size: arrays.size[entry] }))
+    // The index was checked whole at load (format.ts, checkPackLayout); this keeps a read inside its run whatever reaches here.
+    if (pieces.some(p => p.start < 0 || p.start + p.size > length)) {
+      this.corruptChunks++
+      this.log.error({ chunk: request.pc }, 'a request reaches outside its chunk; its files are not served')
+      return delivered
+    }
     const targets = pieces.map(p => this.buffers.take(p.size))
     const giveBack = (): void => { for (const bytes of targets) this.buffers.give(bytes) }
     let read: ChunkRead | undefined

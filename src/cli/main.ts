@@ -153,7 +153,7 @@ program.command('daemon', { hidden: true })
   .action(async () => { await runDaemon() })
 
 s3Options(mount)
-  .option('--cache-dir <path>', 'keep chunks of a pack in a bucket on this local disk, so later epochs read them there (a remount of the same pack finds them again)')
+  .option('--cache-dir <path>', 'keep chunks of a pack in a bucket on this local disk, so later epochs read them there (a remount of the same pack finds them again); a directory of yours or root\'s that no one else may write, nor the directories above it')
   .addOption(new Option('--cache-size <size>', 'the most the cache holds of one pack').argParser(size('--cache-size')).default(parseSize('10G', '--cache-size'), '10G'))
 
 const pack = program.command('pack')

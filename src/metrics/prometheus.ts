@@ -103,7 +103,7 @@ export function mountRegistry (stats: Stats): { registry: Registry, openWait: Hi
     [[{ source: kind(s) }, num(s.source.failures) + num(s.source.readErrors) + num(s.source.corruptChunks)]], stats, ['source'])
   total(registry, 'redirfs_source_changed_files_total', 'Samples found changed in the source since the mount (served as EIO)', s => [[{ source: kind(s) }, num(s.source.changedFiles)]], stats, ['source'])
   gauge(registry, 'redirfs_source_requests_in_flight', 'S3 requests in flight now', s => s.source.inFlight === undefined ? [] : [[{ source: kind(s) }, num(s.source.inFlight)]], stats, ['source'])
-  total(registry, 'redirfs_cache_reads_total', 'Chunk reads of the local disk tier, by hit or miss', s => s.source.cacheHits === undefined ? [] : [[{ result: 'hit' }, num(s.source.cacheHits)], [{ result: 'miss' }, num(s.source.cacheMisses)]], stats, ['result'])
+  total(registry, 'redirfs_cache_reads_total', 'Chunk reads of the local disk tier: hit, miss, or forged (its HMAC failed; read from the bucket)', s => s.source.cacheHits === undefined ? [] : [[{ result: 'hit' }, num(s.source.cacheHits)], [{ result: 'miss' }, num(s.source.cacheMisses)], [{ result: 'forged' }, num(s.source.cacheForged)]], stats, ['result'])
   gauge(registry, 'redirfs_cache_bytes', 'Bytes the local disk tier holds', s => s.source.cacheBytes === undefined ? [] : [[{}, num(s.source.cacheBytes)]], stats)
   // A cluster: peers by state, and what crossed between nodes.
   gauge(registry, 'redirfs_cluster_peers', 'Nodes of the cluster by state, as this node sees them', s => {

@@ -77,10 +77,12 @@ export class PackSource implements ChunkSource {
     let read: ChunkRead | undefined
     let fromCache = false
     try {
-      if (useCache && this.cache !== undefined && !this.cache.has(request.pc) && !this.notCached.has(request.pc)) await this.fill(request.pc)
-      if (useCache && this.cache?.has(request.pc) === true) {
-        read = await this.cache.readPieces(request.pc, offset - chunkOffset, length, pieces, targets)
-        fromCache = read !== undefined
+      if (useCache && this.cache !== undefined && !this.notCached.has(request.pc)) {
+        if (!this.cache.has(request.pc)) await this.fill(request.pc)
+        if (this.cache.has(request.pc) && (this.cache.checked(request.pc) || await this.checkCached(request.pc))) {
+          read = await this.cache.readPieces(request.pc, offset - chunkOffset, length, pieces, targets)
+          fromCache = read !== undefined
+        }
       }
       read ??= await this.pack.storage.readPieces(arrays.chunkSegment[request.pc], offset, length, pieces, targets)
     } catch (err) {
@@ -142,6 +144,17 @@ export class PackSource implements ChunkSource {
       this.filling.set(pc, filling)
     }
     await filling
+  }
+
+  /**
+   * A cached chunk's first read since the mount (or since its file changed)
+   * checks its HMAC, whole: bounded like the fills, for it too holds a whole
+   * chunk in memory. One that fails is read from the bucket from then on.
+   */
+  private async checkCached (pc: number): Promise<boolean> {
+    const good = await this.fillLimit(async () => await this.cache!.check(pc))
+    if (!good) this.notCached.add(pc)
+    return good
   }
 
   stats (): Record<string, number | string> {

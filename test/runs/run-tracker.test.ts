@@ -12,6 +12,8 @@ class FakeTable implements ProcessTable {
   readonly environments = new Map<number, Partial<Record<LauncherVariable, string>>>()
   /** thread → process */
   readonly threads = new Map<number, number>()
+  /** Threads that are not their process's first. */
+  readonly otherThreads = new Map<number, ProcessInfo>()
 
   add (pid: number, parent: number, commandLine: string[], program = PYTHON, environment: Partial<Record<LauncherVariable, string>> = {}): number {
     this.processes.set(pid, { pid, parent, startTime: 1000 + pid, alive: true, program, commandLine })
@@ -24,8 +26,13 @@ class FakeTable implements ProcessTable {
   /** Exited, not yet reaped: still in the table. */
   zombie (pid: number): void { this.processes.set(pid, { ...this.processes.get(pid)!, alive: false }) }
   processOf (thread: number): number | undefined { return this.threads.get(thread) }
-  info (pid: number): ProcessInfo | undefined { return this.processes.get(pid) }
+  info (pid: number): ProcessInfo | undefined { return this.processes.get(pid) ?? this.otherThreads.get(pid) }
   launcherVariables (pid: number): Partial<Record<LauncherVariable, string>> | undefined { return this.environments.get(pid) }
+  children (pid: number): number[] { return [...this.processes.values()].filter(p => p.parent === pid).map(p => p.pid) }
+  /** Its parent exited: init adopts it. */
+  orphan (pid: number): void { this.processes.set(pid, { ...this.processes.get(pid)!, parent: 1 }) }
+  /** Another thread of process `pid` (its own start time, as /proc/<thread>/stat has it). */
+  thread (thread: number, pid: number): number { this.threads.set(thread, pid); this.otherThreads.set(thread, { ...this.processes.get(pid)!, pid: thread, startTime: 5000 + thread }); return thread }
 }
 
 const TRAIN = ['python3', 'train.py', '--epochs', '3']
@@ -181,6 +188,45 @@ t.test('a worker whose trainer exited is refused, even before another run begins
   t.equal(runs.noteOpen(201, 0).kind, 'first')
   table.exit(200)
   t.equal(runs.noteOpen(201, 2000).kind, 'orphan', 'found when the thread is checked again')
+})
+
+t.test('a forked worker whose trainer was killed is its worker still: a new thread of it opens as an orphan, and starts no run', async t => {
+  const table = machine()
+  const runs = new RunTracker(table)
+  table.add(200, 100, TRAIN)
+  table.add(201, 200, TRAIN)
+  t.equal(runs.noteOpen(201, 0).kind, 'first')
+  table.exit(200) // killed: init adopts its worker, which now looks like a trainer started by init
+  table.orphan(201)
+  t.equal(runs.noteOpen(table.thread(2011, 201), 10).kind, 'orphan', 'a thread never seen, of a process known as a worker')
+  table.add(300, 100, TRAIN)
+  t.equal(runs.noteOpen(300, 20).kind, 'new', 'the next job: a new run, not one beside the worker')
+  t.equal(runs.noteOpen(table.thread(2012, 201), 30).kind, 'orphan')
+  t.same([runs.stats().runs, runs.stats().exact], [2, true])
+})
+
+t.test('a worker that had opened nothing when its trainer was killed is known from the trainer\'s children', async t => {
+  const table = machine()
+  const runs = new RunTracker(table)
+  table.add(200, 100, TRAIN)
+  table.add(201, 200, TRAIN)
+  table.add(202, 200, TRAIN) // started, not yet read anything
+  t.equal(runs.noteOpen(201, 0).kind, 'first')
+  table.exit(200)
+  table.orphan(201)
+  table.orphan(202)
+  t.equal(runs.noteOpen(table.thread(2021, 202), 10).kind, 'orphan')
+  t.equal(runs.stats().runs, 1)
+})
+
+t.test('a trainer whose own parent exited (nohup, a shell closed) is still a trainer', async t => {
+  const table = machine()
+  const runs = new RunTracker(table)
+  table.add(200, 100, TRAIN)
+  t.equal(runs.noteOpen(200, 0).kind, 'first')
+  table.exit(100)
+  table.orphan(200)
+  t.equal(runs.noteOpen(table.thread(2001, 200), 10).kind, 'same')
 })
 
 t.test('a zombie trainer has exited: the next job is a new run, not a concurrent one', async t => {

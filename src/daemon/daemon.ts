@@ -16,6 +16,7 @@ import path from 'node:path'
 import type { Logger } from 'pino'
 import { readIncludeList, scanTree } from '../chunks/scan'
 import { SourceCheck } from '../chunks/source-check'
+import { SourceWatch } from '../chunks/source-watch'
 import { DirectoryFileReader, DirectorySource } from '../chunks/directory-source'
 import { native } from '../chunks/native'
 import { SampleBuffers } from '../chunks/sample-buffers'
@@ -106,6 +107,8 @@ interface OpenedDataset {
   checkLayout?: (layout: Layout) => void
   /** A shard of a `--nodes` pack: its cluster size and node. */
   shard?: { nodes: number, node: number }
+  /** A directory's changes since the scan, noticed at every sample open (source-watch.ts). */
+  watch?: SourceWatch
   close (): Promise<void>
 }
 
@@ -116,7 +119,9 @@ async function openDirectory (config: MountConfig, buffers: SampleBuffers, log: 
   const sourceRoot = `/proc/self/fd/${sourceDir.fd}`
   try {
     const tree = await scanTree(sourceRoot, { include, extensions: config.extensions, groupDepth: config.groupDepth, skipUnservable: config.skipUnservable, foldAcls: config.allowOther, onWarning: message => log.warn(message) })
-    const check = new SourceCheck(sourceRoot, tree, await fs.realpath(sourceRoot))
+    const realSource = await fs.realpath(sourceRoot)
+    const check = new SourceCheck(sourceRoot, tree, realSource, config.allowOther)
+    const watch = await SourceWatch.start(tree, check, realSource, log)
     return {
       tree,
       files: new DirectoryFileReader(tree, check),
@@ -125,7 +130,11 @@ async function openDirectory (config: MountConfig, buffers: SampleBuffers, log: 
       chunkSize: config.chunkSize,
       layoutSeed: config.seed,
       groupDepth: config.groupDepth,
-      close: async () => await sourceDir.close()
+      watch,
+      close: async () => {
+        watch.close()
+        await sourceDir.close()
+      }
     }
   } catch (err) {
     await sourceDir.close()
@@ -312,6 +321,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, buffers: Samp
     layout: { samples: layout.files.length, groups: layout.groups.length, someGroups: sampleOfGroups(layout.groups), grouping: describeGrouping(dataset.groupDepth), skippedEntries: tree.skipped.length, physicalChunks: layout.pcs.length, virtualChunks: layout.vcs.length, datasetBytes: layout.totalBytes, hash: layout.hash, nodes: layout.nodes },
     memory: { budgetBytes: config.memoryBytes, boundBytes: adapter.handles.boundBytes, ...sampleBufferMemory(), ...processMemory() },
     ...engine.stats(),
+    ...(dataset.watch !== undefined ? { source: { ...engine.stats().source, ...dataset.watch.stats() } } : {}),
     // The native server counts the kernel's open handles itself (the adapter's table also holds bytes kept for a re-open).
     fs: { backend: config.fuseBackend, ...(config.fuseBackend === 'native' ? { fuseThreads: config.fuseThreads } : {}), openHandles: adapter.handles.size, ...adapter.counters, ...(mounted?.counters?.() ?? {}) },
     ...(runs !== undefined ? { runs: runs.stats() } : {}),
@@ -336,7 +346,8 @@ async function serve (config: MountConfig, dataset: OpenedDataset, buffers: Samp
     stats,
     reset,
     beforeSampleOpen: runs === undefined ? undefined : thread => thread === undefined || onRunEvent(runs.noteOpen(thread), cluster ?? engine, log),
-    afterSampleOpen: seconds => metrics?.observeOpen(seconds)
+    afterSampleOpen: seconds => metrics?.observeOpen(seconds),
+    watch: dataset.watch
   })
   let metrics: MetricsServer | undefined
 

@@ -11,6 +11,7 @@
 import { constants as fsConstants, promises as fs } from 'node:fs'
 import type { Logger } from 'pino'
 import type { ChangingAttributes, DatasetTree, FileReader } from '../chunks/tree'
+import type { SourceWatch } from '../chunks/source-watch'
 import type { SampleBuffers } from '../chunks/sample-buffers'
 import type { ServedFile } from '../engine/engine'
 import { CONTROL_DIR, isControlPath, RESET_FILE, STATS_FILE } from './control'
@@ -48,6 +49,12 @@ export interface AdapterOptions {
   beforeSampleOpen?: (thread: number | undefined) => boolean
   /** Told how long each sample open took here (the metrics' open-wait histogram). */
   afterSampleOpen?: (seconds: number) => void
+  /**
+   * A directory source's changes since the scan (source-watch.ts): an open
+   * of an entry, or one answered with a file, that the source no longer
+   * lets its readers have is not served from it.
+   */
+  watch?: SourceWatch
   log: Logger
 }
 
@@ -139,10 +146,11 @@ export class FsAdapter {
     if (sample !== undefined) {
       if (this.options.beforeSampleOpen?.(options.thread) === false) throw new FsError('EIO', 'an orphaned worker of a run that ended')
       const started = process.hrtime.bigint()
-      const served = await this.options.samples.open(sample, { exact: options.exact })
+      const served = await this.serveSample(sample, options.exact === true)
       this.options.afterSampleOpen?.(Number(process.hrtime.bigint() - started) / 1e9)
       return { kind: 'bytes', entry, bytes: served.bytes, served: served.file }
     }
+    await this.refuseChanged(entry, 'EACCES')
     this.counters.passthroughOpens++
     const file = await this.options.files.open(tree.pathOf(entry))
     if (file.attributesNow !== undefined) {
@@ -154,6 +162,37 @@ export class FsAdapter {
       }
     }
     return { kind: 'passthrough', entry, file }
+  }
+
+  /**
+   * A sample's answer, never from a file that changed in the source since
+   * the scan so that the opener may not have it (it, or a directory above
+   * it: source-watch.ts). What the opener gets is what must be readable to
+   * them, whatever path they opened (any sample of its group will do). An
+   * answer from such a file fails the open with EIO and is let go, as a
+   * load that finds a file changed fails the open it was for: each such
+   * file costs one open, and is lost to the epoch.
+   */
+  private async serveSample (sample: number, exact: boolean): Promise<ServedFile> {
+    const served = await this.options.samples.open(sample, { exact })
+    const watch = this.options.watch
+    if (watch === undefined) return served
+    const answered = this.options.tree.samples[served.file].entry
+    watch.drain()
+    const refusal = watch.isClear(answered) ? undefined : await watch.refusal(answered)
+    if (refusal === undefined) return served
+    this.options.buffers.give(served.bytes)
+    throw new FsError('EIO', refusal.why)
+  }
+
+  /** Fails an open of a non-sample the source no longer lets its readers have (source-watch.ts). */
+  private async refuseChanged (entry: number, errno: 'EACCES'): Promise<void> {
+    const watch = this.options.watch
+    if (watch === undefined) return
+    watch.drain()
+    if (watch.isClear(entry)) return
+    const refusal = await watch.refusal(entry)
+    if (refusal !== undefined) throw new FsError(errno, refusal.why)
   }
 
   /**

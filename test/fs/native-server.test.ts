@@ -265,7 +265,7 @@ t.test('a file held open through a lazy unmount outlives the closed server safel
     reset: () => ({})
   })
   const mountpoint = emptyDir()
-  let mounted: MountedFilesystem | undefined = await mountNative(mountpoint, adapter, tree, { allowOther: false, statfsPath: dataset.root, reopenWindowMs: 0, fuseThreads: 2 })
+  let mounted: MountedFilesystem | undefined = await mountNative(mountpoint, adapter, tree, { allowOther: false, overSource: false, statfsPath: dataset.root, reopenWindowMs: 0, fuseThreads: 2 })
   t.teardown(async () => { await mounted?.unmount() })
   // A reader in a process of its own (this one serves the mount): it opens, waits, then reads and closes.
   const holder = spawn('/usr/bin/python3', ['-c', 'import hashlib,os,sys\nfd=os.open(sys.argv[1],os.O_RDONLY)\nprint("open",flush=True)\nsys.stdin.readline()\ntry:\n  print(hashlib.sha1(os.read(fd,1<<20)).hexdigest())\nexcept OSError as e:\n  print(e.errno)\nos.close(fd)\nprint("closed",flush=True)', path.join(mountpoint, sample.path)], { stdio: ['pipe', 'pipe', 'inherit'] })

@@ -48,9 +48,10 @@ import { shardName } from '../pack/writer'
 import type { MemoryStats, MountStats } from '../stats'
 import { formatSize } from '../util/size'
 import { RunTracker, type RunEvent } from '../runs/run-tracker'
-import { startMetricsServer, type MetricsServer } from '../metrics/prometheus'
+import { metricsConnectionCap, startMetricsServer, type MetricsServer } from '../metrics/prometheus'
 import { mountAt } from '../util/mounts'
 import type { MountConfig } from './config'
+import { fdLimit } from './fd-limit'
 import { memoryLimitOf, type MemoryLimit } from './memory-limit'
 import { removeRecord, writeRecord } from './registry'
 
@@ -363,14 +364,14 @@ async function serve (config: MountConfig, dataset: OpenedDataset, buffers: Samp
     process.kill(process.pid, 'SIGTERM')
   })
   try {
-    if (config.metrics !== undefined) metrics = await startMetricsServer(config.metrics, stats, log)
+    if (config.metrics !== undefined) metrics = await startMetricsServer(config.metrics, stats, log, metricsConnectionCap(fdLimit()?.soft))
   } catch (err) {
     await mounted.unmount().catch(() => {})
     await cluster?.close()
     throw err
   }
   await writeRecord({ pid: process.pid, mountpoint: config.mountpoint, source: config.source, logFile: config.logFile, startedAt: new Date().toISOString(), memoryLimit })
-  log.info({ source: config.source, mountpoint: config.mountpoint, mode: config.mode, samples: layout.files.length, groups: layout.groups.length, pcs: layout.pcs.length, vcs: layout.vcs.length, layoutHash: layout.hash }, 'mounted')
+  log.info({ source: config.source, mountpoint: config.mountpoint, mode: config.mode, samples: layout.files.length, groups: layout.groups.length, pcs: layout.pcs.length, vcs: layout.vcs.length, layoutHash: layout.hash, fdLimit: fdLimit()?.soft }, 'mounted')
 
   return {
     summary: { samples: layout.files.length, groups: layout.groups.length, someGroups: sampleOfGroups(layout.groups), skipped: tree.skipped.length, kind: String(dataset.source.stats().kind) },

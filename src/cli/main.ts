@@ -15,7 +15,7 @@ import { isS3Url, parseS3Url } from '../s3/location'
 import { BucketOutput } from '../s3/pack-output'
 import { BucketPackStorage } from '../s3/pack-storage'
 import { bucketInput, scanBucket } from '../s3/object-dataset'
-import { ObjectStore } from '../s3/store'
+import { checkEndpoint, ObjectStore } from '../s3/store'
 import { parseMetricsAddress } from '../metrics/prometheus'
 import { formatSize, parseSize } from '../util/size'
 import { sampleOfGroups } from '../redirect/grouping'
@@ -60,7 +60,7 @@ program
 function s3Options (command: Command): Command {
   return command
     .optionsGroup('Object storage (a source or output given as s3://bucket/prefix; credentials and region from the standard AWS chain):')
-    .addOption(new Option('--s3-endpoint <url>', 'an S3-compatible endpoint, e.g. http://minio:9000 (default: AWS, or AWS_ENDPOINT_URL)'))
+    .addOption(new Option('--s3-endpoint <url>', 'an S3-compatible endpoint, e.g. http://minio:9000 (default: AWS, or AWS_ENDPOINT_URL)').argParser(checkEndpoint))
     .option('--s3-path-style', 'put the bucket in the path, not the host name (most S3-compatible stores want this)', false)
     .addOption(new Option('--s3-concurrency <n>', 'requests in flight at once').argParser(wholeNumber('--s3-concurrency', 1, 4096)).default(64))
     .addOption(new Option('--s3-timeout <s>', 'a request that receives nothing for this long is retried (with backoff; a failure after 5 retries is EIO for the opens that needed it)').argParser(seconds('--s3-timeout')).default(20))

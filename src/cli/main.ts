@@ -21,7 +21,7 @@ import { formatSize, parseSize } from '../util/size'
 import { sampleOfGroups } from '../redirect/grouping'
 import { runDaemon, runInBackground, runInForeground } from './mount-command'
 import { resetEpochs } from './reset-command'
-import { formatStats, readStats } from './stats-command'
+import { formatStatsOf, readStats } from './stats-command'
 import { unmount } from './umount-command'
 import { formatClusterSimulationTable, formatSimulationTable, runClusterSimulations, runSimulations } from './simulate-command'
 
@@ -249,7 +249,7 @@ program.command('stats')
   .option('--json', 'the raw counters as JSON', false)
   .action(async (mountpoint: string, options) => {
     const stats = await readStats(path.resolve(mountpoint))
-    process.stdout.write((options.json ? JSON.stringify(stats, null, 2) : formatStats(stats)) + '\n')
+    process.stdout.write((options.json ? JSON.stringify(stats, null, 2) : formatStatsOf(path.resolve(mountpoint), stats)) + '\n')
   })
 
 function seconds (what: string) {

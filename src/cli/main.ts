@@ -23,6 +23,7 @@ import { runDaemon, runInBackground, runInForeground } from './mount-command'
 import { resetEpochs } from './reset-command'
 import { formatStatsOf, readStats } from './stats-command'
 import { unmount } from './umount-command'
+import { expandOptionLists } from './mount-options'
 import { formatClusterSimulationTable, formatSimulationTable, runClusterSimulations, runSimulations } from './simulate-command'
 
 const program = new Command()
@@ -117,7 +118,11 @@ const mount = program.command('mount')
   .addHelpText('after', `
 With shared storage (a directory or a whole pack every node can read), a dead node's
 chunks are taken over by the others; with sharded packs (redirfs pack --nodes N) its
-samples fail with EIO.`)
+samples fail with EIO.
+
+-o <list> gives these options as mount(8) and /etc/fstab write them (its helper
+mount.fuse.redirfs passes them on): -o memory=32G,chunk_size=64,allow_other, a value
+with commas in double quotes (extensions="jpg,png"), mount(8)'s own options ignored.`)
   .action(async (source: string, mountpoint: string, options, command: Command) => {
     const config: MountConfig = {
       source: sourcePath(source),
@@ -356,7 +361,7 @@ program.command('simulate')
 
 export async function main (argv: string[]): Promise<void> {
   try {
-    await program.parseAsync(argv)
+    await program.parseAsync(expandOptionLists(argv, mount))
   } catch (err) {
     const message = isForUser(err) ? err.message : systemErrorMessage(err) ?? `unexpected error: ${(err as Error).message}`
     process.stderr.write(`redirfs: ${message}\n`)

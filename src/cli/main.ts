@@ -67,6 +67,20 @@ function s3Options (command: Command): Command {
     .addOption(new Option('--s3-timeout <s>', 'a request that receives nothing for this long is retried (with backoff; a failure after 5 retries is EIO for the opens that needed it)').argParser(seconds('--s3-timeout')).default(20))
 }
 
+/** What only a bucket uses: where no path given is in one, they are refused, never ignored. */
+const BUCKET_OPTIONS = ['s3Endpoint', 's3PathStyle', 's3Concurrency', 's3Timeout', 'cacheDir', 'cacheSize']
+
+/** The flag of an option, by its attribute name (`s3Endpoint`: `--s3-endpoint`). */
+const flagOf = (command: Command, name: string): string => command.options.find(option => option.attributeName() === name)?.long ?? name
+
+/** Refuses a bucket's options given for `paths` of which none is in a bucket; `what` names the paths ('a source'). */
+function refuseBucketOptions (command: Command, paths: string[], what: string): void {
+  const given = (name: string): boolean => command.getOptionValueSource(name) === 'cli'
+  const stray = paths.some(isS3Url) ? undefined : BUCKET_OPTIONS.find(given)
+  if (stray !== undefined) throw new UsageError(`${flagOf(command, stray)} applies only to ${what} in a bucket (s3://bucket/prefix)`)
+  if (given('cacheSize') && !given('cacheDir')) throw new UsageError('--cache-size applies only with --cache-dir')
+}
+
 function s3Config (options: Record<string, any>): S3Config {
   return { endpoint: options.s3Endpoint, pathStyle: options.s3PathStyle === true, concurrency: options.s3Concurrency, timeoutMs: Math.round(options.s3Timeout * 1000) }
 }
@@ -124,6 +138,7 @@ samples fail with EIO.
 mount.fuse.redirfs passes them on): -o memory=32G,chunk_size=64,allow_other, a value
 with commas in double quotes (extensions="jpg,png"), mount(8)'s own options ignored.`)
   .action(async (source: string, mountpoint: string, options, command: Command) => {
+    refuseBucketOptions(command, [source], 'a source')
     const config: MountConfig = {
       source: sourcePath(source),
       mountpoint: path.resolve(mountpoint),
@@ -173,7 +188,8 @@ const pack = program.command('pack')
   .option(...SKIP_UNSERVABLE_OPTION)
   .option('--nodes <N>', 'for a cluster without shared storage: write one pack per node, <out>/node-<i>, each with that node\'s home chunks', wholeNumber('--nodes', 1, 65535), 1)
   .addOption(new Option('--segment-size <size>', 'cut the chunks into segment files (objects) of about this size, each holding whole chunks').argParser(size('--segment-size')).default(DEFAULT_SEGMENT_SIZE, formatSize(DEFAULT_SEGMENT_SIZE)))
-  .action(async (source: string, out: string, options) => {
+  .action(async (source: string, out: string, options, command: Command) => {
+    refuseBucketOptions(command, [source, out], 'a source or output')
     const packOptions: PackOptions = {
       chunkSize: options.chunkSize,
       seed: options.seed,
@@ -210,7 +226,8 @@ s3Options(pack)
 const verify = program.command('verify')
   .description('check every chunk and file of a pack against its checksums; exit 1 on any problem')
   .argument('<pack>', 'a pack directory, or s3://bucket/prefix')
-  .action(async (pack: string, options) => {
+  .action(async (pack: string, options, command: Command) => {
+    refuseBucketOptions(command, [pack], 'a pack')
     const where = isS3Url(pack)
       ? new BucketPackStorage(new ObjectStore({ bucket: parseS3Url(pack).bucket, ...s3Config(options) }), parseS3Url(pack))
       : path.resolve(pack)
@@ -257,10 +274,11 @@ program.command('stats')
     process.stdout.write((options.json ? JSON.stringify(stats, null, 2) : formatStatsOf(path.resolve(mountpoint), stats)) + '\n')
   })
 
+/** A number of seconds, from a millisecond (what is used is whole milliseconds) to a day. */
 function seconds (what: string) {
   return (text: string): number => {
     const value = Number(text)
-    if (!(value > 0 && value <= 86_400)) throw new InvalidArgumentError(`${what} must be a number of seconds, more than 0`)
+    if (!(value >= 0.001 && value <= 86_400)) throw new InvalidArgumentError(`${what} must be a number of seconds from 0.001 to 86400`)
     return value
   }
 }
@@ -272,7 +290,7 @@ function clusterConfig (options: Record<string, any>, command: Command): Cluster
   const given = (name: string): boolean => command.getOptionValueSource(name) === 'cli'
   if (options.peers === undefined) {
     const stray = CLUSTER_FLAGS.filter(given)
-    if (stray.length > 0 || options.prefetch === false) throw new UsageError(`--${(stray[0] ?? 'no-prefetch').replace(/[A-Z]/g, c => '-' + c.toLowerCase())} applies only to a cluster: give --peers and --node too`)
+    if (stray.length > 0 || options.prefetch === false) throw new UsageError(`${stray.length > 0 ? flagOf(command, stray[0]) : '--no-prefetch'} applies only to a cluster: give --peers and --node too`)
     return undefined
   }
   if (options.node === undefined) throw new UsageError('--peers needs --node: this node\'s index in the --peers list')

@@ -216,7 +216,6 @@ export async function startMount (config: MountConfig, log: Logger): Promise<Run
   }
   await checkSource(config.source)
   await checkMountpoint(config.mountpoint, config.source)
-  if (config.cache !== undefined) throw new UsageError('--cache-dir keeps chunks of a pack in a bucket on local disk; a local source needs none')
   if (await isPack(path.join(config.source, shardName(0)))) {
     throw new UsageError(`${config.source} holds one pack per node (written with --nodes): mount ${path.join(config.source, shardName(config.cluster?.node ?? 0))} on node ${config.cluster?.node ?? 0}`)
   }
@@ -318,7 +317,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, buffers: Samp
     // The native server counts the kernel's open handles itself (the adapter's table also holds bytes kept for a re-open).
     fs: { backend: config.fuseBackend, ...(config.fuseBackend === 'native' ? { fuseThreads: config.fuseThreads } : {}), openHandles: adapter.handles.size, ...adapter.counters, ...(mounted?.counters?.() ?? {}) },
     ...(runs !== undefined ? { runs: runs.stats() } : {}),
-    ...(metrics !== undefined ? { metrics: `http://${metrics.address.host}:${metrics.address.port}/metrics` } : {}),
+    ...(metrics !== undefined ? { metrics: metrics.url } : {}),
     ...(cluster !== undefined ? { cluster: cluster.describe() } : {})
   })
   /** `<mnt>/.redirfs/reset` (redirfs reset): a fresh epoch everywhere, mirrors dropped. */

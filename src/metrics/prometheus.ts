@@ -17,6 +17,7 @@
  * (docs/metrics.md, "What a scraper may hold").
  */
 import http from 'node:http'
+import { isIPv6 } from 'node:net'
 import type { Logger } from 'pino'
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { UsageError } from '../errors'
@@ -39,20 +40,31 @@ const IDLE_MS = 10_000
 const KEEP_ALIVE_MS = 5_000
 
 export interface MetricsServer {
-  /** Where it listens (the port chosen, when 0 was asked). */
-  readonly address: { host: string, port: number }
+  /** Where it serves, `http://host:port/metrics` (the port chosen, when 0 was asked). */
+  readonly url: string
   /** Records how long a sample open took (waits included). */
   observeOpen (seconds: number): void
   close (): Promise<void>
 }
 
-/** Parses `--metrics`: `host:port`, or a bare port (then loopback). */
+/** Parses `--metrics`: `host:port`, `[IPv6]:port`, or a bare port (then loopback). */
 export function parseMetricsAddress (text: string): { host: string, port: number } {
   const match = /^(?:(\[[^\]]+\]|[^:]+):)?(\d+)$/.exec(text.trim())
   const port = match === null ? NaN : Number(match[2])
-  if (match === null || !Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--metrics must be host:port or a port, e.g. 127.0.0.1:9464, got '${text}'`)
-  return { host: (match[1] ?? '127.0.0.1').replace(/^\[|\]$/g, ''), port }
+  const host = (match?.[1] ?? '127.0.0.1').replace(/^\[(.*)\]$/, '$1')
+  if (match === null || !Number.isInteger(port) || port < 0 || port > 65535 || (match[1]?.startsWith('[') === true && !isIPv6(host))) {
+    throw new UsageError(`--metrics must be host:port, [IPv6 address]:port or a port, e.g. 127.0.0.1:9464, got '${text}'`)
+  }
+  return { host, port }
 }
+
+/** An address as written in a URL and as the user gives it: an IPv6 host in brackets. */
+export function formatAddress (address: { host: string, port: number }): string {
+  return isIPv6(address.host) ? `[${address.host}]:${address.port}` : `${address.host}:${address.port}`
+}
+
+/** Why an address cannot be listened on, in words. */
+const LISTEN_ERRORS: Record<string, string> = { ENOTFOUND: 'no such host', EADDRNOTAVAIL: 'not an address of this machine', EACCES: 'permission denied' }
 
 type Stats = () => MountStats
 
@@ -175,16 +187,19 @@ export async function startMetricsServer (address: { host: string, port: number 
   server.setTimeout(IDLE_MS)
   server.maxConnections = maxConnections
   await new Promise<void>((resolve, reject) => {
-    server.once('error', (err: NodeJS.ErrnoException) => reject(new UsageError(err.code === 'EADDRINUSE'
-      ? `--metrics ${address.host}:${address.port}: the port is in use; choose another`
-      : `--metrics ${address.host}:${address.port}: cannot listen (${err.code ?? err.message})`)))
+    server.once('error', (err: NodeJS.ErrnoException) => {
+      const why = LISTEN_ERRORS[err.code ?? '']
+      reject(new UsageError(err.code === 'EADDRINUSE'
+        ? `--metrics ${formatAddress(address)}: the port is in use; choose another`
+        : `--metrics ${formatAddress(address)}: cannot listen (${why !== undefined ? `${why}, ${err.code}` : err.code ?? err.message})`))
+    })
     server.listen(address.port, address.host, () => resolve())
   })
   const bound = server.address()
   const port = typeof bound === 'object' && bound !== null ? bound.port : address.port
   log.info({ host: address.host, port, maxConnections }, 'serving Prometheus metrics at /metrics')
   return {
-    address: { host: address.host, port },
+    url: `http://${formatAddress({ host: address.host, port })}/metrics`,
     observeOpen: seconds => openWait.observe(seconds),
     close: async () => await new Promise<void>(resolve => {
       server.close(() => resolve())

@@ -100,7 +100,7 @@ export interface RetryInfo {
   /** The attempt that failed, from 1. */
   readonly attempt: number
   readonly delayMs: number
-  /** Why: "503 SlowDown", "connection reset", "no answer for 5000 ms", … */
+  /** Why: "503 SlowDown", "connection reset", "no answer for 5 s", … */
   readonly reason: string
 }
 
@@ -584,7 +584,8 @@ class Watchdog implements Attempt {
   }
 
   private fault (): TransferFault {
-    return new TransferFault('timeout', `no answer for ${this.idleMs} ms`)
+    // In seconds, as --s3-timeout is given.
+    return new TransferFault('timeout', `no answer for ${this.idleMs / 1000} s`)
   }
 
   private stopWith (reason: unknown): void {

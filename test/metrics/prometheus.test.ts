@@ -59,11 +59,23 @@ t.test('a scrape shows what redirfs stats shows, by Prometheus conventions', asy
   t.equal(valueOf(families.get('redirfs_runs_exact')), 1)
 })
 
+t.test('an IPv6 address is served, and named in brackets as a URL has it', async t => {
+  const mountpoint = emptyDir()
+  await mount(t, dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4', '--metrics', '[::1]:0')
+  const { metrics } = await readStats(mountpoint)
+  t.match(metrics, /^http:\/\/\[::1\]:\d+\/metrics$/)
+  t.equal((await scrape(metrics!)).get('redirfs_samples')?.type, 'GAUGE')
+})
+
 t.test('a bad --metrics address, and a port in use, are one-line errors', async t => {
   const mountpoint = emptyDir()
   t.teardown(() => forceUnmount(mountpoint))
-  const bad = await redirfs('mount', dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4', '--metrics', 'nonsense')
-  t.equal(bad.stderr, "redirfs: --metrics must be host:port or a port, e.g. 127.0.0.1:9464, got 'nonsense'\n")
+  for (const address of ['nonsense', '[zz]:0']) {
+    const bad = await redirfs('mount', dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4', '--metrics', address)
+    t.equal(bad.stderr, `redirfs: --metrics must be host:port, [IPv6 address]:port or a port, e.g. 127.0.0.1:9464, got '${address}'\n`)
+  }
+  const elsewhere = await redirfs('mount', dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4', '--metrics', '[::2]:0')
+  t.equal(elsewhere.stderr, 'redirfs: --metrics [::2]:0: cannot listen (not an address of this machine, EADDRNOTAVAIL)\n', 'as given, brackets included')
   const first = emptyDir()
   await mount(t, dataset.root, first, '--memory', '300K', '--chunk-size', '4', '--metrics', '0')
   const port = new URL((await readStats(first)).metrics!).port

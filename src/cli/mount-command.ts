@@ -41,6 +41,8 @@ export function describeMount (config: MountConfig, summary: MountSummary, logFi
 
 /** Runs the mount in this process until SIGINT/SIGTERM. */
 export async function runInForeground (config: MountConfig, logToStdout = false): Promise<void> {
+  // A log that takes no writes is one line now, not a failed write later.
+  if (!logToStdout && config.logFile !== undefined) await (await openLog(config.logFile, false)).close()
   const log = createLogger(config.logLevel, logToStdout ? 1 : config.logFile)
   const notify = (notice: Notice): void => { if (process.send !== undefined) process.send(notice) }
   // Signals are handled from the start: one that arrives while the mount is

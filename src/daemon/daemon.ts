@@ -49,9 +49,10 @@ import { shardName } from '../pack/writer'
 import type { MemoryStats, MountStats } from '../stats'
 import { formatSize } from '../util/size'
 import { RunTracker, type RunEvent } from '../runs/run-tracker'
-import { startMetricsServer, type MetricsServer } from '../metrics/prometheus'
+import { metricsConnectionCap, startMetricsServer, type MetricsServer } from '../metrics/prometheus'
 import { mountAt } from '../util/mounts'
 import type { MountConfig } from './config'
+import { fdLimit } from './fd-limit'
 import { memoryLimitOf, type MemoryLimit } from './memory-limit'
 import { removeRecord, writeRecord } from './registry'
 
@@ -224,7 +225,6 @@ export async function startMount (config: MountConfig, log: Logger): Promise<Run
   }
   await checkSource(config.source)
   await checkMountpoint(config.mountpoint, config.source)
-  if (config.cache !== undefined) throw new UsageError('--cache-dir keeps chunks of a pack in a bucket on local disk; a local source needs none')
   if (await isPack(path.join(config.source, shardName(0)))) {
     throw new UsageError(`${config.source} holds one pack per node (written with --nodes): mount ${path.join(config.source, shardName(config.cluster?.node ?? 0))} on node ${config.cluster?.node ?? 0}`)
   }
@@ -325,7 +325,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, buffers: Samp
     // The native server counts the kernel's open handles itself (the adapter's table also holds bytes kept for a re-open).
     fs: { backend: config.fuseBackend, ...(config.fuseBackend === 'native' ? { fuseThreads: config.fuseThreads } : {}), openHandles: adapter.handles.size, ...adapter.counters, ...(mounted?.counters?.() ?? {}) },
     ...(runs !== undefined ? { runs: runs.stats() } : {}),
-    ...(metrics !== undefined ? { metrics: `http://${metrics.address.host}:${metrics.address.port}/metrics` } : {}),
+    ...(metrics !== undefined ? { metrics: metrics.url } : {}),
     ...(cluster !== undefined ? { cluster: cluster.describe() } : {})
   })
   /** `<mnt>/.redirfs/reset` (redirfs reset): a fresh epoch everywhere, mirrors dropped. */
@@ -372,14 +372,14 @@ async function serve (config: MountConfig, dataset: OpenedDataset, buffers: Samp
     process.kill(process.pid, 'SIGTERM')
   })
   try {
-    if (config.metrics !== undefined) metrics = await startMetricsServer(config.metrics, stats, log)
+    if (config.metrics !== undefined) metrics = await startMetricsServer(config.metrics, stats, log, metricsConnectionCap(fdLimit()?.soft))
   } catch (err) {
     await mounted.unmount().catch(() => {})
     await cluster?.close()
     throw err
   }
   await writeRecord({ pid: process.pid, mountpoint: config.mountpoint, source: config.source, logFile: config.logFile, startedAt: new Date().toISOString(), memoryLimit })
-  log.info({ source: config.source, mountpoint: config.mountpoint, mode: config.mode, samples: layout.files.length, groups: layout.groups.length, pcs: layout.pcs.length, vcs: layout.vcs.length, layoutHash: layout.hash }, 'mounted')
+  log.info({ source: config.source, mountpoint: config.mountpoint, mode: config.mode, samples: layout.files.length, groups: layout.groups.length, pcs: layout.pcs.length, vcs: layout.vcs.length, layoutHash: layout.hash, fdLimit: fdLimit()?.soft }, 'mounted')
 
   return {
     summary: { samples: layout.files.length, groups: layout.groups.length, someGroups: sampleOfGroups(layout.groups), skipped: tree.skipped.length, kind: String(dataset.source.stats().kind) },

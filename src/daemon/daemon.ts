@@ -11,7 +11,7 @@
  * answer the handshake before the FUSE mount comes up, so a misconfigured
  * cluster fails at mount time with a reason, not at the first open.
  */
-import { promises as fs } from 'node:fs'
+import { promises as fs, readFileSync } from 'node:fs'
 import path from 'node:path'
 import type { Logger } from 'pino'
 import { readIncludeList, scanTree } from '../chunks/scan'
@@ -278,7 +278,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, buffers: Samp
   const busiest = shape.nodes === 1 ? undefined : Math.max(...groupsPerHome(chunking, shape.nodes))
   const memory = planMemory(tree.samples, chunkSize, config.memoryBytes, busiest)
   if (config.memoryBytes < memory.minimumBytes) throw memoryTooSmall(config.memoryBytes, dataset, chunking, busiest, memory)
-  const memoryLimit = checkMemoryLimit(config, tree.count)
+  let memoryLimit = checkMemoryLimit(config, tree.count)
   const layout = buildLayout(tree.samples, { chunkSize, seed: dataset.layoutSeed, vcCount: memory.vcCount, nodes: shape.nodes, chunking })
   dataset.checkLayout?.(layout)
   // A directory reads files one by one, so mix may take each from any chunk; a pack reads blocks, a few per load.
@@ -319,7 +319,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, buffers: Samp
     seed: config.seed,
     uptimeSeconds: Math.round((Date.now() - startedAt) / 1000),
     layout: { samples: layout.files.length, groups: layout.groups.length, someGroups: sampleOfGroups(layout.groups), grouping: describeGrouping(dataset.groupDepth), skippedEntries: tree.skipped.length, physicalChunks: layout.pcs.length, virtualChunks: layout.vcs.length, datasetBytes: layout.totalBytes, hash: layout.hash, nodes: layout.nodes },
-    memory: { budgetBytes: config.memoryBytes, boundBytes: adapter.handles.boundBytes, ...sampleBufferMemory(), ...processMemory() },
+    memory: { budgetBytes: config.memoryBytes, boundBytes: adapter.handles.boundBytes, ...sampleBufferMemory(), ...processMemory(), ...(memoryLimit !== undefined ? { cgroup: memoryLimit.cgroup, cgroupLimitBytes: memoryLimit.limitBytes } : {}) },
     ...engine.stats(),
     ...(dataset.watch !== undefined ? { source: { ...engine.stats().source, ...dataset.watch.stats() } } : {}),
     // The native server counts the kernel's open handles itself (the adapter's table also holds bytes kept for a re-open).
@@ -378,12 +378,18 @@ async function serve (config: MountConfig, dataset: OpenedDataset, buffers: Samp
     await cluster?.close()
     throw err
   }
-  await writeRecord({ pid: process.pid, mountpoint: config.mountpoint, source: config.source, logFile: config.logFile, startedAt: new Date().toISOString(), memoryLimit })
+  const record = { pid: process.pid, mountpoint: config.mountpoint, source: config.source, logFile: config.logFile, startedAt: new Date().toISOString() }
+  await writeRecord({ ...record, memoryLimit })
+  const cgroupWatch = followMemoryCgroup(memoryLimit, async moved => {
+    memoryLimit = moved
+    await writeRecord({ ...record, memoryLimit })
+  }, config, tree.count, log)
   log.info({ source: config.source, mountpoint: config.mountpoint, mode: config.mode, samples: layout.files.length, groups: layout.groups.length, pcs: layout.pcs.length, vcs: layout.vcs.length, layoutHash: layout.hash, fdLimit: fdLimit()?.soft }, 'mounted')
 
   return {
     summary: { samples: layout.files.length, groups: layout.groups.length, someGroups: sampleOfGroups(layout.groups), skipped: tree.skipped.length, kind: String(dataset.source.stats().kind) },
     stop: async () => {
+      clearInterval(cgroupWatch)
       const stillMounted = (await mountAt(config.mountpoint))?.source === 'redirfs'
       if (stillMounted) await mounted?.unmount().catch(err => log.error({ err: (err as Error).message }, 'unmount failed'))
       await engine.drain()
@@ -430,6 +436,33 @@ function checkMemoryLimit (config: MountConfig, entries: number): MemoryLimit | 
       (fits > 0 ? `use --memory ${formatSize(fits)} or less, or raise the limit` : 'raise the limit'))
   }
   return limit
+}
+
+/**
+ * A daemon moved into another memory cgroup after it mounted (a job
+ * scheduler that starts the daemon first, a bench) must be named when that
+ * cgroup's OOM killer strikes: its record follows the move (checked every
+ * two seconds, `/proc/self/cgroup`), with that cgroup's OOM kills counted
+ * from the move. A limit too small for --memory is logged; the mount is up.
+ */
+function followMemoryCgroup (recorded: MemoryLimit | undefined, onMoved: (limit: MemoryLimit | undefined) => Promise<void>, config: MountConfig, entries: number, log: Logger): NodeJS.Timeout {
+  let seen = readFileSync('/proc/self/cgroup', 'utf8')
+  let limit = recorded
+  return setInterval(() => {
+    const now = readFileSync('/proc/self/cgroup', 'utf8')
+    if (now === seen) return
+    seen = now
+    const moved = memoryLimitOf()
+    if (moved?.cgroup === limit?.cgroup && moved?.limitBytes === limit?.limitBytes) return
+    limit = moved
+    log.info({ cgroup: moved?.cgroup, limitBytes: moved?.limitBytes }, 'moved into another memory cgroup')
+    try {
+      checkMemoryLimit(config, entries)
+    } catch (err) {
+      log.warn({ err: (err as Error).message }, 'the memory cgroup this daemon was moved into is too small for its --memory')
+    }
+    onMoved(moved).catch(err => log.error({ err: (err as Error).message }, 'cannot update the mount\'s record'))
+  }, 2000).unref()
 }
 
 /** When an orphaned worker's open was last logged: a leftover worker may try thousands; they are counted, and logged once a minute. */

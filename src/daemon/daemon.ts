@@ -379,11 +379,20 @@ async function serve (config: MountConfig, dataset: OpenedDataset, buffers: Samp
     throw err
   }
   const record = { pid: process.pid, mountpoint: config.mountpoint, source: config.source, logFile: config.logFile, startedAt: new Date().toISOString() }
-  await writeRecord({ ...record, memoryLimit })
-  const cgroupWatch = followMemoryCgroup(memoryLimit, async moved => {
-    memoryLimit = moved
+  let cgroupWatch: NodeJS.Timeout
+  try {
     await writeRecord({ ...record, memoryLimit })
-  }, config, tree.count, log)
+    cgroupWatch = followMemoryCgroup(memoryLimit, async moved => {
+      memoryLimit = moved
+      await writeRecord({ ...record, memoryLimit })
+    }, config, tree.count, log)
+  } catch (err) {
+    // Whatever fails once the mount is up takes it down again: no daemon is left serving a mount that said it failed.
+    await mounted.unmount().catch(() => {})
+    await metrics?.close()
+    await cluster?.close()
+    throw err
+  }
   log.info({ source: config.source, mountpoint: config.mountpoint, mode: config.mode, samples: layout.files.length, groups: layout.groups.length, pcs: layout.pcs.length, vcs: layout.vcs.length, layoutHash: layout.hash, fdLimit: fdLimit()?.soft }, 'mounted')
 
   return {

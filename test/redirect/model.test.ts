@@ -752,7 +752,7 @@ class World {
 // ---------------------------------------------------------------- the property
 
 const SEED = Number(process.env.REDIRFS_MODEL_SEED ?? 40)
-const RUNS = Number(process.env.REDIRFS_MODEL_RUNS ?? 150)
+const RUNS = Number(process.env.REDIRFS_MODEL_RUNS ?? 100)
 const PATH = process.env.REDIRFS_MODEL_PATH
 
 async function runSequence (scenario: Scenario, ops: readonly Op[], checks?: Checks): Promise<void> {

@@ -815,7 +815,7 @@ t.test('a worker left behind, whose open was admitted before the next job began,
 })
 
 t.test('a file given back (its opener killed mid-open) while its VC loads is held once, within --memory', open40(
-  'Protocol.returnUnserved puts the file back in its slot though a load of its VC is in flight: in strict that load refills the same slot (past --memory), in pool and mix a read for the next epoch stages a second copy (the engine keeps one per file: a buffer lost, a later open fails)'
+  'Protocol.returnUnserved puts the file back in its slot though a load of its VC is in flight: in strict that load refills the same slot (past --memory), in pool and mix a read for the next epoch stages a second copy of a file the engine holds once (the first buffer is never given back)'
 ), async t => {
   t.equal(await violationOf(small(2), [job(0), open(2), kill(false)]), undefined, 'strict')
   const pair: Scenario = { ...small(1), classes: [1, 1], mode: 'mix' }

@@ -11,6 +11,7 @@
  * answer the handshake before the FUSE mount comes up, so a misconfigured
  * cluster fails at mount time with a reason, not at the first open.
  */
+import { createHash } from 'node:crypto'
 import { promises as fs, readFileSync } from 'node:fs'
 import path from 'node:path'
 import type { Logger } from 'pino'
@@ -143,6 +144,20 @@ async function openDirectory (config: MountConfig, buffers: SampleBuffers, log: 
   }
 }
 
+/**
+ * What a pack's disk cache is the cache of: its index and where it is read
+ * from. Chunks are checked against the index's CRC-32s when fetched, which
+ * a forger meets at will, so a bucket (or directory) someone else fills with
+ * the same index and forged chunks must not share a cache with the pack it
+ * copies: mounted once with that --cache-dir, it would feed the real one.
+ */
+async function cacheIdentity (config: MountConfig, indexIdentity: string): Promise<string> {
+  const place = isS3Url(config.source)
+    ? `${config.s3?.endpoint ?? process.env.AWS_ENDPOINT_URL_S3 ?? process.env.AWS_ENDPOINT_URL ?? 'the default endpoint'} ${config.source}`
+    : await fs.realpath(config.source)
+  return createHash('sha1').update(`${indexIdentity}\0${place}`).digest('hex')
+}
+
 /** A pack, in a directory or a bucket: its layout was fixed when it was written. */
 async function openPack (config: MountConfig, buffers: SampleBuffers, log: Logger, storage: PackStorage = new DirectoryPackStorage(config.source)): Promise<OpenedDataset> {
   if (config.includeFile !== undefined) throw new UsageError('--include does not apply to a pack: pack the subset instead (redirfs pack --include <list>)')
@@ -153,7 +168,7 @@ async function openPack (config: MountConfig, buffers: SampleBuffers, log: Logge
   if (config.groupDepth !== undefined && config.groupDepth !== pack.header.groupDepth) {
     throw new UsageError(`the pack was written with redirect groups by ${describeGrouping(pack.header.groupDepth)}; it cannot be mounted with --group-depth ${config.groupDepth} (leave it out, or re-pack with it)`)
   }
-  const cache = config.cache === undefined ? undefined : await ChunkCache.open(config.cache.directory, pack.identity, config.cache.sizeBytes, pack.arrays.chunkLength, log)
+  const cache = config.cache === undefined ? undefined : await ChunkCache.open(config.cache.directory, await cacheIdentity(config, pack.identity), config.cache.sizeBytes, pack.arrays.chunkLength, log)
   const source = new PackSource(pack, buffers, log, cache, cacheFillBytes(config))
   return {
     tree: pack.tree,

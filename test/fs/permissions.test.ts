@@ -202,6 +202,24 @@ t.test('an ACL on the source directory itself that denies a user keeps them out 
   t.equal((await fs.stat(mountpoint)).mode & 0o077, 0, 'whose root shows its owner\'s bits only')
 })
 
+t.test('an ACL added after the mount to a directory above the source keeps the user it denies out of what was loaded and what was not', async t => {
+  const base = emptyDir('redirfs-acl-above-')
+  t.teardown(() => rmSync(base, { recursive: true, force: true }))
+  const source = path.join(base, 'data')
+  const cats = writeClass(source, 'cat', 4)
+  const dogs = writeClass(source, 'dog', 4)
+  openToEveryone(base, source)
+  const mountpoint = emptyDir()
+  openToEveryone(mountpoint)
+  await mount(t, source, mountpoint, '--allow-other', '--chunk-size', '8', '--memory', '100K')
+  const read = await readInTwoAsNobody(mountpoint, [...cats, ...dogs], async first => {
+    t.notMatch(Object.values(first)[0], /^error/, 'the first is read')
+    denyNobodyByAcl(base, 0o755)
+  })
+  t.match((await readAsNobody(source, [dogs[0]]))[dogs[0]], /^error Permission denied/, 'the source denies nobody now')
+  t.same(servedTo(read).length, 1, 'so does the mount: neither the cats in memory nor the dogs not yet read')
+})
+
 t.test('bytes already in memory are not served after a chmod in the source makes them private (the same reader goes on)', async t => {
   const source = emptyDir('redirfs-chmod-memory-')
   t.teardown(() => rmSync(source, { recursive: true, force: true }))

@@ -362,7 +362,8 @@ async function serve (config: MountConfig, dataset: OpenedDataset, buffers: Samp
     reset,
     beforeSampleOpen: runs === undefined ? undefined : thread => thread === undefined || onRunEvent(runs.noteOpen(thread), cluster ?? engine, log),
     afterSampleOpen: seconds => metrics?.observeOpen(seconds),
-    watch: dataset.watch
+    watch: dataset.watch,
+    passThroughCap: passThroughCap(fdLimit()?.soft)
   })
   let metrics: MetricsServer | undefined
 
@@ -473,7 +474,9 @@ function followMemoryCgroup (recorded: MemoryLimit | undefined, onMoved: (limit:
   let seen = readFileSync('/proc/self/cgroup', 'utf8')
   let limit = recorded
   return setInterval(() => {
-    const now = readFileSync('/proc/self/cgroup', 'utf8')
+    let now: string
+    // Unreadable for a moment (EMFILE while users hold many files open): looked at again next time.
+    try { now = readFileSync('/proc/self/cgroup', 'utf8') } catch { return }
     if (now === seen) return
     seen = now
     const moved = memoryLimitOf()
@@ -487,6 +490,14 @@ function followMemoryCgroup (recorded: MemoryLimit | undefined, onMoved: (limit:
     }
     onMoved(moved).catch(err => log.error({ err: (err as Error).message }, 'cannot update the mount\'s record'))
   }, 2000).unref()
+}
+
+/**
+ * Pass-through files (non-samples) open at once: half the daemon's
+ * descriptors, the rest kept for its own loads, cache, log and sockets.
+ */
+export function passThroughCap (fdLimit: number | undefined): number {
+  return fdLimit === undefined || !Number.isFinite(fdLimit) ? 1 << 20 : Math.max(16, Math.floor(fdLimit / 2))
 }
 
 /** When an orphaned worker's open was last logged: a leftover worker may try thousands; they are counted, and logged once a minute. */

@@ -10,7 +10,7 @@
  */
 import { constants as fsConstants, promises as fs } from 'node:fs'
 import type { Logger } from 'pino'
-import type { ChangingAttributes, DatasetTree, FileReader } from '../chunks/tree'
+import type { ChangingAttributes, DatasetTree, FileReader, OpenFile } from '../chunks/tree'
 import type { SourceWatch } from '../chunks/source-watch'
 import type { SampleBuffers } from '../chunks/sample-buffers'
 import type { ServedFile } from '../engine/engine'
@@ -55,6 +55,14 @@ export interface AdapterOptions {
    * lets its readers have is not served from it.
    */
   watch?: SourceWatch
+  /**
+   * How many pass-through files (non-samples, each a descriptor of the
+   * daemon's) may be open at once; past it an open fails with EMFILE, as
+   * it would for the opener at its own limit. Without it, users holding
+   * files open would take every descriptor the daemon has, and with them
+   * its loads, its cache and its log.
+   */
+  passThroughCap?: number
   log: Logger
 }
 
@@ -73,6 +81,8 @@ const EROFS_OPS = ['write', 'create', 'truncate', 'ftruncate', 'unlink', 'rename
 export class FsAdapter {
   readonly handles = new HandleTable()
   readonly counters = { passthroughOpens: 0, failedOpens: 0, changedOthers: 0 }
+  /** Pass-through files open or being opened (AdapterOptions.passThroughCap). */
+  private passThroughFiles = 0
   /** Set by a backend that caches attributes in the kernel: an entry's attributes changed. */
   onEntryChanged?: (entry: number) => void
   private readonly mountedAt = new Date()
@@ -151,15 +161,17 @@ export class FsAdapter {
       return { kind: 'bytes', entry, bytes: served.bytes, served: served.file }
     }
     await this.refuseChanged(entry, 'EACCES')
+    if (this.passThroughFiles >= (this.options.passThroughCap ?? Infinity)) throw new FsError('EMFILE', 'as many files are open through the mount as the daemon allows')
     this.counters.passthroughOpens++
-    const file = await this.options.files.open(tree.pathOf(entry))
-    if (file.attributesNow !== undefined) {
-      try {
-        this.refresh(entry, await file.attributesNow())
-      } catch (err) {
-        await file.close().catch(() => {})
-        throw err
-      }
+    this.passThroughFiles++
+    let file: OpenFile | undefined
+    try {
+      file = await this.options.files.open(tree.pathOf(entry))
+      if (file.attributesNow !== undefined) this.refresh(entry, await file.attributesNow())
+    } catch (err) {
+      this.passThroughFiles--
+      await file?.close().catch(() => {})
+      throw err
     }
     return { kind: 'passthrough', entry, file }
   }
@@ -216,7 +228,10 @@ export class FsAdapter {
    */
   async release (number: number): Promise<void> {
     const handle = this.handles.remove(number)
-    if (handle?.kind === 'passthrough') await handle.file.close().catch(() => {})
+    if (handle?.kind === 'passthrough') {
+      this.passThroughFiles--
+      await handle.file.close().catch(() => {})
+    }
     if (handle?.kind === 'bytes') this.options.buffers.give(handle.bytes)
   }
 

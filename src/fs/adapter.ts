@@ -14,6 +14,7 @@ import type { ChangingAttributes, DatasetTree, FileReader, OpenFile } from '../c
 import type { SourceWatch } from '../chunks/source-watch'
 import type { SampleBuffers } from '../chunks/sample-buffers'
 import type { ServedFile } from '../engine/engine'
+import { LogRate } from '../util/log-rate'
 import { CONTROL_DIR, isControlPath, RESET_FILE, STATS_FILE } from './control'
 import { errno, errnoOf } from './errno'
 import { HandleTable, RESET_ENTRY, STATS_ENTRY, type Handle } from './handles'
@@ -81,6 +82,8 @@ const EROFS_OPS = ['write', 'create', 'truncate', 'ftruncate', 'unlink', 'rename
 export class FsAdapter {
   readonly handles = new HandleTable()
   readonly counters = { passthroughOpens: 0, failedOpens: 0, changedOthers: 0 }
+  /** Failed opens are counted (stats) each, and logged 60 a minute at most, with how many were not. */
+  private readonly failedOpenLines = new LogRate(60)
   /** Pass-through files open or being opened (AdapterOptions.passThroughCap). */
   private passThroughFiles = 0
   /** Set by a backend that caches attributes in the kernel: an entry's attributes changed. */
@@ -254,7 +257,8 @@ export class FsAdapter {
   noteFailedOpen (fusePath: string, err: unknown): void {
     if (errnoOf(err) !== errno('EIO')) return
     this.counters.failedOpens++
-    this.options.log.error({ path: fusePath, err: (err as Error).message }, 'open failed')
+    const line = this.failedOpenLines.take()
+    if (line.log) this.options.log.error({ path: fusePath, err: (err as Error).message, ...(line.held > 0 ? { notLogged: line.held } : {}) }, 'open failed')
   }
 
   /** The operations object for fuse-native. */

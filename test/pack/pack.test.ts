@@ -11,7 +11,7 @@ import { decodeIndex, PACK_MAGIC, type PackArrays } from '../../src/pack/format'
 import { loadPackIndex } from '../../src/pack/pack-index'
 import { segmentName } from '../../src/pack/storage'
 import { classOf, generateDataset, sha1, splitClassOf } from '../helpers/dataset'
-import { CLI, CLI_ENV, emptyDir, mount, redirfs } from '../helpers/mount'
+import { CLI, CLI_ENV, emptyDir, mount, redirfs, waitUntil } from '../helpers/mount'
 import { readEpoch, readFileAsTrainer } from '../helpers/readers'
 import { changeAttempts } from '../helpers/read-only'
 
@@ -302,9 +302,7 @@ t.test('an interrupted pack leaves nothing that looks like a pack', async t => {
   t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
   const partial = `${out}.partial-${child.pid}`
   const firstSegment = path.join(partial, segmentName(0))
-  for (let i = 0; i < 2000 && !(existsSync(firstSegment) && statSync(firstSegment).size > 0); i++) {
-    await new Promise(resolve => setTimeout(resolve, 5))
-  }
+  await waitUntil(() => (existsSync(firstSegment) && statSync(firstSegment).size > 0) || child.exitCode !== null, 120_000, 5)
   child.kill('SIGKILL')
   await new Promise(resolve => child.on('exit', resolve))
   t.ok(existsSync(partial), 'the pack was caught mid-way')

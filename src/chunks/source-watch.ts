@@ -117,8 +117,10 @@ export class SourceWatch {
       if (fd === undefined || !watch.add(check.pathOf(entry), { kind: 'directory', entry })) unwatched.push(entry)
     }
     // A file with other hard links is changed through them without a word to its directory's watch: its own watch hears it.
-    for (let entry = 0; entry < tree.count && fd !== undefined; entry++) {
-      if (!tree.isDirectory(entry) && tree.columns.nlink[entry] > 1 && !watch.add(check.pathOf(entry), { kind: 'file', entry })) unwatched.push(tree.columns.parent[entry])
+    if (fd !== undefined) {
+      for (let entry = 0; entry < tree.count; entry++) {
+        if (!tree.isDirectory(entry) && tree.columns.nlink[entry] > 1 && !watch.add(check.pathOf(entry), { kind: 'file', entry })) unwatched.push(tree.columns.parent[entry])
+      }
     }
     if (fd !== undefined) {
       // What cannot be watched above the source or on a link's way is checked once a second through the entries it narrows.

@@ -361,6 +361,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, buffers: Samp
     stats,
     reset,
     beforeSampleOpen: runs === undefined ? undefined : thread => thread === undefined || onRunEvent(runs.noteOpen(thread), cluster ?? engine, log),
+    runsBegun: runs === undefined ? undefined : () => engine.newRuns,
     afterSampleOpen: seconds => metrics?.observeOpen(seconds),
     watch: dataset.watch,
     passThroughCap: passThroughCap(fdLimit()?.soft)

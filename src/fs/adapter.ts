@@ -13,7 +13,8 @@ import type { Logger } from 'pino'
 import type { ChangingAttributes, DatasetTree, FileReader, OpenFile } from '../chunks/tree'
 import type { SourceWatch } from '../chunks/source-watch'
 import type { SampleBuffers } from '../chunks/sample-buffers'
-import type { ServedFile } from '../engine/engine'
+import { UnreadableSample, type ServedFile } from '../engine/engine'
+import type { FileId } from '../redirect/layout'
 import { LogRate } from '../util/log-rate'
 import { CONTROL_DIR, isControlPath, RESET_FILE, STATS_FILE } from './control'
 import { errno, errnoOf } from './errno'
@@ -34,6 +35,8 @@ export interface AdapterOptions {
     open (sample: number, options?: { exact?: boolean }): Promise<ServedFile>
     /** An answer that never reached its opener: the file waits for another open. */
     giveBack (served: ServedFile): void
+    /** A failed open that must not count: the unreadable file it was charged with is charged to another open. */
+    uncharge?: (file: FileId, generation?: number) => void
   }
   /** The pool served samples' bytes were lent from: a released handle's go back to it. */
   buffers: SampleBuffers
@@ -48,6 +51,8 @@ export interface AdapterOptions {
    * orphaned worker of a run that ended.
    */
   beforeSampleOpen?: (thread: number | undefined) => boolean
+  /** How many runs have begun so far (src/runs): one that began while an open waited may have orphaned its opener. */
+  runsBegun?: () => number
   /** Told how long each sample open took here (the metrics' open-wait histogram). */
   afterSampleOpen?: (seconds: number) => void
   /**
@@ -158,8 +163,25 @@ export class FsAdapter {
     const sample = tree.sampleOf(entry)
     if (sample !== undefined) {
       if (this.options.beforeSampleOpen?.(options.thread) === false) throw new FsError('EIO', 'an orphaned worker of a run that ended')
+      const runs = this.options.runsBegun?.()
+      // A run that began while this open waited (on a load) may have made its opener a worker of one that ended
+      // (its trainer killed): its answer, or the failure it was charged with, is the new run's, and goes back.
+      const orphaned = (): boolean => runs !== undefined && this.options.runsBegun!() !== runs && this.options.beforeSampleOpen?.(options.thread) === false
       const started = process.hrtime.bigint()
-      const served = await this.serveSample(sample, options.exact === true)
+      let served: ServedFile
+      try {
+        served = await this.serveSample(sample, options.exact === true)
+      } catch (err) {
+        if (err instanceof UnreadableSample && err.charged !== undefined && orphaned()) {
+          this.options.samples.uncharge?.(err.charged, err.generation)
+          throw new FsError('EIO', 'an orphaned worker of a run that ended')
+        }
+        throw err
+      }
+      if (orphaned()) {
+        this.options.samples.giveBack(served)
+        throw new FsError('EIO', 'an orphaned worker of a run that ended')
+      }
       this.options.afterSampleOpen?.(Number(process.hrtime.bigint() - started) / 1e9)
       return { kind: 'bytes', entry, bytes: served.bytes, served: served.file }
     }

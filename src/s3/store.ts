@@ -388,12 +388,22 @@ export class ObjectStore {
       this.counters.bytesWritten += bytes.length
       return response.ETag
     }, cancel, false),
-    completeUpload: async (key, uploadId, etags) => await this.run('CompleteMultipartUpload', 'putRequests', key, async attempt => {
-      const response = await this.client.send(new CompleteMultipartUploadCommand({
-        Bucket: this.bucket, Key: key, UploadId: uploadId, MultipartUpload: { Parts: etags.map((ETag, i) => ({ ETag, PartNumber: i + 1 })) }
-      }), { abortSignal: attempt.signal })
-      return response.ETag ?? ''
-    }, undefined, false),
+    completeUpload: async (key, uploadId, etags, size) => {
+      const etag = await this.run('CompleteMultipartUpload', 'putRequests', key, async attempt => {
+        const response = await this.client.send(new CompleteMultipartUploadCommand({
+          Bucket: this.bucket, Key: key, UploadId: uploadId, MultipartUpload: { Parts: etags.map((ETag, i) => ({ ETag, PartNumber: i + 1 })) }
+        }), { abortSignal: attempt.signal })
+        return response.ETag ?? ''
+      }, undefined, false)
+      if (bareEtag(etag) !== '') return etag
+      // Ceph RGW 16.2 answers with an empty ETag (its HEAD and GET give the right one), and a caller may
+      // pin later reads to it (If-Match): ask the object, which must be the size just written.
+      const head = await this.head(key)
+      if (head === undefined || head.size !== size || bareEtag(head.etag) === '') {
+        throw new StoreError('failed', `CompleteMultipartUpload ${s3Url(this.bucket, key)} failed (its answer has no ETag, and the object ${head === undefined ? 'is missing' : `has ${head.size} bytes, not the ${size} written${bareEtag(head.etag) === '' ? ', and no ETag' : ''}`})`)
+      }
+      return head.etag
+    },
     abortUpload: async (key, uploadId) => await this.run('AbortMultipartUpload', 'putRequests', key, async attempt => {
       try {
         await this.client.send(new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId }), { abortSignal: attempt.signal })

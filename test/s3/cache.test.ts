@@ -2,7 +2,7 @@
 // read chunks from local disk, not the bucket; the cache stays within
 // --cache-size; a remount of the same pack finds it again; a damaged cached
 // chunk is never served (read from the bucket again); a pack written anew
-// never meets the old one's chunks.
+// never meets the old one's chunks. On moto and on Ceph RGW.
 import { promises as fs, readdirSync } from 'node:fs'
 import path from 'node:path'
 import t, { type Test } from 'tap'
@@ -10,104 +10,101 @@ import { readStats } from '../../src/cli/stats-command'
 import { generateDataset } from '../helpers/dataset'
 import { emptyDir, forceUnmount, mountWith, redirfsWith } from '../helpers/mount'
 import { readEpoch } from '../helpers/readers'
-import { createBucket, startS3Server, type S3Server } from '../helpers/s3-server'
+import { createBucket, forEachS3Server } from '../helpers/s3-server'
 
 const dataset = generateDataset(31)
 t.teardown(async () => { await fs.rm(dataset.root, { recursive: true, force: true }) })
-let server: S3Server
-let env: NodeJS.ProcessEnv
-
-t.before(async () => {
-  server = await startS3Server(t)
-  env = server.env
-  await createBucket(server.endpoint, 'data')
-  const packed = await redirfsWith(env, 'pack', dataset.root, 's3://data/cached.pack', '--chunk-size', '4', '--segment-size', '32K')
-  if (packed.code !== 0) throw new Error(packed.stderr)
-})
-
-async function epochs (t: Test, mountpoint: string, count: number, seed: number): Promise<void> {
-  for (let e = 0; e < count; e++) {
-    const read = await readEpoch(mountpoint, dataset.samples, seed + e)
-    t.same(read.map(r => dataset.byContent.get(r.content)).sort(), dataset.samples, `epoch ${e}: every sample once, intact`)
-  }
-}
 
 const cachedChunks = (cacheDir: string): string[] => readdirSync(cacheDir).flatMap(pack => readdirSync(path.join(cacheDir, pack)).map(name => path.join(cacheDir, pack, name)))
 
-t.test('later epochs read the chunks from local disk; a remount of the same pack finds them again', async t => {
-  const cacheDir = emptyDir('redirfs-cache-')
-  const mountpoint = emptyDir()
-  await mountWith(t, env, 's3://data/cached.pack', mountpoint, '--memory', '300K', '--cache-dir', cacheDir, '--redirect', 'pool')
-  await epochs(t, mountpoint, 1, 10)
-  const first = await readStats(mountpoint)
-  t.ok(Number(first.source.cacheMisses) > 0, 'the first epoch fetched chunks from the bucket')
-  await epochs(t, mountpoint, 2, 20)
-  const later = await readStats(mountpoint)
-  t.equal(later.source.getRequests, first.source.getRequests, 'no GET after the first epoch')
-  t.ok(Number(later.source.cacheHits) > 0)
-  await forceUnmount(mountpoint)
-  const again = emptyDir()
-  await mountWith(t, env, 's3://data/cached.pack', again, '--memory', '300K', '--cache-dir', cacheDir, '--redirect', 'mix')
-  await epochs(t, again, 1, 30)
-  const remounted = await readStats(again)
-  t.equal(remounted.source.getRequests, 2, 'after a remount the bucket is asked only for the index (its first bytes, then all of it)')
-})
+forEachS3Server(async (t, server) => {
+  const env = server.env
+  await createBucket(server, 'data')
+  const packed = await redirfsWith(env, 'pack', dataset.root, 's3://data/cached.pack', '--chunk-size', '4', '--segment-size', '32K')
+  if (packed.code !== 0) throw new Error(packed.stderr)
 
-t.test('in mix mode each chunk is fetched from the bucket once, however many of its blocks miss at once', async t => {
-  const cacheDir = emptyDir('redirfs-cache-')
-  const mountpoint = emptyDir()
-  // Blocks of one file: every load of a chunk's files misses the cache until its first fetch is done.
-  await mountWith(t, env, 's3://data/cached.pack', mountpoint, '--memory', '300K', '--cache-dir', cacheDir, '--redirect', 'mix', '--mix-block', '1')
-  await epochs(t, mountpoint, 1, 40)
-  const stats = await readStats(mountpoint)
-  t.equal(stats.source.getRequests, 2 + stats.layout.physicalChunks, 'the index (two GETs), then one GET per chunk')
-  t.equal(stats.source.cacheMisses, stats.layout.physicalChunks)
-})
-
-t.test('the cache stays within --cache-size', async t => {
-  const cacheDir = emptyDir('redirfs-cache-')
-  const mountpoint = emptyDir()
-  await mountWith(t, env, 's3://data/cached.pack', mountpoint, '--memory', '300K', '--cache-dir', cacheDir, '--cache-size', '40K', '--redirect', 'pool')
-  await epochs(t, mountpoint, 2, 40)
-  const stats = await readStats(mountpoint)
-  t.ok(Number(stats.source.cacheBytes) <= 40 * 1024, `${stats.source.cacheBytes} bytes cached`)
-  t.ok(Number(stats.source.cacheEvictions) > 0, 'the least recently read went')
-  // Readahead may still be filling and evicting: a file gone since the listing holds nothing.
-  const onDisk = (await Promise.all(cachedChunks(cacheDir).map(async file => await fs.stat(file).then(stat => stat.size, () => 0)))).reduce((a, b) => a + b, 0)
-  t.ok(onDisk <= 40 * 1024, `${onDisk} bytes on disk`)
-})
-
-t.test('a damaged cached chunk is never served: it is read from the bucket again', async t => {
-  const cacheDir = emptyDir('redirfs-cache-')
-  const mountpoint = emptyDir()
-  await mountWith(t, env, 's3://data/cached.pack', mountpoint, '--memory', '300K', '--cache-dir', cacheDir, '--redirect', 'pool')
-  await epochs(t, mountpoint, 1, 50)
-  for (const file of cachedChunks(cacheDir)) {
-    const bytes = await fs.readFile(file)
-    bytes[0] ^= 0xff
-    await fs.writeFile(file, bytes)
+  async function epochs (t: Test, mountpoint: string, count: number, seed: number): Promise<void> {
+    for (let e = 0; e < count; e++) {
+      const read = await readEpoch(mountpoint, dataset.samples, seed + e)
+      t.same(read.map(r => dataset.byContent.get(r.content)).sort(), dataset.samples, `epoch ${e}: every sample once, intact`)
+    }
   }
-  await epochs(t, mountpoint, 2, 60)
-  const stats = await readStats(mountpoint)
-  t.equal(stats.source.corruptChunks, 0, 'nothing damaged was served or counted against the pack')
-  t.equal(stats.protocol.failedOpens, 0)
-})
 
-t.test('a pack written anew under the same prefix never meets the old one\'s chunks', async t => {
-  const cacheDir = emptyDir('redirfs-cache-')
-  await redirfsWith(env, 'pack', dataset.root, 's3://data/repacked.pack', '--chunk-size', '4', '--seed', '1')
-  const mountpoint = emptyDir()
-  await mountWith(t, env, 's3://data/repacked.pack', mountpoint, '--memory', '300K', '--cache-dir', cacheDir)
-  await epochs(t, mountpoint, 1, 70)
-  await forceUnmount(mountpoint)
-  const { ObjectStore } = await import('../../src/s3/store')
-  const store = new ObjectStore({ bucket: 'data', endpoint: server.endpoint, credentials: server.credentials })
-  await store.deletePrefix('repacked.pack/')
-  await store.close()
-  const repacked = await redirfsWith(env, 'pack', dataset.root, 's3://data/repacked.pack', '--chunk-size', '4', '--seed', '2')
-  t.equal(repacked.code, 0, repacked.stderr)
-  const again = emptyDir()
-  await mountWith(t, env, 's3://data/repacked.pack', again, '--memory', '300K', '--cache-dir', cacheDir)
-  await epochs(t, again, 1, 80)
-  t.equal(readdirSync(cacheDir).length, 2, 'each pack has its own cache directory')
+  t.test('later epochs read the chunks from local disk; a remount of the same pack finds them again', async t => {
+    const cacheDir = emptyDir('redirfs-cache-')
+    const mountpoint = emptyDir()
+    await mountWith(t, env, 's3://data/cached.pack', mountpoint, '--memory', '300K', '--cache-dir', cacheDir, '--redirect', 'pool')
+    await epochs(t, mountpoint, 1, 10)
+    const first = await readStats(mountpoint)
+    t.ok(Number(first.source.cacheMisses) > 0, 'the first epoch fetched chunks from the bucket')
+    await epochs(t, mountpoint, 2, 20)
+    const later = await readStats(mountpoint)
+    t.equal(later.source.getRequests, first.source.getRequests, 'no GET after the first epoch')
+    t.ok(Number(later.source.cacheHits) > 0)
+    await forceUnmount(mountpoint)
+    const again = emptyDir()
+    await mountWith(t, env, 's3://data/cached.pack', again, '--memory', '300K', '--cache-dir', cacheDir, '--redirect', 'mix')
+    await epochs(t, again, 1, 30)
+    const remounted = await readStats(again)
+    t.equal(remounted.source.getRequests, 2, 'after a remount the bucket is asked only for the index (its first bytes, then all of it)')
+  })
+
+  t.test('in mix mode each chunk is fetched from the bucket once, however many of its blocks miss at once', async t => {
+    const cacheDir = emptyDir('redirfs-cache-')
+    const mountpoint = emptyDir()
+    // Blocks of one file: every load of a chunk's files misses the cache until its first fetch is done.
+    await mountWith(t, env, 's3://data/cached.pack', mountpoint, '--memory', '300K', '--cache-dir', cacheDir, '--redirect', 'mix', '--mix-block', '1')
+    await epochs(t, mountpoint, 1, 40)
+    const stats = await readStats(mountpoint)
+    t.equal(stats.source.getRequests, 2 + stats.layout.physicalChunks, 'the index (two GETs), then one GET per chunk')
+    t.equal(stats.source.cacheMisses, stats.layout.physicalChunks)
+  })
+
+  t.test('the cache stays within --cache-size', async t => {
+    const cacheDir = emptyDir('redirfs-cache-')
+    const mountpoint = emptyDir()
+    await mountWith(t, env, 's3://data/cached.pack', mountpoint, '--memory', '300K', '--cache-dir', cacheDir, '--cache-size', '40K', '--redirect', 'pool')
+    await epochs(t, mountpoint, 2, 40)
+    const stats = await readStats(mountpoint)
+    t.ok(Number(stats.source.cacheBytes) <= 40 * 1024, `${stats.source.cacheBytes} bytes cached`)
+    t.ok(Number(stats.source.cacheEvictions) > 0, 'the least recently read went')
+    // Readahead may still be filling and evicting: a file gone since the listing holds nothing.
+    const onDisk = (await Promise.all(cachedChunks(cacheDir).map(async file => await fs.stat(file).then(stat => stat.size, () => 0)))).reduce((a, b) => a + b, 0)
+    t.ok(onDisk <= 40 * 1024, `${onDisk} bytes on disk`)
+  })
+
+  t.test('a damaged cached chunk is never served: it is read from the bucket again', async t => {
+    const cacheDir = emptyDir('redirfs-cache-')
+    const mountpoint = emptyDir()
+    await mountWith(t, env, 's3://data/cached.pack', mountpoint, '--memory', '300K', '--cache-dir', cacheDir, '--redirect', 'pool')
+    await epochs(t, mountpoint, 1, 50)
+    for (const file of cachedChunks(cacheDir)) {
+      const bytes = await fs.readFile(file)
+      bytes[0] ^= 0xff
+      await fs.writeFile(file, bytes)
+    }
+    await epochs(t, mountpoint, 2, 60)
+    const stats = await readStats(mountpoint)
+    t.equal(stats.source.corruptChunks, 0, 'nothing damaged was served or counted against the pack')
+    t.equal(stats.protocol.failedOpens, 0)
+  })
+
+  t.test('a pack written anew under the same prefix never meets the old one\'s chunks', async t => {
+    const cacheDir = emptyDir('redirfs-cache-')
+    await redirfsWith(env, 'pack', dataset.root, 's3://data/repacked.pack', '--chunk-size', '4', '--seed', '1')
+    const mountpoint = emptyDir()
+    await mountWith(t, env, 's3://data/repacked.pack', mountpoint, '--memory', '300K', '--cache-dir', cacheDir)
+    await epochs(t, mountpoint, 1, 70)
+    await forceUnmount(mountpoint)
+    const { ObjectStore } = await import('../../src/s3/store')
+    const store = new ObjectStore({ bucket: 'data', endpoint: server.endpoint, credentials: server.credentials })
+    await store.deletePrefix('repacked.pack/')
+    await store.close()
+    const repacked = await redirfsWith(env, 'pack', dataset.root, 's3://data/repacked.pack', '--chunk-size', '4', '--seed', '2')
+    t.equal(repacked.code, 0, repacked.stderr)
+    const again = emptyDir()
+    await mountWith(t, env, 's3://data/repacked.pack', again, '--memory', '300K', '--cache-dir', cacheDir)
+    await epochs(t, again, 1, 80)
+    t.equal(readdirSync(cacheDir).length, 2, 'each pack has its own cache directory')
+  })
 })

@@ -42,7 +42,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import limits as cgroup_limits  # noqa: E402
 from netem import Link  # noqa: E402
-from run import (CGROUP, DAEMON_ALLOWANCE, REDIRFS, Infeasible, Mount, code_version, drop_caches,  # noqa: E402
+from harness import (CGROUP, DAEMON_ALLOWANCE, REDIRFS, Infeasible, Mount, code_version, drop_caches,  # noqa: E402
                  ensure_dataset, log, run_trainer, size_arg)
 
 LOADERS = ["s3fs", "rclone", "redirfs-objects", "redirfs-pack", "redirfs-cache", "link"]

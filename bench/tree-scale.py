@@ -24,7 +24,9 @@ import sys
 import tempfile
 import time
 
-from run import HERE, REDIRFS, code_version, read_all  # bench/run.py, next to this file
+from harness import HERE, REDIRFS, code_version  # bench/harness.py, next to this file
+from run import read_all
+
 TREE_FORMAT = 1  # bump when the generated tree changes, so cached trees are rebuilt
 INDEX = "import sys, time\nfrom torchvision import datasets\nt = time.time()\nd = datasets.ImageFolder(sys.argv[1])\nprint(time.time() - t, len(d))"
 

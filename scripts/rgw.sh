@@ -166,7 +166,7 @@ EOF
     fail "radosgw-admin user create failed"
   if [ -n "$owner" ]; then
     # The reaper: when the owner ends without bringing the cluster down, it does.
-    (trap '' HUP; while kill -0 "$owner" 2>/dev/null; do sleep 1; done; stop "$dir") </dev/null >/dev/null 2>&1 &
+    (trap '' HUP; while kill -0 "$owner" 2>/dev/null; do sleep 1; done; rm -f "$dir/run/reaper.pid"; stop "$dir") </dev/null >/dev/null 2>&1 &
     echo $! >"$dir/run/reaper.pid"
   fi
   printf '{"endpoint": "http://127.0.0.1:%s", "accessKeyId": "RGW%s", "secretAccessKey": "%s", "region": "us-east-1", "dir": "%s"}\n' "$rgw_port" "$access" "$secret" "$dir"

@@ -35,6 +35,9 @@
  *   body. An idle limit rather than a deadline, so a large part on a slow
  *   link is not cut while it is still moving. Uploads rely on the socket's
  *   own idle timer, which sees the bytes going out too.
+ * - **Listings are read here.** A ListObjectsV2 answer is parsed by
+ *   listing-xml.ts, not the SDK's general deserializer, which at a million
+ *   keys would cost a mount a minute of CPU and a heap full of garbage.
  * - **Quiet, plain requests.** Checksums only where S3 requires them, so
  *   S3-compatible stores that know no CRC headers accept the requests; no
  *   `Expect: 100-continue` (the SDK would send large bodies over a fresh
@@ -46,7 +49,7 @@
  */
 import http from 'node:http'
 import https from 'node:https'
-import type { Readable } from 'node:stream'
+import { Readable } from 'node:stream'
 import { setTimeout as sleep } from 'node:timers/promises'
 import {
   AbortMultipartUploadCommand, CompleteMultipartUploadCommand, CreateMultipartUploadCommand, DeleteObjectCommand,
@@ -58,6 +61,7 @@ import { NodeHttpHandler } from '@smithy/node-http-handler'
 import pLimit from 'p-limit'
 import { UsageError, codeOf } from '../errors'
 import { sortByKey } from './key-order'
+import { parseListing, type ListingPage } from './listing-xml'
 import { bucketNameProblem, s3Url } from './location'
 import { MultipartObjectWriter, type ObjectWriter, type ObjectWriterOptions, type PartTransport, type WrittenObject } from './object-writer'
 import { StoreError, TransferFault, firstLine, judge, storeErrorMessage, type Verdict } from './store-error'
@@ -458,17 +462,41 @@ export class ObjectStore {
     const prefixes: string[] = []
     let token: string | undefined
     do {
-      const page = await this.run('ListObjectsV2', 'listRequests', prefix, async attempt =>
-        await this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, Delimiter: delimiter, ContinuationToken: token, MaxKeys: this.listPageSize }), { abortSignal: attempt.signal }))
-      for (const object of page.Contents ?? []) {
-        if (object.Key === undefined) continue
-        objects.push({ key: object.Key, size: object.Size ?? 0, etag: object.ETag ?? '', lastModified: object.LastModified ?? new Date(0) })
-      }
-      for (const common of page.CommonPrefixes ?? []) if (common.Prefix !== undefined) prefixes.push(common.Prefix)
-      token = page.IsTruncated === true ? page.NextContinuationToken : undefined
-      if (page.IsTruncated === true && token === undefined) throw new StoreError('failed', `ListObjectsV2 ${s3Url(this.bucket, prefix)} failed (a truncated page without a continuation token)`)
+      const continuation = token
+      const page = await this.run('ListObjectsV2', 'listRequests', prefix, async attempt => await this.listPage(prefix, delimiter, continuation, attempt))
+      for (const object of page.objects) objects.push(object)
+      for (const common of page.prefixes) prefixes.push(common)
+      token = page.next
+      if (page.truncated && token === undefined) throw new StoreError('failed', `ListObjectsV2 ${s3Url(this.bucket, prefix)} failed (a truncated page without a continuation token)`)
     } while (token !== undefined)
     return { objects, prefixes }
+  }
+
+  /**
+   * One ListObjectsV2 request, its answer read by listing-xml.ts rather
+   * than the SDK's deserializer (which costs most of a large mount's CPU):
+   * a step of the SDK's own middleware, just below its deserializer, takes
+   * a successful answer's body, and leaves the deserializer an empty
+   * listing to read. Errors reach the SDK as they came.
+   */
+  private async listPage (prefix: string, delimiter: string | undefined, token: string | undefined, attempt: Attempt): Promise<ListingPage> {
+    const command = new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, Delimiter: delimiter, ContinuationToken: token, MaxKeys: this.listPageSize })
+    let page: ListingPage | undefined
+    command.middlewareStack.add(next => async args => {
+      const out = await next(args)
+      const response = out.response as { statusCode?: number, body?: unknown }
+      if (response.statusCode !== 200) return out
+      const body = response.body as Readable
+      attempt.watch(body)
+      const xml = await readText(body, attempt)
+      page = parseListing(xml)
+      if (page === undefined) throw new TransferFault('short-body', `listing cut short after ${xml.length} characters`)
+      response.body = Readable.from([EMPTY_LISTING])
+      return out
+    }, { step: 'deserialize', priority: 'low', name: 'redirfsListing' })
+    await this.client.send(command, { abortSignal: attempt.signal })
+    if (page === undefined) throw new StoreError('failed', `ListObjectsV2 ${s3Url(this.bucket, prefix)} failed (an answer without a listing)`)
+    return page
   }
 
   private async checkBucket (): Promise<void> {
@@ -611,6 +639,24 @@ class VersionPin {
     if (this.etag === undefined) this.etag = etag
     else if (bareEtag(etag) !== bareEtag(this.etag)) throw changed()
   }
+}
+
+/** What the SDK's deserializer reads in place of a listing listing-xml.ts has read. */
+const EMPTY_LISTING = Buffer.from('<?xml version="1.0" encoding="UTF-8"?><ListBucketResult></ListBucketResult>')
+
+/** A whole body as UTF-8 text; one that breaks off is a short body, as in readBody. */
+async function readText (body: Readable, attempt: Attempt): Promise<string> {
+  const chunks: Buffer[] = []
+  try {
+    for await (const chunk of body as AsyncIterable<Buffer>) {
+      attempt.progress()
+      chunks.push(chunk)
+    }
+  } catch (err) {
+    if (attempt.signal.aborted) throw err
+    throw new TransferFault('short-body', `body cut short: ${chunks.reduce((sum, chunk) => sum + chunk.length, 0)} bytes (${codeOf(err) ?? firstLine(String(err))})`)
+  }
+  return Buffer.concat(chunks).toString('utf8')
 }
 
 /**

@@ -43,18 +43,28 @@ export function unescapeXml (text: string): string {
     name !== undefined ? NAMED[name] : String.fromCodePoint(decimal !== undefined ? Number(decimal) : parseInt(hex!, 16)))
 }
 
-/** The text of the first `<name>` element within [from, to) of `xml`, unescaped; undefined when there is none. */
-function element (xml: string, name: string, from = 0, to = xml.length): string | undefined {
+/** Where the first `<name>` element's text lies within [from, to) of `xml`: [start, end), or undefined. */
+function element (xml: Buffer, name: string, from = 0, to = xml.length): [number, number] | undefined {
   const open = xml.indexOf(`<${name}>`, from)
   if (open < 0 || open >= to) return undefined
   const start = open + name.length + 2
   const close = xml.indexOf(`</${name}>`, start)
   if (close < 0 || close > to) return undefined
-  return unescapeXml(xml.slice(start, close))
+  return [start, close]
+}
+
+/**
+ * The first `<name>` element's text, unescaped. Decoded from the bytes on
+ * its own, so that it holds no reference to the answer (a substring of one
+ * large string would keep that string alive as long as any key of it).
+ */
+function text (xml: Buffer, name: string, from?: number, to?: number): string | undefined {
+  const at = element(xml, name, from, to)
+  return at === undefined ? undefined : unescapeXml(xml.toString('utf8', at[0], at[1]))
 }
 
 /** Each [start, end) of the `<name>` elements of `xml`, in order. */
-function * blocks (xml: string, name: string): Generator<[number, number]> {
+function * blocks (xml: Buffer, name: string): Generator<[number, number]> {
   const open = `<${name}>`
   const close = `</${name}>`
   for (let at = xml.indexOf(open); at >= 0; at = xml.indexOf(open, at)) {
@@ -65,26 +75,31 @@ function * blocks (xml: string, name: string): Generator<[number, number]> {
   }
 }
 
-/** One page of a ListObjectsV2 answer; undefined when the document is cut short or is not a listing. */
-export function parseListing (xml: string): ListingPage | undefined {
-  if (!/<\/ListBucketResult>\s*$/.test(xml)) return undefined
+const END = Buffer.from('</ListBucketResult>')
+
+/** One page of a ListObjectsV2 answer (UTF-8); undefined when the document is cut short or is not a listing. */
+export function parseListing (xml: Buffer): ListingPage | undefined {
+  let last = xml.length
+  while (last > 0 && (xml[last - 1] === 0x0a || xml[last - 1] === 0x0d || xml[last - 1] === 0x20 || xml[last - 1] === 0x09)) last--
+  if (last < END.length || !xml.subarray(last - END.length, last).equals(END)) return undefined
   const objects: ListedObject[] = []
   for (const [start, end] of blocks(xml, 'Contents')) {
-    const key = element(xml, 'Key', start, end)
+    const key = text(xml, 'Key', start, end)
     if (key === undefined) continue
-    const modified = element(xml, 'LastModified', start, end)
+    const size = element(xml, 'Size', start, end)
+    const modified = text(xml, 'LastModified', start, end)
     objects.push({
       key,
-      size: Number(element(xml, 'Size', start, end) ?? 0),
-      etag: element(xml, 'ETag', start, end) ?? '',
+      size: size === undefined ? 0 : Number(xml.toString('latin1', size[0], size[1])),
+      etag: text(xml, 'ETag', start, end) ?? '',
       lastModified: modified === undefined ? new Date(0) : new Date(modified)
     })
   }
   const prefixes: string[] = []
   for (const [start, end] of blocks(xml, 'CommonPrefixes')) {
-    const prefix = element(xml, 'Prefix', start, end)
+    const prefix = text(xml, 'Prefix', start, end)
     if (prefix !== undefined) prefixes.push(prefix)
   }
-  const truncated = element(xml, 'IsTruncated') === 'true'
-  return { objects, prefixes, truncated, next: truncated ? element(xml, 'NextContinuationToken') : undefined }
+  const truncated = text(xml, 'IsTruncated') === 'true'
+  return { objects, prefixes, truncated, next: truncated ? text(xml, 'NextContinuationToken') : undefined }
 }

@@ -315,9 +315,22 @@ export class ObjectStore {
    * many at a time as `concurrency` allows.
    */
   async listTree (prefix: string): Promise<ObjectInfo[]> {
+    const objects: ObjectInfo[] = []
+    await this.listTreePages(prefix, page => { for (const object of page) objects.push(object) })
+    return sortByKey(objects)
+  }
+
+  /**
+   * `listTree` a page at a time, each handed to `onPage` as it arrives and
+   * not kept: first the objects beside the directories, then each
+   * directory's pages in key order (directories interleaved). A caller
+   * that builds something smaller than the listing from it (a mount's tree
+   * of a million objects) never holds the whole listing at once.
+   */
+  async listTreePages (prefix: string, onPage: (objects: ObjectInfo[]) => void): Promise<void> {
     const top = await this.listPages(prefix, '/')
-    const below = await Promise.all(top.prefixes.map(async directory => (await this.listPages(directory)).objects))
-    return sortByKey(top.objects.concat(...below))
+    onPage(top.objects)
+    await Promise.all(top.prefixes.map(async directory => await this.listPages(directory, undefined, onPage)))
   }
 
   async put (key: string, bytes: Buffer): Promise<WrittenObject> {
@@ -457,14 +470,16 @@ export class ObjectStore {
     }, cancel)
   }
 
-  private async listPages (prefix: string, delimiter?: string): Promise<{ objects: ObjectInfo[], prefixes: string[] }> {
+  /** Every page of a listing, in key order: kept and returned, or each handed to `onPage` instead. */
+  private async listPages (prefix: string, delimiter?: string, onPage?: (objects: ObjectInfo[]) => void): Promise<{ objects: ObjectInfo[], prefixes: string[] }> {
     const objects: ObjectInfo[] = []
     const prefixes: string[] = []
     let token: string | undefined
     do {
       const continuation = token
       const page = await this.run('ListObjectsV2', 'listRequests', prefix, async attempt => await this.listPage(prefix, delimiter, continuation, attempt))
-      for (const object of page.objects) objects.push(object)
+      if (onPage !== undefined) onPage(page.objects)
+      else for (const object of page.objects) objects.push(object)
       for (const common of page.prefixes) prefixes.push(common)
       token = page.next
       if (page.truncated && token === undefined) throw new StoreError('failed', `ListObjectsV2 ${s3Url(this.bucket, prefix)} failed (a truncated page without a continuation token)`)
@@ -488,9 +503,9 @@ export class ObjectStore {
       if (response.statusCode !== 200) return out
       const body = response.body as Readable
       attempt.watch(body)
-      const xml = await readText(body, attempt)
+      const xml = await readAll(body, attempt)
       page = parseListing(xml)
-      if (page === undefined) throw new TransferFault('short-body', `listing cut short after ${xml.length} characters`)
+      if (page === undefined) throw new TransferFault('short-body', `listing cut short after ${xml.length} bytes`)
       response.body = Readable.from([EMPTY_LISTING])
       return out
     }, { step: 'deserialize', priority: 'low', name: 'redirfsListing' })
@@ -644,8 +659,8 @@ class VersionPin {
 /** What the SDK's deserializer reads in place of a listing listing-xml.ts has read. */
 const EMPTY_LISTING = Buffer.from('<?xml version="1.0" encoding="UTF-8"?><ListBucketResult></ListBucketResult>')
 
-/** A whole body as UTF-8 text; one that breaks off is a short body, as in readBody. */
-async function readText (body: Readable, attempt: Attempt): Promise<string> {
+/** A whole body of unknown length; one that breaks off is a short body, as in readBody. */
+async function readAll (body: Readable, attempt: Attempt): Promise<Buffer> {
   const chunks: Buffer[] = []
   try {
     for await (const chunk of body as AsyncIterable<Buffer>) {
@@ -656,7 +671,7 @@ async function readText (body: Readable, attempt: Attempt): Promise<string> {
     if (attempt.signal.aborted) throw err
     throw new TransferFault('short-body', `body cut short: ${chunks.reduce((sum, chunk) => sum + chunk.length, 0)} bytes (${codeOf(err) ?? firstLine(String(err))})`)
   }
-  return Buffer.concat(chunks).toString('utf8')
+  return Buffer.concat(chunks)
 }
 
 /**

@@ -4,7 +4,7 @@
 import t from 'tap'
 import { parseListing, unescapeXml } from '../../src/s3/listing-xml'
 
-const answer = (body: string): string => `<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">${body}</ListBucketResult>\n`
+const answer = (body: string): Buffer => Buffer.from(`<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">${body}</ListBucketResult>\n`)
 
 const contents = (key: string, size: number, etag: string): string =>
   `<Contents><Key>${key}</Key><LastModified>2026-01-02T03:04:05.678Z</LastModified><ETag>${etag}</ETag><Size>${size}</Size><StorageClass>STANDARD</StorageClass></Contents>`
@@ -43,7 +43,7 @@ t.test('escaped text reads as the characters it stands for, beyond ASCII and con
 
 t.test('an answer cut short, or one that is not a listing, reads as nothing', async t => {
   const whole = answer(`<IsTruncated>false</IsTruncated>${contents('k', 1, '"x"')}`)
-  t.equal(parseListing(whole.slice(0, whole.length / 2)), undefined)
-  t.equal(parseListing(whole.slice(0, whole.lastIndexOf('</ListBucketResult>'))), undefined)
-  t.equal(parseListing('<?xml version="1.0"?><Error><Code>NoSuchBucket</Code></Error>'), undefined)
+  t.equal(parseListing(whole.subarray(0, whole.length / 2)), undefined)
+  t.equal(parseListing(whole.subarray(0, whole.lastIndexOf('</ListBucketResult>'))), undefined)
+  t.equal(parseListing(Buffer.from('<?xml version="1.0"?><Error><Code>NoSuchBucket</Code></Error>')), undefined)
 })

@@ -67,24 +67,29 @@ free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-fail() {
-  echo "rgw: $1" >&2
+# The last lines of every log, for a bring-up that failed.
+show_logs() {
   for log in "$dir"/log/*.log; do
     [ -f "$log" ] && { echo "--- $log (last lines)" >&2; tail -n 5 "$log" >&2; }
   done
-  stop "$dir"
-  exit 1
 }
 
-# Polls `check` until it succeeds, the daemon whose pid file is given is gone, or a long while (a guard, not a timing).
+# Polls a check until it succeeds (0), the daemon whose pid file is given is gone, or a long while (1, with `why`): a
+# guard, not a timing.
 wait_for() {
   local what=$1 pidfile=$2; shift 2
   for _ in $(seq 1200); do
     "$@" >/dev/null 2>&1 && return 0
-    if [ -f "$pidfile" ] && ! running "$(cat "$pidfile")"; then fail "$what exited"; fi
+    if [ -f "$pidfile" ] && ! running "$(cat "$pidfile")"; then why="$what exited"; return 1; fi
     sleep 0.1
   done
-  fail "$what did not become ready"
+  why="$what did not become ready"
+  return 1
+}
+
+# RGW's own answer to an anonymous GET /, not whatever else might listen there.
+rgw_answers() {
+  curl -sf "http://127.0.0.1:$1/" | grep -q ListAllMyBucketsResult
 }
 
 up() {
@@ -96,18 +101,42 @@ up() {
       *) usage ;;
     esac
   done
-  for tool in ceph-mon ceph-osd radosgw radosgw-admin monmaptool ceph-authtool; do
-    command -v "$tool" >/dev/null || { echo "rgw: $tool not found: npm run setup installs Ceph (radosgw ceph-mon ceph-osd)" >&2; exit 1; }
+  for tool in ceph-mon ceph-osd radosgw radosgw-admin monmaptool ceph-authtool curl; do
+    command -v "$tool" >/dev/null || { echo "rgw: $tool not found: npm run setup installs Ceph (radosgw ceph-mon ceph-osd) and curl" >&2; exit 1; }
   done
   mkdir -p "$dir"
   [ -z "$(ls -A "$dir")" ] || { echo "rgw: $dir is not empty" >&2; exit 1; }
   dir=$(cd "$dir" && pwd)
-  mkdir -p "$dir/run" "$dir/log" "$dir/mon" "$dir/osd" "$dir/rgw"
   export CEPH_CONF="$dir/ceph.conf"
-  local fsid mon_port rgw_port
+  # A port found free can be taken before a daemon binds it (other tests run here too): then again, on other ports.
+  why=""
+  for _ in 1 2 3; do
+    if bring_up "$memory"; then
+      if [ -n "$owner" ]; then
+        # The reaper: when the owner ends without bringing the cluster down, it does.
+        (trap '' HUP; while kill -0 "$owner" 2>/dev/null; do sleep 1; done; rm -f "$dir/run/reaper.pid"; stop "$dir") </dev/null >/dev/null 2>&1 &
+        echo $! >"$dir/run/reaper.pid"
+      fi
+      printf '{"endpoint": "http://127.0.0.1:%s", "accessKeyId": "%s", "secretAccessKey": "%s", "region": "us-east-1", "dir": "%s"}\n' "$rgw_port" "$access" "$secret" "$dir"
+      return 0
+    fi
+    show_logs
+    stop "$dir"
+    mkdir -p "$dir"
+  done
+  echo "rgw: $why" >&2
+  rm -rf "$dir"
+  exit 1
+}
+
+# One bring-up on fresh ports under $dir (CEPH_CONF set): sets rgw_port, access and secret; or `why`, and returns 1.
+bring_up() {
+  local memory=$1 fsid mon_port uuid
+  mkdir -p "$dir/run" "$dir/log" "$dir/mon" "$dir/osd" "$dir/rgw"
   fsid=$(cat /proc/sys/kernel/random/uuid)
   mon_port=$(free_port)
   rgw_port=$(free_port)
+  # Everything the daemons write stays under $dir: their logs, and the monitor's cluster and audit logs too.
   cat >"$CEPH_CONF" <<EOF
 [global]
 fsid = $fsid
@@ -124,6 +153,7 @@ pid file = $dir/run/\$name.pid
 log file = $dir/log/\$name.log
 log to stderr = false
 err to stderr = false
+mon cluster log file = $dir/log/cluster.log
 keyring = $dir/keyring
 mon allow pool size one = true
 mon allow pool delete = true
@@ -148,28 +178,20 @@ rgw frontends = beast endpoint=127.0.0.1:$rgw_port tcp_nodelay=1
 EOF
   ceph-authtool --create-keyring "$dir/keyring" --gen-key -n mon. >/dev/null
   monmaptool --create --clobber --fsid "$fsid" --addv a "[v2:127.0.0.1:$mon_port]" "$dir/monmap" >/dev/null
-  ceph-mon --mkfs -i a --monmap "$dir/monmap" --conf "$CEPH_CONF" >/dev/null 2>&1 || fail "ceph-mon --mkfs failed"
-  ceph-mon -i a --conf "$CEPH_CONF" || fail "ceph-mon did not start"
-  wait_for "the monitor" "$dir/run/mon.a.pid" ceph --conf "$CEPH_CONF" --connect-timeout 5 mon stat
-  local uuid
+  ceph-mon --mkfs -i a --monmap "$dir/monmap" --conf "$CEPH_CONF" >/dev/null 2>&1 || { why="ceph-mon --mkfs failed"; return 1; }
+  ceph-mon -i a --conf "$CEPH_CONF" </dev/null >/dev/null 2>&1 || { why="ceph-mon did not start"; return 1; }
+  wait_for "the monitor" "$dir/run/mon.a.pid" ceph --conf "$CEPH_CONF" --connect-timeout 5 mon stat || return 1
   uuid=$(cat /proc/sys/kernel/random/uuid)
-  ceph --conf "$CEPH_CONF" osd new "$uuid" 0 >/dev/null || fail "ceph osd new failed"
-  ceph-osd -i 0 --mkfs --osd-uuid "$uuid" --conf "$CEPH_CONF" >/dev/null 2>&1 || fail "ceph-osd --mkfs failed"
-  ceph-osd -i 0 --conf "$CEPH_CONF" || fail "ceph-osd did not start"
-  wait_for "the OSD" "$dir/run/osd.0.pid" osd_up
-  radosgw -n client.rgw --conf "$CEPH_CONF" || fail "radosgw did not start"
-  wait_for "radosgw" "$dir/run/client.rgw.pid" curl -sf -o /dev/null "http://127.0.0.1:$rgw_port/"
-  local access secret
-  access=$(head -c 10 /dev/urandom | od -An -tx1 | tr -d ' \n' | tr 'a-f' 'A-F')
+  ceph --conf "$CEPH_CONF" osd new "$uuid" 0 >/dev/null 2>&1 || { why="ceph osd new failed"; return 1; }
+  ceph-osd -i 0 --mkfs --osd-uuid "$uuid" --conf "$CEPH_CONF" >/dev/null 2>&1 || { why="ceph-osd --mkfs failed"; return 1; }
+  ceph-osd -i 0 --conf "$CEPH_CONF" </dev/null >/dev/null 2>&1 || { why="ceph-osd did not start"; return 1; }
+  wait_for "the OSD" "$dir/run/osd.0.pid" osd_up || return 1
+  radosgw -n client.rgw --conf "$CEPH_CONF" </dev/null >/dev/null 2>&1 || { why="radosgw did not start"; return 1; }
+  wait_for "radosgw" "$dir/run/client.rgw.pid" rgw_answers "$rgw_port" || return 1
+  access=RGW$(head -c 10 /dev/urandom | od -An -tx1 | tr -d ' \n' | tr 'a-f' 'A-F')
   secret=$(head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n')
-  radosgw-admin --conf "$CEPH_CONF" user create --uid redirfs --display-name redirfs --access-key "RGW$access" --secret-key "$secret" >/dev/null 2>&1 ||
-    fail "radosgw-admin user create failed"
-  if [ -n "$owner" ]; then
-    # The reaper: when the owner ends without bringing the cluster down, it does.
-    (trap '' HUP; while kill -0 "$owner" 2>/dev/null; do sleep 1; done; rm -f "$dir/run/reaper.pid"; stop "$dir") </dev/null >/dev/null 2>&1 &
-    echo $! >"$dir/run/reaper.pid"
-  fi
-  printf '{"endpoint": "http://127.0.0.1:%s", "accessKeyId": "RGW%s", "secretAccessKey": "%s", "region": "us-east-1", "dir": "%s"}\n' "$rgw_port" "$access" "$secret" "$dir"
+  radosgw-admin --conf "$CEPH_CONF" user create --uid redirfs --display-name redirfs --access-key "$access" --secret-key "$secret" >/dev/null 2>&1 ||
+    { why="radosgw-admin user create failed"; return 1; }
 }
 
 osd_up() {

@@ -11,7 +11,7 @@ import { loadPackIndex } from '../../src/pack/pack-index'
 import { segmentName } from '../../src/pack/storage'
 import { generateDataset } from '../helpers/dataset'
 import { emptyDir, mountWith, redirfs } from '../helpers/mount'
-import { epochBoundary, readFileAsTrainer } from '../helpers/readers'
+import { checkDamagedChunk, epochBoundary, readFileAsTrainer } from '../helpers/readers'
 import { createBucket, forEachS3Server, testStore, uploadTree } from '../helpers/s3-server'
 
 const dataset = generateDataset(33)
@@ -44,17 +44,8 @@ forEachS3Server(async (t, server) => {
   t.test('off: the damaged file is EIO, its chunk counted corrupt, every other chunk\'s samples intact', async t => {
     const mountpoint = emptyDir()
     await mountWith(t, server.env, 's3://data/damaged.pack', mountpoint, '--memory', '300K', '--redirect', 'off')
-    for (const relative of dataset.samples) {
-      if (relative === victimPath) {
-        await t.rejects(readFileAsTrainer(mountpoint, relative), { code: 'EIO' }, `${relative} is damaged`)
-      } else if (inChunk.has(relative)) {
-        // The first read of the chunk (whole) failed as a whole; a later one, of what was left, was checked file by file.
-        const read = await readFileAsTrainer(mountpoint, relative).catch((err: NodeJS.ErrnoException) => err.code)
-        t.ok(read === 'EIO' || (typeof read === 'object' && dataset.byContent.get(read.content) === relative), `${relative}, of the damaged chunk: EIO or intact`)
-      } else {
-        t.equal(dataset.byContent.get((await readFileAsTrainer(mountpoint, relative)).content), relative)
-      }
-    }
+    // The first read of the chunk (whole) fails as a whole; a later one, of the files left, is checked file by file.
+    await checkDamagedChunk(t, mountpoint, dataset, victimPath, inChunk)
     t.ok(Number((await readStats(mountpoint)).source.corruptChunks) >= 1)
   })
 

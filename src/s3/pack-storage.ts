@@ -5,7 +5,8 @@
  * in memory anyway, so the pieces the protocol asked for are copied out
  * and checksummed here, as the native reader does for a file.
  *
- * Each run is read into a buffer kept for the next run (`RunBuffers`):
+ * Each run is read into a buffer kept for the next run (`RunBuffers`, up
+ * to 8 MiB of them, outside --memory as the runs in flight are):
  * the daemon has glibc map every sample-sized buffer afresh (so freed
  * samples leave the process), and filling fresh pages cost several times
  * the copy itself (measured: 750 MB into fresh 1.7 MB buffers 0.87 s,
@@ -85,7 +86,7 @@ class RunBuffers {
   private readonly free: Buffer[] = []
   private freeBytes = 0
 
-  constructor (private readonly keptBytes = 32 * 2 ** 20) {}
+  constructor (private readonly keptBytes = 8 * 2 ** 20) {}
 
   take (length: number): Buffer {
     const i = this.free.findIndex(buffer => buffer.length >= length)

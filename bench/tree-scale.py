@@ -17,7 +17,9 @@ With --bucket the same tree is put (by --put-threads parallel clients) into
 a single-node Ceph RGW (scripts/rgw.sh) under one prefix, one object per
 file, and mounted from there through the object bench's link (bench/netem.py,
 --delay-ms each way, 1 Gbit/s): the mount's time is then the parallel listing
-(one delimited LIST, then every class prefix at once) and building the tree.
+(one delimited LIST, then every class prefix at once) and building the tree;
+the results also give the CPU the mount cost the daemon (its life so far) and
+the server (radosgw, its OSD and monitor, meanwhile).
 
   /usr/bin/python3 bench/tree-scale.py [--files 500000] [--classes 1000] [--memory 300M] [--epochs N] [--bucket]
 """
@@ -32,7 +34,7 @@ import time
 
 from harness import HERE, REDIRFS, code_version  # bench/harness.py, next to this file
 from netem import Link
-from objects import BUCKET, RgwServer, server_env
+from objects import BUCKET, RgwServer, cpu_seconds, server_env
 from run import read_all
 
 TREE_FORMAT = 1  # bump when the generated tree changes, so cached trees are rebuilt
@@ -149,10 +151,15 @@ def main():
     started = time.time()
     try:
         before = link.stats() if link else None
+        server_cpu = sum(cpu_seconds(pid) for pid in server.pids()) if server else 0
         subprocess.run([REDIRFS, "mount", source, mountpoint, "--memory", args.memory, "--log-level", "warn", *options], check=True, stdout=subprocess.DEVNULL, env=env)
         mount_seconds = time.time() - started
         if link:
             bucket["listRequests"] = link.stats()["LIST"] - before["LIST"]
+            # CPU the mount cost: the daemon's whole life so far, and the S3 server's (RGW, its OSD and monitor) meanwhile.
+            with open(os.path.join(mountpoint, ".redirfs", "stats")) as f:
+                bucket["daemonCpuSeconds"] = cpu_seconds(json.load(f)["pid"])
+            bucket["serverCpuSeconds"] = sum(cpu_seconds(pid) for pid in server.pids()) - server_cpu
         run_mounted(args, out, mountpoint, mount_seconds, raw_seconds, raw_samples, bucket)
     finally:
         if os.path.ismount(mountpoint):
@@ -209,6 +216,7 @@ def run_mounted(args, out, mountpoint, mount_seconds, raw_seconds, raw_samples, 
     if bucket:
         lines.insert(4, f"| the tree put into {bucket['server']} | {bucket['objects']} objects by {bucket['putThreads']} parallel clients in {bucket['putSeconds']:.0f} s "
                         f"({bucket['objects'] / bucket['putSeconds']:.0f}/s); the mount reads it through bench/netem.py, {bucket['delayMs']:.0f} ms each way, 1 Gbit/s |")
+        lines.insert(6, f"| CPU of the mount | the daemon {bucket['daemonCpuSeconds']:.1f} s (from its start), the S3 server {bucket['serverCpuSeconds']:.1f} s |")
     if epochs:
         rss = [e["memory"]["VmRSS"] / 2**20 for e in epochs]
         lines += [f"| an epoch, 8 threads | {epochs[0]['files']} files in {statistics.median(e['seconds'] for e in epochs):.0f} s (median of {len(epochs)}) |",

@@ -38,7 +38,12 @@ stop() {
   local dir=$1
   [ -d "$dir" ] || return 0
   if [ -f "$dir/run/reaper.pid" ]; then
-    kill "$(cat "$dir/run/reaper.pid")" 2>/dev/null || true
+    local reaper
+    reaper=$(cat "$dir/run/reaper.pid")
+    # Only a process that is still this directory's reaper.
+    if [ -n "$reaper" ] && grep -qa -- "reap" "/proc/$reaper/cmdline" 2>/dev/null && grep -qa -- "$dir" "/proc/$reaper/cmdline" 2>/dev/null; then
+      kill "$reaper" 2>/dev/null || true
+    fi
   fi
   for daemon in "${DAEMONS[@]}"; do
     local file="$dir/run/$daemon.pid"
@@ -113,8 +118,11 @@ up() {
   for _ in 1 2 3; do
     if bring_up "$memory"; then
       if [ -n "$owner" ]; then
-        # The reaper: when the owner ends without bringing the cluster down, it does.
-        (trap '' HUP; while kill -0 "$owner" 2>/dev/null; do sleep 1; done; rm -f "$dir/run/reaper.pid"; stop "$dir") </dev/null >/dev/null 2>&1 &
+        # The reaper: when the owner ends without bringing the cluster down, it does. In a session of its own, as
+        # the daemons are (they leave the caller's): whatever kills the caller's process group (a test runner's
+        # timeout, a stopped bench) would end a reaper left in it, and leave the daemons running. (A background job
+        # of a script leads no process group, so setsid runs it as it is: $! is the reaper.)
+        setsid bash "${BASH_SOURCE[0]}" reap "$dir" "$owner" </dev/null >/dev/null 2>&1 &
         echo $! >"$dir/run/reaper.pid"
       fi
       printf '{"endpoint": "http://127.0.0.1:%s", "accessKeyId": "%s", "secretAccessKey": "%s", "region": "us-east-1", "dir": "%s"}\n' "$rgw_port" "$access" "$secret" "$dir"
@@ -198,8 +206,18 @@ osd_up() {
   ceph --conf "$CEPH_CONF" --connect-timeout 5 osd dump --format json | grep -q '"up":1'
 }
 
+# Stops the cluster under <dir> once the process <owner> has ended (started by `up --owner`, not for use by hand).
+reap() {
+  [ $# -eq 1 ] || usage
+  trap '' HUP
+  while kill -0 "$1" 2>/dev/null; do sleep 1; done
+  rm -f "$dir/run/reaper.pid"
+  stop "$dir"
+}
+
 case $command in
   up) up "$@" ;;
+  reap) reap "$@" ;;
   down) stop "$dir" ;;
   *) usage ;;
 esac

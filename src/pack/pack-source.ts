@@ -66,15 +66,23 @@ export class PackSource implements ChunkSource {
     const wholeChunk = runStart === chunkOffset && runEnd === chunkOffset + chunkLength
     const [offset, length] = wholeChunk ? [chunkOffset, chunkLength] : [runStart, runEnd - runStart]
     const pieces = entries.map(entry => ({ start: arrays.location[entry] - offset, size: arrays.size[entry] }))
+    // The index was checked whole at load (format.ts, checkPackLayout); this keeps a read inside its run whatever reaches here.
+    if (pieces.some(p => p.start < 0 || p.start + p.size > length)) {
+      this.corruptChunks++
+      this.log.error({ chunk: request.pc }, 'a request reaches outside its chunk; its files are not served')
+      return delivered
+    }
     const targets = pieces.map(p => this.buffers.take(p.size))
     const giveBack = (): void => { for (const bytes of targets) this.buffers.give(bytes) }
     let read: ChunkRead | undefined
     let fromCache = false
     try {
-      if (useCache && this.cache !== undefined && !this.cache.has(request.pc) && !this.notCached.has(request.pc)) await this.fill(request.pc)
-      if (useCache && this.cache?.has(request.pc) === true) {
-        read = await this.cache.readPieces(request.pc, offset - chunkOffset, length, pieces, targets)
-        fromCache = read !== undefined
+      if (useCache && this.cache !== undefined && !this.notCached.has(request.pc)) {
+        if (!this.cache.has(request.pc)) await this.fill(request.pc)
+        if (this.cache.has(request.pc) && (this.cache.checked(request.pc) || await this.checkCached(request.pc))) {
+          read = await this.cache.readPieces(request.pc, offset - chunkOffset, length, pieces, targets)
+          fromCache = read !== undefined
+        }
       }
       read ??= await this.pack.storage.readPieces(arrays.chunkSegment[request.pc], offset, length, pieces, targets)
     } catch (err) {
@@ -136,6 +144,17 @@ export class PackSource implements ChunkSource {
       this.filling.set(pc, filling)
     }
     await filling
+  }
+
+  /**
+   * A cached chunk's first read since the mount (or since its file changed)
+   * checks its HMAC, whole: bounded like the fills, for it too holds a whole
+   * chunk in memory. One that fails is read from the bucket from then on.
+   */
+  private async checkCached (pc: number): Promise<boolean> {
+    const good = await this.fillLimit(async () => await this.cache!.check(pc))
+    if (!good) this.notCached.add(pc)
+    return good
   }
 
   stats (): Record<string, number | string> {

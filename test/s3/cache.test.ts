@@ -2,7 +2,8 @@
 // read chunks from local disk, not the bucket; the cache stays within
 // --cache-size; a remount of the same pack finds it again; a damaged cached
 // chunk is never served (read from the bucket again); a pack written anew
-// never meets the old one's chunks. On moto and on Ceph RGW.
+// never meets the old one's chunks; chunks forged with the right CRC-32s fail
+// the cache's HMAC and are read from the bucket. On moto and on Ceph RGW.
 import { promises as fs, readdirSync } from 'node:fs'
 import path from 'node:path'
 import t, { type Test } from 'tap'
@@ -10,12 +11,18 @@ import { readStats } from '../../src/cli/stats-command'
 import { generateDataset } from '../helpers/dataset'
 import { emptyDir, forceUnmount, mountWith, redirfsWith } from '../helpers/mount'
 import { readEpoch } from '../helpers/readers'
-import { createBucket, forEachS3Server } from '../helpers/s3-server'
+import { createBucket, forEachS3Server, testStore } from '../helpers/s3-server'
+import { forgeCrc } from '../helpers/crc-forge'
+import { loadPackIndex } from '../../src/pack/pack-index'
+import { BucketPackStorage } from '../../src/s3/pack-storage'
+import { parseS3Url } from '../../src/s3/location'
 
 const dataset = generateDataset(31)
 t.teardown(async () => { await fs.rm(dataset.root, { recursive: true, force: true }) })
 
-const cachedChunks = (cacheDir: string): string[] => readdirSync(cacheDir).flatMap(pack => readdirSync(path.join(cacheDir, pack)).map(name => path.join(cacheDir, pack, name)))
+/** The cache's packs' directories, and in them its chunk files (beside them, the cache's key). */
+const cachedPacks = (cacheDir: string): string[] => readdirSync(cacheDir).filter(name => name.startsWith('pack-')).map(name => path.join(cacheDir, name))
+const cachedChunks = (cacheDir: string): string[] => cachedPacks(cacheDir).flatMap(pack => readdirSync(pack).map(name => path.join(pack, name)))
 
 forEachS3Server(async (t, server) => {
   const env = server.env
@@ -105,6 +112,37 @@ forEachS3Server(async (t, server) => {
     const again = emptyDir()
     await mountWith(t, env, 's3://data/repacked.pack', again, '--memory', '300K', '--cache-dir', cacheDir)
     await epochs(t, again, 1, 80)
-    t.equal(readdirSync(cacheDir).length, 2, 'each pack has its own cache directory')
+    t.equal(cachedPacks(cacheDir).length, 2, 'each pack has its own cache directory')
+  })
+
+  t.test('chunks forged in the cache with the right lengths and CRC-32s are never served (the shared-cache attack)', async t => {
+    const cacheDir = emptyDir('redirfs-cache-')
+    const mountpoint = emptyDir()
+    await mountWith(t, env, 's3://data/cached.pack', mountpoint, '--memory', '300K', '--cache-dir', cacheDir, '--redirect', 'pool')
+    await epochs(t, mountpoint, 1, 90)
+    await forceUnmount(mountpoint)
+    // Every sample of every cached chunk rewritten as "PWNED", 4 bytes of each solved for so that its CRC-32 is the index's.
+    const store = testStore(t, server, 'data')
+    const pack = await loadPackIndex(new BucketPackStorage(store, parseS3Url('s3://data/cached.pack')))
+    const forged = cachedChunks(cacheDir)
+    for (const file of forged) {
+      const chunk = Number(path.basename(file, '.chunk'))
+      const bytes = await fs.readFile(file)
+      for (let entry = 0; entry < pack.header.entries; entry++) {
+        if (pack.arrays.kind[entry] !== 1 || pack.arrays.chunk[entry] !== chunk) continue
+        const start = pack.arrays.location[entry] - pack.arrays.chunkOffset[chunk]
+        const sample = bytes.subarray(start, start + pack.arrays.size[entry])
+        sample.fill('PWNED')
+        forgeCrc(sample, 0, pack.arrays.crc[entry])
+      }
+      await fs.writeFile(file, bytes)
+    }
+    const again = emptyDir()
+    await mountWith(t, env, 's3://data/cached.pack', again, '--memory', '300K', '--cache-dir', cacheDir, '--redirect', 'pool')
+    await epochs(t, again, 2, 100)
+    const stats = await readStats(again)
+    t.equal(stats.source.cacheForged, forged.length, 'each forged chunk failed its HMAC')
+    t.equal(stats.source.corruptChunks, 0, 'and was read from the bucket instead')
+    t.equal(stats.protocol.failedOpens, 0)
   })
 })

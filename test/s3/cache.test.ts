@@ -3,7 +3,8 @@
 // --cache-size; a remount of the same pack finds it again; a damaged cached
 // chunk is never served (read from the bucket again); a pack written anew
 // never meets the old one's chunks; chunks forged with the right CRC-32s fail
-// the cache's HMAC and are read from the bucket. On moto and on Ceph RGW.
+// the cache's HMAC and are read from the bucket; another bucket holding the
+// same index over forged chunks has a cache of its own. On moto and on Ceph RGW.
 import { promises as fs, readdirSync } from 'node:fs'
 import path from 'node:path'
 import t, { type Test } from 'tap'
@@ -13,7 +14,8 @@ import { emptyDir, forceUnmount, mountWith, redirfsWith } from '../helpers/mount
 import { readEpoch } from '../helpers/readers'
 import { createBucket, forEachS3Server, testStore } from '../helpers/s3-server'
 import { forgeCrc } from '../helpers/crc-forge'
-import { loadPackIndex } from '../../src/pack/pack-index'
+import { INDEX_FILE, loadPackIndex } from '../../src/pack/pack-index'
+import { segmentName } from '../../src/pack/storage'
 import { BucketPackStorage } from '../../src/s3/pack-storage'
 import { parseS3Url } from '../../src/s3/location'
 
@@ -144,5 +146,36 @@ forEachS3Server(async (t, server) => {
     t.equal(stats.source.cacheForged, forged.length, 'each forged chunk failed its HMAC')
     t.equal(stats.source.corruptChunks, 0, 'and was read from the bucket instead')
     t.equal(stats.protocol.failedOpens, 0)
+  })
+
+  t.test('a bucket that copies a pack\'s index over forged chunks never feeds the real pack\'s cache (the poisoning attack)', async t => {
+    // Another bucket: the same index.bin, every sample of its segments "PWNED" with the index's CRC-32s.
+    await createBucket(server, 'forged')
+    const real = testStore(t, server, 'data')
+    const forger = testStore(t, server, 'forged')
+    const pack = await loadPackIndex(new BucketPackStorage(real, parseS3Url('s3://data/cached.pack')))
+    await forger.put(`cached.pack/${INDEX_FILE}`, await real.getObject(`cached.pack/${INDEX_FILE}`))
+    for (let segment = 0; segment < pack.header.segments; segment++) {
+      const bytes = await real.getObject(`cached.pack/${segmentName(segment)}`)
+      for (let entry = 0; entry < pack.header.entries; entry++) {
+        if (pack.arrays.kind[entry] !== 1 || pack.arrays.chunkSegment[pack.arrays.chunk[entry]] !== segment || pack.arrays.size[entry] < 4) continue
+        const sample = bytes.subarray(pack.arrays.location[entry], pack.arrays.location[entry] + pack.arrays.size[entry])
+        sample.fill('PWNED')
+        forgeCrc(sample, 0, pack.arrays.crc[entry])
+      }
+      await forger.put(`cached.pack/${segmentName(segment)}`, bytes)
+    }
+    const cacheDir = emptyDir('redirfs-cache-')
+    const mountpoint = emptyDir()
+    await mountWith(t, env, 's3://forged/cached.pack', mountpoint, '--memory', '300K', '--cache-dir', cacheDir, '--redirect', 'pool')
+    const served = await readEpoch(mountpoint, dataset.samples, 110)
+    t.ok(served.some(r => !dataset.byContent.has(r.content)), 'the forged bucket serves forged bytes (they pass its index\'s checks)')
+    await forceUnmount(mountpoint)
+    const again = emptyDir()
+    await mountWith(t, env, 's3://data/cached.pack', again, '--memory', '300K', '--cache-dir', cacheDir, '--redirect', 'pool')
+    await epochs(t, again, 1, 120)
+    t.equal(cachedPacks(cacheDir).length, 2, 'each bucket\'s pack has a cache of its own')
+    const stats = await readStats(again)
+    t.ok(Number(stats.source.cacheMisses) >= stats.layout.physicalChunks, 'the real pack met none of the forged chunks: it fetched each of its own')
   })
 })

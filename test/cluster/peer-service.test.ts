@@ -21,7 +21,7 @@ import { decodeOffsets, encodeOffsets, PROTOCOL_VERSION } from '../../src/cluste
 import { UsageError } from '../../src/errors'
 import { makeCertificates } from '../helpers/certificates'
 import { generateDataset } from '../helpers/dataset'
-import { mountCluster, readClusterEpoch } from '../helpers/cluster'
+import { freePorts, mountCluster, readClusterEpoch } from '../helpers/cluster'
 import { readStats } from '../../src/cli/stats-command'
 
 const TOKEN = 'the-cluster-token-0123456789'
@@ -88,6 +88,22 @@ t.test('a peer that is not listening is unreachable within the timeout', async t
   t.teardown(() => client.close())
   const err = await client.stats().catch((e: unknown) => e)
   t.ok(err instanceof PeerCallError && err.unreachable)
+})
+
+t.test('a peer back after it was down for a while answers the next call within the timeout: the channel does not sit in a long reconnect backoff', async t => {
+  const credentials = await loadCredentials({})
+  const [port] = await freePorts(1)
+  const address = parseAddress(`127.0.0.1:${port}`, 'peer')
+  const first = await startPeerServer(address, credentials, TOKEN, handler, log)
+  const client = new PeerClient(address, credentials, TOKEN, 3000, new SampleBuffers())
+  t.teardown(() => client.close())
+  t.equal(JSON.parse((await client.stats()).json).ok, true, 'answered while up')
+  await first.close()
+  // Down for a while, and called meanwhile: every try to reconnect fails (grpc-js's default backoff grows to minutes).
+  for (let call = 0; call < 5; call++) t.ok(await statusOf(client.stats()) !== undefined, `call ${call} while it is down fails`)
+  const again = await startPeerServer(address, credentials, TOKEN, handler, log)
+  t.teardown(() => again.close())
+  t.equal(JSON.parse((await client.stats()).json).ok, true, 'back up: the next call is answered within the peer timeout')
 })
 
 t.test('mutual TLS: a peer with the cluster CA gets through; one that trusts another CA does not', async t => {

@@ -1,11 +1,16 @@
 // Clusters of real daemons on loopback: free ports, a shared token, every
-// node mounted at once (each waits for the others' handshake), and a
-// teardown that leaves nothing mounted and no daemon running.
+// node mounted at once (each waits for the others' handshake), a node
+// paused (SIGSTOP), resumed or mounted again, training jobs of one trainer
+// process per node, and a teardown that leaves nothing mounted, paused or
+// running.
+import { spawn, type ChildProcess } from 'node:child_process'
 import { chmodSync, writeFileSync } from 'node:fs'
 import net from 'node:net'
 import path from 'node:path'
+import readline from 'node:readline'
 import { readStats } from '../../src/cli/stats-command'
-import { CLI_ENV, emptyDir, forceUnmount, redirfsWith, type CliResult } from './mount'
+import type { MountStats } from '../../src/stats'
+import { CLI_ENV, emptyDir, forceUnmount, isAlive, redirfsWith, type CliResult } from './mount'
 import { SeededRandom } from '../../src/redirect/random'
 import { epochBoundary, readFileAsTrainer, type ReadSample } from './readers'
 
@@ -31,6 +36,11 @@ export interface Cluster {
   readonly peers: string
   readonly token: string
   pids (): Promise<number[]>
+  /** Mounts node `node` again, with the options it was first mounted with (after a kill, or an unmount). */
+  mount (node: number): Promise<CliResult>
+  /** Stops node `node`'s daemon (SIGSTOP), as a long GC, a swapped-out process or a frozen VM would; its mount hangs meanwhile. */
+  pause (node: number): Promise<void>
+  resume (node: number): void
 }
 
 interface Teardown { teardown: (fn: () => Promise<void> | void) => void }
@@ -47,17 +57,62 @@ interface Teardown { teardown: (fn: () => Promise<void> | void) => void }
 export async function mountCluster (t: Teardown, sources: string[], options: string[], perNode: (node: number, ports: number[]) => string[] = () => [], env: NodeJS.ProcessEnv = CLI_ENV): Promise<Cluster & { results: CliResult[] }> {
   const token = tokenFile()
   const mountpoints = sources.map(() => emptyDir('redirfs-node-'))
-  t.teardown(async () => { for (const mountpoint of mountpoints) await forceUnmount(mountpoint) })
+  const pids = new Map<number, number>()
+  const paused = new Map<number, number>()
+  t.teardown(async () => {
+    // A stopped daemon cannot end: resume it first.
+    for (const pid of paused.values()) resumeProcess(pid)
+    for (const mountpoint of mountpoints) await forceUnmount(mountpoint)
+  })
   for (let attempt = 1; ; attempt++) {
     const ports = await freePorts(sources.length)
     const peers = ports.map(port => `127.0.0.1:${port}`).join(',')
-    const results = await Promise.all(sources.map(async (source, node) =>
-      await redirfsWith(env, 'mount', source, mountpoints[node], '--node', String(node), '--peers', peers, '--token-file', token, '--peer-wait', '30', ...options, ...perNode(node, ports))))
+    const mountNode = async (node: number): Promise<CliResult> => {
+      pids.delete(node)
+      return await redirfsWith(env, 'mount', sources[node], mountpoints[node], '--node', String(node), '--peers', peers, '--token-file', token, '--peer-wait', '30', ...options, ...perNode(node, ports))
+    }
+    const results = await Promise.all(sources.map(async (_, node) => await mountNode(node)))
     if (attempt < 3 && results.some(r => /cannot listen on .*the port is in use/.test(r.stderr))) {
       for (const mountpoint of mountpoints) await forceUnmount(mountpoint)
       continue
     }
-    return { mountpoints, peers, token, results, pids: async () => await Promise.all(mountpoints.map(async m => (await readStats(m)).pid as number)) }
+    const pidOf = async (node: number): Promise<number> => {
+      if (!pids.has(node)) pids.set(node, (await readStats(mountpoints[node])).pid)
+      return pids.get(node)!
+    }
+    return {
+      mountpoints,
+      peers,
+      token,
+      results,
+      pids: async () => await Promise.all(mountpoints.map(async (_, node) => await pidOf(node))),
+      mount: mountNode,
+      pause: async node => {
+        const pid = await pidOf(node)
+        paused.set(node, pid)
+        process.kill(pid, 'SIGSTOP')
+      },
+      resume: node => {
+        const pid = paused.get(node)
+        paused.delete(node)
+        if (pid !== undefined) resumeProcess(pid)
+      }
+    }
+  }
+}
+
+function resumeProcess (pid: number): void {
+  try { process.kill(pid, 'SIGCONT') } catch {}
+}
+
+/** Polls every node's stats (skipping `skip`, paused ones) until `done` holds of them, or fails after `limitMs` naming `what`. */
+export async function untilStats (mountpoints: string[], what: string, done: (stats: Array<MountStats | undefined>) => boolean, options: { skip?: number[], limitMs?: number } = {}): Promise<Array<MountStats | undefined>> {
+  const deadline = Date.now() + (options.limitMs ?? 60_000)
+  for (;;) {
+    const stats = await Promise.all(mountpoints.map(async (mountpoint, node) => options.skip?.includes(node) === true ? undefined : await readStats(mountpoint)))
+    if (done(stats)) return stats
+    if (Date.now() > deadline) throw new Error(`waited ${(options.limitMs ?? 60_000) / 1000}s for ${what}; the nodes show ${JSON.stringify(stats.map(s => s?.cluster?.peers.map(p => p.state)))}`)
+    await new Promise(resolve => setTimeout(resolve, 50))
   }
 }
 
@@ -124,4 +179,75 @@ export async function epochWithKill (t: { comment: (message: string) => void }, 
     }
     await killed
   }, stopped)
+}
+
+const SHARE_READER = path.resolve(__dirname, 'share_reader.py')
+
+/** One open by a job's trainer: what it got (`content`, the sha1 of the bytes) or why not (`error`, an errno's name). */
+export interface TrainerRead { readonly node: number, readonly opened: string, readonly content?: string, readonly error?: string }
+
+/**
+ * A training job: one trainer process per node (test/helpers/share_reader.py),
+ * all named `runId` by REDIRFS_RUN_ID as a launcher names its ranks. Each
+ * epoch deals a seeded permutation of the samples as DistributedSampler
+ * does (the job's i-th node reads positions i, i + N, ...), and the next
+ * epoch starts only once every trainer has read its share: the barrier a
+ * DDP job keeps. `onRead` hears of every open answered, in the order they
+ * come in (to pause or kill a node part-way).
+ */
+export class Job {
+  private readonly trainers = new Map<number, { process: ChildProcess, lines: readline.Interface }>()
+  private epochs = 0
+
+  constructor (t: Teardown, mountpoints: string[], readonly runId: string, readonly nodes = mountpoints.map((_, node) => node), readers = 4) {
+    for (const node of nodes) {
+      const child = spawn('/usr/bin/python3', [SHARE_READER, mountpoints[node], '--readers', String(readers)], { stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, REDIRFS_RUN_ID: runId }, detached: true })
+      this.trainers.set(node, { process: child, lines: readline.createInterface({ input: child.stdout! }) })
+    }
+    t.teardown(async () => await this.end())
+  }
+
+  /** Reads one epoch; resolves once every trainer that still runs has read its share. */
+  async epoch (samples: readonly string[], seed: number, onRead?: (read: TrainerRead, answered: number) => void): Promise<TrainerRead[]> {
+    const order = new SeededRandom(seed).shuffle([...samples])
+    const reads: TrainerRead[] = []
+    const epoch = this.epochs++
+    await Promise.all(this.nodes.map(async (node, i) => {
+      const trainer = this.trainers.get(node)!
+      if (trainer.process.exitCode !== null || trainer.process.signalCode !== null) return
+      const done = new Promise<void>(resolve => {
+        const onLine = (line: string): void => {
+          const message = JSON.parse(line) as { opened?: string, sha1?: string, error?: string, done?: number }
+          if (message.done === epoch) {
+            trainer.lines.off('line', onLine)
+            resolve()
+            return
+          }
+          const read = { node, opened: message.opened!, content: message.sha1, error: message.error }
+          reads.push(read)
+          onRead?.(read, reads.length)
+        }
+        trainer.lines.on('line', onLine)
+        trainer.process.once('exit', () => resolve())
+      })
+      trainer.process.stdin!.write(JSON.stringify(order.filter((_, position) => position % this.nodes.length === i)) + '\n')
+      await done
+    }))
+    return reads
+  }
+
+  /** Ends the job: its trainers exit (killed, if they do not within a while). */
+  async end (): Promise<void> {
+    await Promise.all([...this.trainers.values()].map(async ({ process: child }) => {
+      if (child.exitCode !== null || child.signalCode !== null) return
+      const exited = new Promise(resolve => child.once('exit', resolve))
+      child.stdin!.end()
+      const timer = setTimeout(() => { try { process.kill(-child.pid!, 'SIGKILL') } catch {} }, 120_000)
+      await exited
+      clearTimeout(timer)
+    }))
+  }
+
+  /** Whether node `node`'s trainer still runs. */
+  running (node: number): boolean { const child = this.trainers.get(node)!.process; return child.exitCode === null && child.signalCode === null && isAlive(child.pid!) }
 }

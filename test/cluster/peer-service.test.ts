@@ -15,7 +15,8 @@ import { parseAddress, parsePeers } from '../../src/cluster/addresses'
 import { PeerCallError } from '../../src/cluster/call-error'
 import { FIRST_GENERATION } from '../../src/cluster/generations'
 import { PeerClient } from '../../src/cluster/peer-client'
-import { PeerRefusal, startPeerServer, type PeerHandler } from '../../src/cluster/peer-server'
+import { PeerRefusal } from '../../src/cluster/call-error'
+import { startPeerServer, type PeerHandler } from '../../src/cluster/peer-server'
 import { loadCredentials, type Credentials } from '../../src/cluster/security'
 import { decodeOffsets, encodeOffsets, PROTOCOL_VERSION } from '../../src/cluster/wire'
 import { UsageError } from '../../src/errors'
@@ -32,7 +33,7 @@ t.teardown(() => rmSync(work, { recursive: true, force: true }))
 const handler: PeerHandler = {
   handshake: request => {
     if (request.layoutHash !== 'abc') throw new PeerRefusal(grpc.status.FAILED_PRECONDITION, 'layout differs')
-    return { protocolVersion: PROTOCOL_VERSION, node: 1, layoutHash: 'abc', dataPort: 0, generation: null, rejoining: false, dead: [] }
+    return { protocolVersion: PROTOCOL_VERSION, node: 1, layoutHash: 'abc', dataPort: 0, generation: null, rejoining: false, dead: [], incarnation: 1, suspicions: [], samples: 0 }
   },
   read: async request => {
     if (request.file > 10) throw new PeerRefusal(grpc.status.INVALID_ARGUMENT, `file ${request.file} is not in the layout`)
@@ -42,6 +43,7 @@ const handler: PeerHandler = {
   takeoverState: async () => ({ vcs: [] }),
   sync: () => ({}),
   newGeneration: request => request,
+  renew: () => ({ grantedMs: 1000, refusal: '', takenForDead: false, incarnation: 1, generation: null, dead: [], suspicions: [], reading: [] }),
   stats: () => ({ json: '{"ok":true}' })
 }
 
@@ -54,7 +56,7 @@ async function serve (t: Test, credentials: Credentials): Promise<PeerClient> {
 }
 
 const statusOf = async (promise: Promise<unknown>): Promise<grpc.status | undefined> => await promise.then(() => undefined, (err: unknown) => (err as PeerCallError).status)
-const ping = { protocolVersion: PROTOCOL_VERSION, node: 0, nodes: 2, layoutHash: 'abc', incarnation: 1, generation: null }
+const ping = { protocolVersion: PROTOCOL_VERSION, node: 0, nodes: 2, layoutHash: 'abc', incarnation: 1, generation: null, samples: 0 }
 
 t.test('calls go through with the token; refusals and malformed requests get their status', async t => {
   const client = await serve(t, await loadCredentials({}))

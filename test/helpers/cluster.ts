@@ -5,10 +5,12 @@
 // running.
 import { spawn, type ChildProcess } from 'node:child_process'
 import { chmodSync, writeFileSync } from 'node:fs'
+import { readFile } from 'node:fs/promises'
 import net from 'node:net'
 import path from 'node:path'
 import readline from 'node:readline'
 import { readStats } from '../../src/cli/stats-command'
+import { defaultLogFile } from '../../src/daemon/registry'
 import type { MountStats } from '../../src/stats'
 import { CLI_ENV, emptyDir, forceUnmount, isAlive, redirfsWith, type CliResult } from './mount'
 import { SeededRandom } from '../../src/redirect/random'
@@ -101,6 +103,16 @@ export async function mountCluster (t: Teardown, sources: string[], options: str
   }
 }
 
+/** The last messages of each node's log, for a failure to show. */
+async function logTails (mountpoints: string[], lines = 12): Promise<string> {
+  const tails = await Promise.all(mountpoints.map(async (mountpoint, node) => {
+    const log = await readFile(await defaultLogFile(mountpoint), 'utf8').catch(() => '')
+    const messages = log.trim().split('\n').slice(-lines).map(line => { try { return (JSON.parse(line) as { msg: string }).msg } catch { return line } })
+    return `node ${node}:\n  ${messages.join('\n  ')}`
+  }))
+  return tails.join('\n')
+}
+
 function resumeProcess (pid: number): void {
   try { process.kill(pid, 'SIGCONT') } catch {}
 }
@@ -111,7 +123,7 @@ export async function untilStats (mountpoints: string[], what: string, done: (st
   for (;;) {
     const stats = await Promise.all(mountpoints.map(async (mountpoint, node) => options.skip?.includes(node) === true ? undefined : await readStats(mountpoint)))
     if (done(stats)) return stats
-    if (Date.now() > deadline) throw new Error(`waited ${(options.limitMs ?? 60_000) / 1000}s for ${what}; the nodes show ${JSON.stringify(stats.map(s => s?.cluster?.peers.map(p => p.state)))}`)
+    if (Date.now() > deadline) throw new Error(`waited ${(options.limitMs ?? 60_000) / 1000}s for ${what}; the nodes show ${JSON.stringify(stats.map(s => s?.cluster?.peers.map(p => p.state)))}; their logs end:\n${await logTails(mountpoints)}`)
     await new Promise(resolve => setTimeout(resolve, 50))
   }
 }

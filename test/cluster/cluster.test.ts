@@ -233,5 +233,5 @@ t.test('sharded packs: a node killed mid-epoch; only its samples fail, with EIO,
   t.equal(served.filter((s, i) => s === undefined || classOf(s) !== classOf(survivors[i].opened)).length, 0, 'every other open got a sample of its class')
   t.equal(new Set(served).size, served.length, 'and none twice')
   const log = readFileSync(await defaultLogFile(cluster.mountpoints[0]), 'utf8')
-  t.match(log, /peer 2 \(127\.0\.0\.1:\d+\) is unreachable \(.*\): its samples are only in its pack shard/)
+  t.match(log, /peer 2 \(127\.0\.0\.1:\d+\) is dead \(.*\): its samples are only in its pack shard/)
 })

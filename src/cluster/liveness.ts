@@ -124,9 +124,13 @@ export class Liveness {
       return { kind: 'known' }
     }
     const earlier = peer.incarnation
-    const death = earlier === undefined ? undefined : this.record({ node, incarnation: earlier, gone: false }, now)
+    // An earlier incarnation known only from news of its death (this node, mounted since, never heard from it)
+    // may have come back long ago: this one is the first heard of, not one back. If it rejoins in this
+    // generation, it says so itself in its renewals.
+    const back = earlier !== undefined && peer.heardAt !== undefined
+    const death = back ? this.record({ node, incarnation: earlier, gone: false }, now) : undefined
     this.peers[node] = { incarnation, heardAt: now, leaseUntil: 0, suspected: this.suspectedBySelf(node, incarnation), heldToEnd: false }
-    return { kind: earlier === undefined ? 'new' : 'back', death }
+    return { kind: back ? 'back' : 'new', death }
   }
 
   /** A peer asks to renew its lease; `grant`: false while this node may grant none (it is starting), though it hears the peer. */

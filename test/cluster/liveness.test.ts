@@ -103,6 +103,19 @@ t.test('a node refused by a peer that suspects it must stop (hearing of the susp
   t.equal(a.admit(id(1), 101, 1004).kind, 'past', 'the earlier one is refused')
 })
 
+t.test('a node mounted after a peer came back learns of that peer\'s earlier death first: the peer\'s incarnation is new to it, not one back', async t => {
+  const a = node(0)
+  a.learn({ dead: [{ node: id(1), incarnation: 101, gone: false }] }, 0)
+  const later = newIncarnation(101)
+  a.admit(id(1), later, 1)
+  const remounted = new Liveness(id(2), 3, 300, GRANT)
+  remounted.learn(a.news(), 2)
+  t.equal(remounted.stateOf(id(1)), 'dead', 'before its handshake, the incarnation it heard of is dead (start-up does not wait for it)')
+  t.same(remounted.admit(id(1), later, 3), { kind: 'new' }, 'its handshake: a node first heard of, not one back (which would take it to rejoin)')
+  t.equal(remounted.stateOf(id(1)), 'alive')
+  t.equal(remounted.admit(id(1), 101, 4).kind, 'past', 'the dead incarnation is still refused')
+})
+
 t.test('a port that refuses a connection is a death: a peer gone while its lease was held counts for the quorum for good', async t => {
   const [a, b, c] = [node(0), node(1), node(2)]
   renew(a, b, 0)

@@ -68,7 +68,7 @@ export interface ClusterStats extends ClusterCounters, MirrorCounters {
   tls: boolean
   /** Each node as this one sees it: `suspected`, not heard from for longer than --peer-timeout (dead once a majority says so). */
   peers: Array<{ node: number, address: string, state: 'self' | 'alive' | 'suspected' | 'rejoining' | 'dead' }>
-  /** Whether a majority of the cluster grants this node a lease now: without one it serves nothing. */
+  /** Whether this node may serve now: a majority of the cluster grants it a lease, and it is not fenced (taken for dead, until the next training run). */
   quorum: boolean
   /** Virtual chunks this node answers for now (the nodes' counts add up to the layout's, one owner each). */
   ownedVirtualChunks: number

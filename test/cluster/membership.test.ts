@@ -13,10 +13,9 @@ import t, { type Test } from 'tap'
 import { readStats } from '../../src/cli/stats-command'
 import { defaultLogFile } from '../../src/daemon/registry'
 import type { MountStats } from '../../src/stats'
-import { freePorts, Job, mountCluster, untilStats, type Cluster, type TrainerRead } from '../helpers/cluster'
+import { Job, mountCluster, mountPartitionableCluster, untilStats, type Cluster, type TrainerRead } from '../helpers/cluster'
 import { classOf, generateDataset } from '../helpers/dataset'
 import { forceUnmount } from '../helpers/mount'
-import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy'
 
 const dataset = generateDataset(44)
 t.teardown(async () => { await fs.rm(dataset.root, { recursive: true, force: true }) })
@@ -120,7 +119,7 @@ t.test('a daemon paused for longer than --peer-timeout in the middle of a job: t
   await job.end()
   const log = await fs.readFile(await defaultLogFile(cluster.mountpoints[1]), 'utf8')
   t.match(log, /taken for dead/, 'node 1 says it was taken for dead')
-  const settled = await untilStats(cluster.mountpoints, 'node 1 to rejoin', stats => stats.every((s, node) => node === 1 || s!.cluster!.peers[1].state === 'rejoining'))
+  const settled = await untilStats(cluster.mountpoints, 'node 1 to rejoin', stats => stats.every(s => s!.cluster!.peers[1].state === 'rejoining'))
   checkOwners(t, settled)
   await exactJob(t, cluster, 'after-the-pause', 2, 10)
 })
@@ -191,15 +190,8 @@ t.test('a node killed in a job, mounted again and in the next job within a secon
 })
 
 t.test('a node cut off from the others (their peer service partitioned by a proxy that drops traffic): it stops serving, the others take over, and once the cut heals it rejoins; the next job is exact', async t => {
-  // Node i listens on its own port; node j reaches it through a proxy of its own, so that a cut is between two nodes.
-  // (The data channel goes to the port each node names: it is not cut, and a node without a quorum sends nothing on it.)
-  const listen = await freePorts(3)
-  const proxies = new Map<string, TcpProxy>()
-  for (const from of [0, 1, 2]) for (const to of [0, 1, 2]) if (from !== to) proxies.set(`${from}-${to}`, await startTcpProxy(t, listen[to]))
-  const peersOf = (node: number): string => [0, 1, 2].map(to => `127.0.0.1:${to === node ? listen[to] : proxies.get(`${node}-${to}`)!.port}`).join(',')
-  const cluster = await mountCluster(t, [dataset.root, dataset.root, dataset.root], OPTIONS, node => ['--listen', `127.0.0.1:${listen[node]}`, '--peers', peersOf(node)])
+  const cluster = await mountPartitionableCluster(t, [dataset.root, dataset.root, dataset.root], OPTIONS)
   t.same(cluster.results.map(r => r.code), [0, 0, 0], cluster.results.map(r => r.stderr).join(''))
-  const between2AndOthers = [...proxies].filter(([pair]) => pair.includes('2')).map(([, proxy]) => proxy)
   const job = new Job(t, cluster.mountpoints, 'cut-off')
   let cutting: Promise<void> | undefined
   let healed = false
@@ -209,10 +201,10 @@ t.test('a node cut off from the others (their peer service partitioned by a prox
     if (healed && read.node === 2) afterHeal.push(read)
     if (answered !== Math.floor(dataset.samples.length / 3)) return
     cutting = (async () => {
-      for (const proxy of between2AndOthers) proxy.cut()
+      cluster.cut(2)
       duringCut = await untilStats(cluster.mountpoints, 'nodes 0 and 1 to take node 2 for dead', stats => [0, 1].every(node => stats[node]!.cluster!.peers[2].state === 'dead'))
       healed = true
-      for (const proxy of between2AndOthers) proxy.heal()
+      cluster.heal(2)
     })()
   })
   await cutting
@@ -224,7 +216,7 @@ t.test('a node cut off from the others (their peer service partitioned by a prox
   checkServed(t, survivors, 'nodes 0 and 1')
   t.ok(afterHeal.filter(r => r.error === undefined).length <= 4, 'once the cut healed, node 2 served its trainer nothing new')
   await job.end()
-  const settled = await untilStats(cluster.mountpoints, 'node 2 to rejoin', stats => stats.every((s, node) => node === 2 || s!.cluster!.peers[2].state === 'rejoining'))
+  const settled = await untilStats(cluster.mountpoints, 'node 2 to rejoin', stats => stats.every(s => s!.cluster!.peers[2].state === 'rejoining'))
   checkOwners(t, settled)
   await exactJob(t, cluster, 'after-the-cut', 2, 70)
 })

@@ -15,6 +15,7 @@ import type { MountStats } from '../../src/stats'
 import { CLI_ENV, emptyDir, forceUnmount, isAlive, redirfsWith, type CliResult } from './mount'
 import { SeededRandom } from '../../src/redirect/random'
 import { epochBoundary, readFileAsTrainer, type ReadSample } from './readers'
+import { startTcpProxy, type TcpProxy } from './tcp-proxy'
 
 export async function freePorts (count: number): Promise<number[]> {
   const servers = await Promise.all(Array.from({ length: count }, async () => await new Promise<net.Server>(resolve => {
@@ -115,6 +116,35 @@ async function logTails (mountpoints: string[], lines = 12): Promise<string> {
 
 function resumeProcess (pid: number): void {
   try { process.kill(pid, 'SIGCONT') } catch {}
+}
+
+/** A cluster whose nodes' peer services can be cut off from each other. */
+export interface PartitionableCluster extends Cluster {
+  /** Cuts node `node` off from every other: their peer services' traffic is dropped both ways. */
+  cut: (node: number) => void
+  heal: (node: number) => void
+}
+
+/**
+ * `mountCluster`, with node i listening on its own port and node j
+ * reaching it through a proxy of its own (test/helpers/tcp-proxy.ts), so
+ * that a cut is between two nodes, as a network partition is. The data
+ * channel goes to the port each node names in its handshake: it is not
+ * cut, and a node without a quorum of leases sends nothing on it.
+ */
+export async function mountPartitionableCluster (t: Teardown, sources: string[], options: string[]): Promise<PartitionableCluster & { results: CliResult[] }> {
+  const nodes = sources.map((_, node) => node)
+  const listen = await freePorts(sources.length)
+  const proxies = new Map<string, TcpProxy>()
+  for (const from of nodes) for (const to of nodes) if (from !== to) proxies.set(`${from}-${to}`, await startTcpProxy(t, listen[to]))
+  const peersOf = (node: number): string => nodes.map(to => `127.0.0.1:${to === node ? listen[to] : proxies.get(`${node}-${to}`)!.port}`).join(',')
+  const cluster = await mountCluster(t, sources, options, node => ['--listen', `127.0.0.1:${listen[node]}`, '--peers', peersOf(node)])
+  const touching = (node: number): TcpProxy[] => [...proxies].filter(([pair]) => pair.split('-').includes(String(node))).map(([, proxy]) => proxy)
+  return {
+    ...cluster,
+    cut: node => { for (const proxy of touching(node)) proxy.cut() },
+    heal: node => { for (const proxy of touching(node)) proxy.heal() }
+  }
 }
 
 /** Polls every node's stats (skipping `skip`, paused ones) until `done` holds of them, or fails after `limitMs` naming `what`. */

@@ -30,6 +30,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <malloc.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -269,7 +270,8 @@ class ReadChunkWorker : public Napi::AsyncWorker {
     if (available_ == length_) {
       for (const auto& [pieceStart, pieceSize] : pieces_) {
         size_t i = pieceCrcs_.size();
-        if (pieceStart + pieceSize > available_ || i >= targets_.Count() || targets_.Length(i) < pieceSize) break;
+        // In integer arithmetic that cannot wrap: a piece must lie inside what was read and fit its target.
+        if (pieceSize > available_ || pieceStart > available_ - pieceSize || i >= targets_.Count() || targets_.Length(i) < pieceSize) break;
         std::memcpy(targets_.Data(i), chunk + pieceStart, pieceSize);
         uint32_t pieceCrc = crc32fast::Crc32(0, chunk + pieceStart, pieceSize);
         if (pieceStart >= summed && summed != UINT64_MAX) {
@@ -475,14 +477,29 @@ class ReadFilesWorker : public Napi::AsyncWorker {
   std::vector<FileResult> results_;
 };
 
+// A byte offset, length or count from JS: a whole number from 0 to 2^53. Anything else (negative,
+// fractional, NaN, infinite) is refused before any arithmetic on it, which is unsigned here: a
+// negative double cast to uint64_t wraps, and a wrapped bound lets a read past its buffer.
+bool ByteCount(double number, uint64_t* out) {
+  if (!(number >= 0 && number <= 9007199254740992.0) || number != static_cast<double>(static_cast<uint64_t>(number))) return false;
+  *out = static_cast<uint64_t>(number);
+  return true;
+}
+
+bool ByteCount(const Napi::Value& value, uint64_t* out) { return value.IsNumber() && ByteCount(value.As<Napi::Number>().DoubleValue(), out); }
+
 Napi::Value ReadAligned(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() < 4 || !info[0].IsNumber() || !info[1].IsNumber() || !info[2].IsNumber() || !info[3].IsBoolean()) {
     Napi::TypeError::New(env, "readAligned(fd, offset, length, direct)").ThrowAsJavaScriptException();
     return env.Undefined();
   }
-  auto* worker = new ReadAlignedWorker(env, info[0].As<Napi::Number>().Int32Value(), static_cast<uint64_t>(info[1].As<Napi::Number>().Int64Value()),
-                                       static_cast<uint64_t>(info[2].As<Napi::Number>().Int64Value()), info[3].As<Napi::Boolean>().Value());
+  uint64_t offset, length;
+  if (!ByteCount(info[1], &offset) || !ByteCount(info[2], &length)) {
+    Napi::RangeError::New(env, "readAligned: offset and length must be whole numbers from 0 to 2^53").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  auto* worker = new ReadAlignedWorker(env, info[0].As<Napi::Number>().Int32Value(), offset, length, info[3].As<Napi::Boolean>().Value());
   Napi::Promise promise = worker->Promise();
   worker->Queue();
   return promise;
@@ -494,12 +511,23 @@ Napi::Value ReadChunk(const Napi::CallbackInfo& info) {
     Napi::TypeError::New(env, "readChunk(fd, offset, length, direct, pieces: Float64Array of start, size pairs, targets: Buffer[])").ThrowAsJavaScriptException();
     return env.Undefined();
   }
+  uint64_t offset, length;
+  if (!ByteCount(info[1], &offset) || !ByteCount(info[2], &length) || info[4].As<Napi::TypedArray>().TypedArrayType() != napi_float64_array) {
+    Napi::RangeError::New(env, "readChunk: offset and length must be whole numbers from 0 to 2^53, pieces a Float64Array").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
   Napi::Float64Array flat = info[4].As<Napi::Float64Array>();
   std::vector<std::pair<uint64_t, uint64_t>> pieces;
-  for (size_t i = 0; i + 1 < flat.ElementLength(); i += 2) pieces.emplace_back(static_cast<uint64_t>(flat[i]), static_cast<uint64_t>(flat[i + 1]));
+  for (size_t i = 0; i + 1 < flat.ElementLength(); i += 2) {
+    uint64_t start, size;
+    if (!ByteCount(flat[i], &start) || !ByteCount(flat[i + 1], &size) || start > length || size > length - start) {
+      Napi::RangeError::New(env, "readChunk: every piece must lie inside the range read").ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
+    pieces.emplace_back(start, size);
+  }
   auto* worker =
-      new ReadChunkWorker(env, info[0].As<Napi::Number>().Int32Value(), static_cast<uint64_t>(info[1].As<Napi::Number>().Int64Value()),
-                          static_cast<uint64_t>(info[2].As<Napi::Number>().Int64Value()), info[3].As<Napi::Boolean>().Value(), std::move(pieces), info[5].As<Napi::Array>());
+      new ReadChunkWorker(env, info[0].As<Napi::Number>().Int32Value(), offset, length, info[3].As<Napi::Boolean>().Value(), std::move(pieces), info[5].As<Napi::Array>());
   Napi::Promise promise = worker->Promise();
   worker->Queue();
   return promise;
@@ -694,7 +722,79 @@ Napi::Value Crc32(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, crc32fast::Crc32(initial, bytes.Data(), bytes.Length()));
 }
 
+// Change notification for a directory source (src/chunks/source-watch.ts): an inotify instance,
+// watches on directories, and its pending events read without blocking, on the JS thread, before
+// each open is decided: a change made before the open reached the daemon is always seen.
+Napi::Value WatchOpen(const Napi::CallbackInfo& info) {
+  int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (fd < 0) {
+    Napi::Error::New(info.Env(), ErrnoMessage("inotify_init1", errno)).ThrowAsJavaScriptException();
+    return info.Env().Undefined();
+  }
+  return Napi::Number::New(info.Env(), fd);
+}
+
+// watchAdd(fd, path): the watch descriptor, or an Error whose code names the errno (ENOSPC: out of watches).
+Napi::Value WatchAdd(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 2 || !info[0].IsNumber() || !info[1].IsString()) {
+    Napi::TypeError::New(env, "watchAdd(fd, path)").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  std::string path = info[1].As<Napi::String>().Utf8Value();
+  // What can make an entry less readable, or another entry: its mode, owner, ACL (IN_ATTRIB), and names
+  // moved, created or deleted; the directory itself moved or deleted.
+  constexpr uint32_t kMask = IN_ATTRIB | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
+  int wd = inotify_add_watch(info[0].As<Napi::Number>().Int32Value(), path.c_str(), kMask);
+  if (wd < 0) return ErrorWithCode(env, ErrnoMessage(path, errno), errno);
+  return Napi::Number::New(env, wd);
+}
+
+// watchRead(fd): every event pending now, as { wds, masks, names } (a name is empty for the watched
+// directory's own events); undefined when none is.
+Napi::Value WatchRead(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsNumber()) {
+    Napi::TypeError::New(env, "watchRead(fd)").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  int fd = info[0].As<Napi::Number>().Int32Value();
+  std::vector<int32_t> wds;
+  std::vector<uint32_t> masks;
+  std::vector<std::string> names;
+  alignas(struct inotify_event) char buffer[64 * 1024];
+  while (true) {
+    ssize_t n = read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // EAGAIN: nothing more pending
+    for (char* at = buffer; at < buffer + n;) {
+      const auto* event = reinterpret_cast<const struct inotify_event*>(at);
+      wds.push_back(event->wd);
+      masks.push_back(event->mask);
+      names.emplace_back(event->len > 0 ? event->name : "");
+      at += sizeof(struct inotify_event) + event->len;
+    }
+  }
+  if (wds.empty()) return env.Undefined();  // the usual answer, at every open: nothing to build
+  Napi::Object out = Napi::Object::New(env);
+  Napi::Int32Array wdArray = Napi::Int32Array::New(env, wds.size());
+  Napi::Uint32Array maskArray = Napi::Uint32Array::New(env, masks.size());
+  Napi::Array nameArray = Napi::Array::New(env, names.size());
+  for (size_t i = 0; i < wds.size(); i++) {
+    wdArray[i] = wds[i];
+    maskArray[i] = masks[i];
+    nameArray.Set(i, Napi::Buffer<char>::Copy(env, names[i].data(), names[i].size()));
+  }
+  out.Set("wds", wdArray);
+  out.Set("masks", maskArray);
+  out.Set("names", nameArray);
+  return out;
+}
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("watchOpen", Napi::Function::New(env, WatchOpen));
+  exports.Set("watchAdd", Napi::Function::New(env, WatchAdd));
+  exports.Set("watchRead", Napi::Function::New(env, WatchRead));
   exports.Set("crc32", Napi::Function::New(env, Crc32));
   exports.Set("tuneAllocator", Napi::Function::New(env, TuneAllocator));
   exports.Set("readAligned", Napi::Function::New(env, ReadAligned));

@@ -2,7 +2,7 @@
  * The native chunk reader (native/redirfs_native.cc), loaded once.
  * Built by `npm run setup`; its absence is a clear error, not a stack trace.
  */
-import { closeSync, constants, openSync } from 'node:fs'
+import { closeSync, constants, fstatSync, openSync, type BigIntStats } from 'node:fs'
 import path from 'node:path'
 import { UsageError } from '../errors'
 
@@ -28,6 +28,12 @@ interface NativeBinding {
   listDirectory (path: string): Promise<{ names: Buffer[], fields: Float64Array, targets: Buffer[] }>
   /** Whether an entry (links followed) has a POSIX or NFSv4 ACL, or one cannot be ruled out. */
   hasAcl (path: string): boolean
+  /** An inotify instance, non-blocking (source-watch.ts). */
+  watchOpen (): number
+  /** Watches a directory for what can change who may read its entries; the watch descriptor, or why not (code ENOSPC: past the limit). */
+  watchAdd (fd: number, path: string): number | Error
+  /** The events pending now (a name is empty for the directory's own); undefined when none is. */
+  watchRead (fd: number): { wds: Int32Array, masks: Uint32Array, names: Buffer[] } | undefined
   /** Makes glibc serve sample-sized buffers by mmap, so freed samples leave the process (the daemon calls it once at start). */
   tuneAllocator (): void
 }
@@ -66,16 +72,21 @@ export function native (): NativeBinding {
 export class ChunkFile {
   private constructor (readonly fd: number, readonly direct: boolean) {}
 
-  static open (file: string): ChunkFile {
+  /** `noFollow`: a symbolic link in the file's place is not followed (ELOOP). */
+  static open (file: string, { noFollow = false } = {}): ChunkFile {
     native()
+    const flags = constants.O_RDONLY | (noFollow ? constants.O_NOFOLLOW : 0)
     try {
-      return new ChunkFile(openSync(file, constants.O_RDONLY | constants.O_DIRECT), true)
+      return new ChunkFile(openSync(file, flags | constants.O_DIRECT), true)
     } catch (err) {
       // tmpfs and some FUSE filesystems refuse O_DIRECT: read buffered, then drop the pages.
       if ((err as NodeJS.ErrnoException).code !== 'EINVAL') throw err
-      return new ChunkFile(openSync(file, constants.O_RDONLY), false)
+      return new ChunkFile(openSync(file, flags), false)
     }
   }
+
+  /** The open file's attributes. */
+  stat (): BigIntStats { return fstatSync(this.fd, { bigint: true }) }
 
   async read (offset: number, length: number): Promise<Buffer> {
     return await native().readAligned(this.fd, offset, length, this.direct)

@@ -90,6 +90,8 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
   const access = new DirectoryAccessCache(options.foldAcls === true)
   /** Entries shown with fewer permission bits than the source's (access.ts), for one warning. */
   let narrowed = 0
+  /** The links followed (the builder's numbers) and the real directories on their way. */
+  const links = { added: [] as number[], directories: new Set<string>(), holding: new Set<string>() }
 
   /**
    * Lists directory `entry` and everything under it into the builder;
@@ -149,10 +151,11 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
       if (options.foldAcls === true && fields[at + Listed.acl] === 1) fields[at + Listed.mode] &= ~0o077
       if (fields[at + Listed.mode] !== before) narrowed++
       const type = typeOf(fields[at + Listed.mode])
+      let added: number | undefined
       if (type === constants.S_IFDIR) {
         const identity = `${fields[at + Listed.dev]}:${fields[at + Listed.ino]}`
         if (above.has(identity)) skipped.push({ path: child, why: 'a symbolic link back to a directory it is in, a loop' })
-        else subdirectories.push({ child, entry: builder.add(entry, raw, EntryKind.Directory, fields, at), real: target, identity })
+        else subdirectories.push({ child, entry: added = builder.add(entry, raw, EntryKind.Directory, fields, at), real: target, identity })
       } else if (type !== constants.S_IFREG) {
         skipped.push({ path: child, why: 'not a regular file or directory' })
       } else {
@@ -160,7 +163,12 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
         if (sample) found++
         if (sample && options.include !== undefined && !options.include.has(child)) return
         if (sample) shown++
-        builder.add(entry, raw, sample ? EntryKind.Sample : EntryKind.Other, fields, at)
+        added = builder.add(entry, raw, sample ? EntryKind.Sample : EntryKind.Other, fields, at)
+      }
+      if (link && added !== undefined) {
+        links.added.push(added)
+        links.holding.add(path.dirname(target))
+        for (const dir of directoriesDownTo(path.dirname(target))) links.directories.add(dir)
       }
     })
     await inBatches(subdirectories, async ({ child, entry, real, identity }) => {
@@ -182,7 +190,7 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
   if (rootRow[Listed.mode] !== Number(rootStat.mode)) narrowed++
   const rootEntry = builder.add(0, '', rootStat.isDirectory() ? EntryKind.Directory : EntryKind.Other, rootRow)
   if (rootStat.isDirectory()) await visitDirectory('', rootEntry, source, new Set([`${Number(rootStat.dev)}:${Number(rootStat.ino)}`, ...await identitiesAbove(source)]))
-  const { tree } = finishScan(builder, skipped, options)
+  const { tree } = finishScan(builder, skipped, options, links)
   if (narrowed > 0) {
     options.onWarning?.(`${narrowed} entr${narrowed === 1 ? 'y is' : 'ies are'} shown with fewer permission bits than the source gives (reached through a symbolic link or a private directory above the source${options.foldAcls === true ? ', or with an ACL' : ''}), so no one reads through the mount what the source keeps from them; see docs/semantics.md`)
   }
@@ -201,7 +209,7 @@ export function isSampleFile (relative: string, size: number, extensions: Readon
  * path order (the layout, and a pack written from this tree, depend on it),
  * and for each of its entries the number the builder gave it.
  */
-export function finishScan (builder: TreeBuilder, skipped: SkippedEntry[], options: ScanOptions): { tree: DatasetTree, added: Uint32Array } {
+export function finishScan (builder: TreeBuilder, skipped: SkippedEntry[], options: ScanOptions, links?: { added: number[], directories: Set<string>, holding: Set<string> }): { tree: DatasetTree, added: Uint32Array } {
   const warn = options.onWarning ?? (() => {})
   if (options.include !== undefined) skipped.push(...unusableIncludes(options.include, builder))
   if (skipped.length > 0 && options.skipUnservable !== true) {
@@ -219,7 +227,13 @@ export function finishScan (builder: TreeBuilder, skipped: SkippedEntry[], optio
   if (byPath.length === 0) {
     throw new UsageError(`no sample files found (looked for ${[...(options.extensions ?? DEFAULT_SAMPLE_EXTENSIONS)].join(' ')} inside the directories of the source)`)
   }
-  return { tree: new DatasetTree(columns, byPath.map(sample => sample.entry), options.groupDepth, skipped), added }
+  // The builder numbered entries as added; the tree renumbers them (breadth first). A link left out is no entry.
+  const treeEntryOf = new Map<number, number>()
+  if (links !== undefined) added.forEach((builderEntry, treeEntry) => treeEntryOf.set(builderEntry, treeEntry))
+  const sourceLinks = links === undefined
+    ? undefined
+    : { entries: Uint32Array.from(links.added.flatMap(entry => treeEntryOf.has(entry) ? [treeEntryOf.get(entry)!] : [])), directories: [...links.directories].sort(), holding: links.holding }
+  return { tree: new DatasetTree(columns, byPath.map(sample => sample.entry), options.groupDepth, skipped, sourceLinks), added }
 }
 
 /**

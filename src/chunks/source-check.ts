@@ -23,8 +23,8 @@ import { constants, promises as fs, type BigIntStats } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import path from 'node:path'
 import { FsError } from '../errors'
-import { directoriesDownTo, reachableMode, type DirectoryAccess } from './access'
-import { Expected } from './native'
+import { directoriesDownTo, linkRefusal, reachableMode, type DirectoryAccess } from './access'
+import { Expected, native } from './native'
 import type { DatasetTree } from './tree'
 
 const PERMISSION_BITS = 0o777
@@ -38,7 +38,8 @@ export class SourceCheck {
   /** The root with one trailing slash: a file's path is a concatenation. */
   private readonly prefix: string
 
-  constructor (root: string, private readonly tree: DatasetTree, private readonly realSource: string) {
+  /** `foldAcls`: with --allow-other, an entry with an ACL shows its owner's bits only (scan.ts). */
+  constructor (root: string, private readonly tree: DatasetTree, private readonly realSource: string, private readonly foldAcls = false) {
     this.prefix = path.join(path.resolve(root), '/')
   }
 
@@ -97,6 +98,40 @@ export class SourceCheck {
     }
   }
 
+  /**
+   * Why one entry may not be served now, or undefined (source-watch.ts,
+   * when it changed): the scan's file, no less protected; with
+   * --allow-other, no ACL where the mount shows bits beyond the owner's;
+   * for a link (`linked`), still leading where a link may, through
+   * directories that let through everyone it shows.
+   */
+  async entryRefusal (entry: number, { linked }: { linked: boolean }): Promise<Refusal | undefined> {
+    const where = this.pathOf(entry)
+    const name = entry === 0 ? 'the source directory' : this.tree.pathOf(entry)
+    const stat = await fs.stat(where, { bigint: true }).catch(() => undefined)
+    let refusal: Refusal | undefined = stat === undefined
+      ? { errno: 'EIO', why: 'gone from the source since the mount' }
+      : entry === 0 ? await this.rootRefusal(stat) : this.refusal(entry, stat, { modifiable: true })
+    if (refusal === undefined && this.foldAcls && (this.tree.columns.mode[entry] & 0o077) !== 0 && native().hasAcl(where)) {
+      refusal = { errno: 'EACCES', why: 'given an ACL in the source since the mount' }
+    }
+    if (refusal === undefined && linked && stat !== undefined) refusal = await this.realPathRefusal(entry, where, stat)
+    return refusal === undefined ? undefined : { errno: refusal.errno, why: `${name}: ${refusal.why}` }
+  }
+
+  /** A link's real path: still one a link may take, through directories that let through every class the mount shows. */
+  private async realPathRefusal (entry: number, where: string, stat: BigIntStats): Promise<Refusal | undefined> {
+    const real = await fs.realpath(where).catch(() => undefined)
+    if (real === undefined) return { errno: 'EIO', why: 'its link leads nowhere now' }
+    const leads = linkRefusal(real, this.realSource)
+    if (leads !== undefined) return { errno: 'EIO', why: `now ${leads}` }
+    const inside = real.startsWith(this.realSource + '/')
+    const through = await Promise.all(directoriesDownTo(path.dirname(real)).filter(dir => !inside || dir.startsWith(this.realSource + '/')).map(async dir => await this.directoryAccess(dir)))
+    const reachable = reachableMode(Number(stat.mode), Number(stat.uid), Number(stat.gid), through)
+    if ((this.tree.columns.mode[entry] & ~reachable & PERMISSION_BITS) !== 0) return { errno: 'EACCES', why: 'a directory on its link\'s real path was closed since the mount' }
+    return undefined
+  }
+
   /** Opens a non-sample file to serve it: the file the scan saw, regular, and no less protected; else an FsError. */
   async open (entry: number): Promise<FileHandle> {
     const refusing = await this.directoriesRefusing([entry])
@@ -122,14 +157,22 @@ export class SourceCheck {
     return undefined
   }
 
+  /**
+   * Who a directory lets through now: a gone one no one; with --allow-other,
+   * one with an ACL its owner only (an ACL may shut out a user the mode
+   * lets in, and the mount cannot ask for each user).
+   */
+  private async directoryAccess (dir: string): Promise<DirectoryAccess> {
+    const on = await fs.stat(dir).catch(() => undefined)
+    if (on === undefined) return { uid: 0, gid: 0, mode: 0 }
+    return { uid: on.uid, gid: on.gid, mode: this.foldAcls && native().hasAcl(dir) ? on.mode & ~0o077 : on.mode }
+  }
+
   /** The source directory itself: its mode as the directories above it let it through now (access.ts). */
   private async rootRefusal (stat: BigIntStats): Promise<Refusal | undefined> {
     const c = this.tree.columns
     if (Number(stat.dev) !== c.dev[0] || Number(stat.ino) !== c.ino[0]) return { errno: 'EIO', why: 'replaced since the mount' }
-    const above = await Promise.all(directoriesDownTo(path.dirname(this.realSource)).map(async dir => {
-      const on = await fs.stat(dir).catch(() => undefined)
-      return on === undefined ? { uid: 0, gid: 0, mode: 0 } satisfies DirectoryAccess : { uid: on.uid, gid: on.gid, mode: on.mode }
-    }))
+    const above = await Promise.all(directoriesDownTo(path.dirname(this.realSource)).map(async dir => await this.directoryAccess(dir)))
     return this.narrowed(0, reachableMode(Number(stat.mode), Number(stat.uid), Number(stat.gid), above), Number(stat.uid), Number(stat.gid))
   }
 }

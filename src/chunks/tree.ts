@@ -118,6 +118,19 @@ function readersOf (mode: number, uid: number, gid: number): string {
 /** A sample and its entry in the tree. */
 export type TreeSampleFile = SampleFile & { readonly entry: number }
 
+/**
+ * What a scan followed links through: the entries that are links, the
+ * real directories on their way (all, down from `/`), whose modes narrowed
+ * what those entries show (access.ts), and of those the ones that hold a
+ * link's target, so that a change to one of them can be noticed
+ * (source-watch.ts).
+ */
+export interface SourceLinks {
+  readonly entries: Uint32Array
+  readonly directories: readonly string[]
+  readonly holding: ReadonlySet<string>
+}
+
 /** A sample of the tree: its path is spelled out when asked (for a read or a message), not kept. */
 class TreeSample implements SampleFile {
   constructor (private readonly tree: DatasetTree, readonly entry: number, readonly size: number, readonly group: string) {}
@@ -132,7 +145,7 @@ export class DatasetTree {
    * `sampleEntries` lists the sample entries in the order that numbers them
    * (by path for a scan; a pack's own order).
    */
-  constructor (readonly columns: TreeColumns, sampleEntries: ArrayLike<number>, groupDepth: GroupDepth, readonly skipped: readonly SkippedEntry[] = []) {
+  constructor (readonly columns: TreeColumns, sampleEntries: ArrayLike<number>, groupDepth: GroupDepth, readonly skipped: readonly SkippedEntry[] = [], readonly links?: SourceLinks) {
     // A group depends only on the directory and who may read the file: one string per such pair, not per sample.
     const groupOfDirectory = new Map<string, string>()
     const groups = new Map<string, string>()
@@ -178,23 +191,27 @@ export class DatasetTree {
   find (relative: string): number {
     let entry = 0
     if (relative === '') return entry
-    const { names, nameEnd, firstChild, childCount } = this.columns
     for (const component of relative.split('/')) {
-      if (!this.isDirectory(entry)) return -1
-      const wanted = Buffer.from(component)
-      let low = firstChild[entry]
-      let high = low + childCount[entry] - 1
-      entry = -1
-      while (low <= high) {
-        const middle = (low + high) >>> 1
-        const order = compareBytes(names, nameStartIn(nameEnd, middle), nameEnd[middle] - 1, wanted, 0, wanted.length)
-        if (order === 0) { entry = middle; break }
-        if (order < 0) low = middle + 1
-        else high = middle - 1
-      }
+      entry = this.child(entry, Buffer.from(component))
       if (entry < 0) return -1
     }
     return entry
+  }
+
+  /** The child of directory `directory` named by these bytes, or -1. */
+  child (directory: number, name: Uint8Array): number {
+    if (!this.isDirectory(directory)) return -1
+    const { names, nameEnd, firstChild, childCount } = this.columns
+    let low = firstChild[directory]
+    let high = low + childCount[directory] - 1
+    while (low <= high) {
+      const middle = (low + high) >>> 1
+      const order = compareBytes(names, nameStartIn(nameEnd, middle), nameEnd[middle] - 1, name, 0, name.length)
+      if (order === 0) return middle
+      if (order < 0) low = middle + 1
+      else high = middle - 1
+    }
+    return -1
   }
 
   kindOf (entry: number): EntryKind { return this.columns.kind[entry] }

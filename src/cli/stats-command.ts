@@ -1,14 +1,23 @@
 /** `redirfs stats`: the daemon's counters, read from `<mnt>/.redirfs/stats`. */
-import { readControlFile } from './mount-control'
+import { readControlFile, unreadable } from './mount-control'
 import { formatSize } from '../util/size'
 import type { ClusterStats, MountStats } from '../stats'
 import type { RunStats } from '../runs/run-tracker'
 
 /** What `formatStats` reads of the stats: a daemon of another version that lacks one is named, not a stack trace. */
-const STATS_KEYS = ['dataset', 'mountpoint', 'mode', 'layout', 'memory', 'protocol', 'source', 'fs'] as const
+const STATS_KEYS = { dataset: 'string', mountpoint: 'string', mode: 'string', layout: 'object', memory: 'object', protocol: 'object', source: 'object', fs: 'object' } as const
 
 export async function readStats (mountpoint: string): Promise<MountStats> {
   return await readControlFile(mountpoint, 'stats', STATS_KEYS) as unknown as MountStats
+}
+
+/** `formatStats` of what a mount answered: one it cannot format (another version's, deeper than its keys) is one line too. */
+export function formatStatsOf (mountpoint: string, stats: MountStats): string {
+  try {
+    return formatStats(stats)
+  } catch {
+    throw unreadable(mountpoint, 'stats', 'its fields are not of this version\'s shape')
+  }
 }
 
 const percent = (part: number, whole: number): string => whole === 0 ? '-' : `${(100 * part / whole).toFixed(1)}%`

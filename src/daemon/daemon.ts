@@ -11,17 +11,19 @@
  * answer the handshake before the FUSE mount comes up, so a misconfigured
  * cluster fails at mount time with a reason, not at the first open.
  */
-import { promises as fs } from 'node:fs'
+import { createHash } from 'node:crypto'
+import { promises as fs, readFileSync } from 'node:fs'
 import path from 'node:path'
 import type { Logger } from 'pino'
 import { readIncludeList, scanTree } from '../chunks/scan'
 import { SourceCheck } from '../chunks/source-check'
+import { SourceWatch } from '../chunks/source-watch'
 import { DirectoryFileReader, DirectorySource } from '../chunks/directory-source'
 import { native } from '../chunks/native'
 import { SampleBuffers } from '../chunks/sample-buffers'
 import type { ChunkSource } from '../chunks/source'
 import type { DatasetTree, FileReader } from '../chunks/tree'
-import { INDEX_FILE, isPack, loadPackIndex, looksLikeDamagedPack } from '../pack/pack-index'
+import { checkPackLayout, INDEX_FILE, isPack, loadPackIndex, looksLikeDamagedPack } from '../pack/pack-index'
 import { DirectoryPackStorage, type PackStorage } from '../pack/storage'
 import { ChunkCache } from '../pack/chunk-cache'
 import { isS3Url, parseS3Url } from '../s3/location'
@@ -48,9 +50,10 @@ import { shardName } from '../pack/writer'
 import type { MemoryStats, MountStats } from '../stats'
 import { formatSize } from '../util/size'
 import { RunTracker, type RunEvent } from '../runs/run-tracker'
-import { startMetricsServer, type MetricsServer } from '../metrics/prometheus'
+import { metricsConnectionCap, startMetricsServer, type MetricsServer } from '../metrics/prometheus'
 import { mountAt } from '../util/mounts'
 import type { MountConfig } from './config'
+import { fdLimit } from './fd-limit'
 import { memoryLimitOf, type MemoryLimit } from './memory-limit'
 import { removeRecord, writeRecord } from './registry'
 
@@ -102,10 +105,12 @@ interface OpenedDataset {
   layoutSeed: number
   /** The grouping the samples were grouped by (a pack's own). */
   groupDepth?: number
-  /** For a pack: the chunk of each sample as written, to check against the layout. */
-  packedChunkOf?: (sample: number) => number
+  /** For a pack: refuses a layout other than the one its chunks were written in. */
+  checkLayout?: (layout: Layout) => void
   /** A shard of a `--nodes` pack: its cluster size and node. */
   shard?: { nodes: number, node: number }
+  /** A directory's changes since the scan, noticed at every sample open (source-watch.ts). */
+  watch?: SourceWatch
   close (): Promise<void>
 }
 
@@ -116,7 +121,9 @@ async function openDirectory (config: MountConfig, buffers: SampleBuffers, log: 
   const sourceRoot = `/proc/self/fd/${sourceDir.fd}`
   try {
     const tree = await scanTree(sourceRoot, { include, extensions: config.extensions, groupDepth: config.groupDepth, skipUnservable: config.skipUnservable, foldAcls: config.allowOther, onWarning: message => log.warn(message) })
-    const check = new SourceCheck(sourceRoot, tree, await fs.realpath(sourceRoot))
+    const realSource = await fs.realpath(sourceRoot)
+    const check = new SourceCheck(sourceRoot, tree, realSource, config.allowOther)
+    const watch = await SourceWatch.start(tree, check, realSource, log)
     return {
       tree,
       files: new DirectoryFileReader(tree, check),
@@ -125,12 +132,30 @@ async function openDirectory (config: MountConfig, buffers: SampleBuffers, log: 
       chunkSize: config.chunkSize,
       layoutSeed: config.seed,
       groupDepth: config.groupDepth,
-      close: async () => await sourceDir.close()
+      watch,
+      close: async () => {
+        watch.close()
+        await sourceDir.close()
+      }
     }
   } catch (err) {
     await sourceDir.close()
     throw err
   }
+}
+
+/**
+ * What a pack's disk cache is the cache of: its index and where it is read
+ * from. Chunks are checked against the index's CRC-32s when fetched, which
+ * a forger meets at will, so a bucket (or directory) someone else fills with
+ * the same index and forged chunks must not share a cache with the pack it
+ * copies: mounted once with that --cache-dir, it would feed the real one.
+ */
+async function cacheIdentity (config: MountConfig, indexIdentity: string): Promise<string> {
+  const place = isS3Url(config.source)
+    ? `${config.s3?.endpoint ?? process.env.AWS_ENDPOINT_URL_S3 ?? process.env.AWS_ENDPOINT_URL ?? 'the default endpoint'} ${config.source}`
+    : await fs.realpath(config.source)
+  return createHash('sha1').update(`${indexIdentity}\0${place}`).digest('hex')
 }
 
 /** A pack, in a directory or a bucket: its layout was fixed when it was written. */
@@ -143,7 +168,7 @@ async function openPack (config: MountConfig, buffers: SampleBuffers, log: Logge
   if (config.groupDepth !== undefined && config.groupDepth !== pack.header.groupDepth) {
     throw new UsageError(`the pack was written with redirect groups by ${describeGrouping(pack.header.groupDepth)}; it cannot be mounted with --group-depth ${config.groupDepth} (leave it out, or re-pack with it)`)
   }
-  const cache = config.cache === undefined ? undefined : await ChunkCache.open(config.cache.directory, pack.identity, config.cache.sizeBytes, pack.arrays.chunkLength, log)
+  const cache = config.cache === undefined ? undefined : await ChunkCache.open(config.cache.directory, await cacheIdentity(config, pack.identity), config.cache.sizeBytes, pack.arrays.chunkLength, log)
   const source = new PackSource(pack, buffers, log, cache, cacheFillBytes(config))
   return {
     tree: pack.tree,
@@ -153,7 +178,7 @@ async function openPack (config: MountConfig, buffers: SampleBuffers, log: Logge
     chunkSize: pack.header.chunkSize,
     layoutSeed: pack.header.seed,
     groupDepth: pack.header.groupDepth,
-    packedChunkOf: sample => pack.arrays.chunk[pack.sampleEntry[sample]],
+    checkLayout: layout => checkPackLayout(pack, layout),
     shard: pack.header.nodes !== undefined ? { nodes: pack.header.nodes, node: pack.header.node ?? 0 } : undefined,
     close: async () => await source.close()
   }
@@ -215,7 +240,6 @@ export async function startMount (config: MountConfig, log: Logger): Promise<Run
   }
   await checkSource(config.source)
   await checkMountpoint(config.mountpoint, config.source)
-  if (config.cache !== undefined) throw new UsageError('--cache-dir keeps chunks of a pack in a bucket on local disk; a local source needs none')
   if (await isPack(path.join(config.source, shardName(0)))) {
     throw new UsageError(`${config.source} holds one pack per node (written with --nodes): mount ${path.join(config.source, shardName(config.cluster?.node ?? 0))} on node ${config.cluster?.node ?? 0}`)
   }
@@ -269,13 +293,11 @@ async function serve (config: MountConfig, dataset: OpenedDataset, buffers: Samp
   const busiest = shape.nodes === 1 ? undefined : Math.max(...groupsPerHome(chunking, shape.nodes))
   const memory = planMemory(tree.samples, chunkSize, config.memoryBytes, busiest)
   if (config.memoryBytes < memory.minimumBytes) throw memoryTooSmall(config.memoryBytes, dataset, chunking, busiest, memory)
-  const memoryLimit = checkMemoryLimit(config, tree.count)
+  let memoryLimit = checkMemoryLimit(config, tree.count)
   const layout = buildLayout(tree.samples, { chunkSize, seed: dataset.layoutSeed, vcCount: memory.vcCount, nodes: shape.nodes, chunking })
-  if (dataset.packedChunkOf !== undefined && layout.files.some((_, id) => layout.filePc[id] !== dataset.packedChunkOf!(id))) {
-    throw new UsageError('the pack\'s chunks do not match the layout computed from its index (written by another version of redirfs?); repack it')
-  }
+  dataset.checkLayout?.(layout)
   // A directory reads files one by one, so mix may take each from any chunk; a pack reads blocks, a few per load.
-  const mixBlock = config.mixBlock ?? (dataset.packedChunkOf !== undefined ? Math.max(1, Math.ceil(chunkSize / 4)) : 1)
+  const mixBlock = config.mixBlock ?? (dataset.checkLayout !== undefined ? Math.max(1, Math.ceil(chunkSize / 4)) : 1)
   const protocol = new Protocol(layout, { mode: config.mode, memoryBytes: config.memoryBytes, seed: config.seed, node: shape.node, prefetch: config.cluster?.prefetch, mixBlock })
   // The object graph, built once: the engine reclaims through the cluster's
   // membership, the cluster node routes opens to the engine, and the stats
@@ -317,12 +339,13 @@ async function serve (config: MountConfig, dataset: OpenedDataset, buffers: Samp
     seed: config.seed,
     uptimeSeconds: Math.round((Date.now() - startedAt) / 1000),
     layout: { samples: layout.files.length, groups: layout.groups.length, someGroups: sampleOfGroups(layout.groups), grouping: describeGrouping(dataset.groupDepth), skippedEntries: tree.skipped.length, physicalChunks: layout.pcs.length, virtualChunks: layout.vcs.length, datasetBytes: layout.totalBytes, hash: layout.hash, nodes: layout.nodes },
-    memory: { budgetBytes: config.memoryBytes, boundBytes: adapter.handles.boundBytes, ...sampleBufferMemory(), ...processMemory() },
+    memory: { budgetBytes: config.memoryBytes, boundBytes: adapter.handles.boundBytes, ...sampleBufferMemory(), ...processMemory(), ...(memoryLimit !== undefined ? { cgroup: memoryLimit.cgroup, cgroupLimitBytes: memoryLimit.limitBytes } : {}) },
     ...engine.stats(),
+    ...(dataset.watch !== undefined ? { source: { ...engine.stats().source, ...dataset.watch.stats() } } : {}),
     // The native server counts the kernel's open handles itself (the adapter's table also holds bytes kept for a re-open).
     fs: { backend: config.fuseBackend, ...(config.fuseBackend === 'native' ? { fuseThreads: config.fuseThreads } : {}), openHandles: adapter.handles.size, ...adapter.counters, ...(mounted?.counters?.() ?? {}) },
     ...(runs !== undefined ? { runs: runs.stats() } : {}),
-    ...(metrics !== undefined ? { metrics: `http://${metrics.address.host}:${metrics.address.port}/metrics` } : {}),
+    ...(metrics !== undefined ? { metrics: metrics.url } : {}),
     ...(cluster !== undefined ? { cluster: cluster.describe() } : {})
   })
   /** `<mnt>/.redirfs/reset` (redirfs reset): a fresh epoch everywhere, mirrors dropped. */
@@ -343,7 +366,9 @@ async function serve (config: MountConfig, dataset: OpenedDataset, buffers: Samp
     stats,
     reset,
     beforeSampleOpen: runs === undefined ? undefined : thread => thread === undefined || onRunEvent(runs.noteOpen(thread), cluster ?? engine, log),
-    afterSampleOpen: seconds => metrics?.observeOpen(seconds)
+    afterSampleOpen: seconds => metrics?.observeOpen(seconds),
+    watch: dataset.watch,
+    passThroughCap: passThroughCap(fdLimit()?.soft)
   })
   let metrics: MetricsServer | undefined
 
@@ -368,18 +393,33 @@ async function serve (config: MountConfig, dataset: OpenedDataset, buffers: Samp
     process.kill(process.pid, 'SIGTERM')
   })
   try {
-    if (config.metrics !== undefined) metrics = await startMetricsServer(config.metrics, stats, log)
+    if (config.metrics !== undefined) metrics = await startMetricsServer(config.metrics, stats, log, metricsConnectionCap(fdLimit()?.soft))
   } catch (err) {
     await mounted.unmount().catch(() => {})
     await cluster?.close()
     throw err
   }
-  await writeRecord({ pid: process.pid, mountpoint: config.mountpoint, source: config.source, logFile: config.logFile, startedAt: new Date().toISOString(), memoryLimit })
-  log.info({ source: config.source, mountpoint: config.mountpoint, mode: config.mode, samples: layout.files.length, groups: layout.groups.length, pcs: layout.pcs.length, vcs: layout.vcs.length, layoutHash: layout.hash }, 'mounted')
+  const record = { pid: process.pid, mountpoint: config.mountpoint, source: config.source, logFile: config.logFile, startedAt: new Date().toISOString() }
+  let cgroupWatch: NodeJS.Timeout
+  try {
+    await writeRecord({ ...record, memoryLimit })
+    cgroupWatch = followMemoryCgroup(memoryLimit, async moved => {
+      memoryLimit = moved
+      await writeRecord({ ...record, memoryLimit })
+    }, config, tree.count, log)
+  } catch (err) {
+    // Whatever fails once the mount is up takes it down again: no daemon is left serving a mount that said it failed.
+    await mounted.unmount().catch(() => {})
+    await metrics?.close()
+    await cluster?.close()
+    throw err
+  }
+  log.info({ source: config.source, mountpoint: config.mountpoint, mode: config.mode, samples: layout.files.length, groups: layout.groups.length, pcs: layout.pcs.length, vcs: layout.vcs.length, layoutHash: layout.hash, fdLimit: fdLimit()?.soft }, 'mounted')
 
   return {
     summary: { samples: layout.files.length, groups: layout.groups.length, someGroups: sampleOfGroups(layout.groups), skipped: tree.skipped.length, kind: String(dataset.source.stats().kind) },
     stop: async () => {
+      clearInterval(cgroupWatch)
       const stillMounted = (await mountAt(config.mountpoint))?.source === 'redirfs'
       if (stillMounted) await mounted?.unmount().catch(err => log.error({ err: (err as Error).message }, 'unmount failed'))
       await engine.drain()
@@ -426,6 +466,43 @@ function checkMemoryLimit (config: MountConfig, entries: number): MemoryLimit | 
       (fits > 0 ? `use --memory ${formatSize(fits)} or less, or raise the limit` : 'raise the limit'))
   }
   return limit
+}
+
+/**
+ * A daemon moved into another memory cgroup after it mounted (a job
+ * scheduler that starts the daemon first, a bench) must be named when that
+ * cgroup's OOM killer strikes: its record follows the move (checked every
+ * two seconds, `/proc/self/cgroup`), with that cgroup's OOM kills counted
+ * from the move. A limit too small for --memory is logged; the mount is up.
+ */
+function followMemoryCgroup (recorded: MemoryLimit | undefined, onMoved: (limit: MemoryLimit | undefined) => Promise<void>, config: MountConfig, entries: number, log: Logger): NodeJS.Timeout {
+  let seen = readFileSync('/proc/self/cgroup', 'utf8')
+  let limit = recorded
+  return setInterval(() => {
+    let now: string
+    // Unreadable for a moment (EMFILE while users hold many files open): looked at again next time.
+    try { now = readFileSync('/proc/self/cgroup', 'utf8') } catch { return }
+    if (now === seen) return
+    seen = now
+    const moved = memoryLimitOf()
+    if (moved?.cgroup === limit?.cgroup && moved?.limitBytes === limit?.limitBytes) return
+    limit = moved
+    log.info({ cgroup: moved?.cgroup, limitBytes: moved?.limitBytes }, 'moved into another memory cgroup')
+    try {
+      checkMemoryLimit(config, entries)
+    } catch (err) {
+      log.warn({ err: (err as Error).message }, 'the memory cgroup this daemon was moved into is too small for its --memory')
+    }
+    onMoved(moved).catch(err => log.error({ err: (err as Error).message }, 'cannot update the mount\'s record'))
+  }, 2000).unref()
+}
+
+/**
+ * Pass-through files (non-samples) open at once: half the daemon's
+ * descriptors, the rest kept for its own loads, cache, log and sockets.
+ */
+export function passThroughCap (fdLimit: number | undefined): number {
+  return fdLimit === undefined || !Number.isFinite(fdLimit) ? 1 << 20 : Math.max(16, Math.floor(fdLimit / 2))
 }
 
 /** When an orphaned worker's open was last logged: a leftover worker may try thousands; they are counted, and logged once a minute. */

@@ -10,9 +10,11 @@
  */
 import { constants as fsConstants, promises as fs } from 'node:fs'
 import type { Logger } from 'pino'
-import type { ChangingAttributes, DatasetTree, FileReader } from '../chunks/tree'
+import type { ChangingAttributes, DatasetTree, FileReader, OpenFile } from '../chunks/tree'
+import type { SourceWatch } from '../chunks/source-watch'
 import type { SampleBuffers } from '../chunks/sample-buffers'
 import type { ServedFile } from '../engine/engine'
+import { LogRate } from '../util/log-rate'
 import { CONTROL_DIR, isControlPath, RESET_FILE, STATS_FILE } from './control'
 import { errno, errnoOf } from './errno'
 import { HandleTable, RESET_ENTRY, STATS_ENTRY, type Handle } from './handles'
@@ -48,6 +50,20 @@ export interface AdapterOptions {
   beforeSampleOpen?: (thread: number | undefined) => boolean
   /** Told how long each sample open took here (the metrics' open-wait histogram). */
   afterSampleOpen?: (seconds: number) => void
+  /**
+   * A directory source's changes since the scan (source-watch.ts): an open
+   * of an entry, or one answered with a file, that the source no longer
+   * lets its readers have is not served from it.
+   */
+  watch?: SourceWatch
+  /**
+   * How many pass-through files (non-samples, each a descriptor of the
+   * daemon's) may be open at once; past it an open fails with EMFILE, as
+   * it would for the opener at its own limit. Without it, users holding
+   * files open would take every descriptor the daemon has, and with them
+   * its loads, its cache and its log.
+   */
+  passThroughCap?: number
   log: Logger
 }
 
@@ -66,6 +82,10 @@ const EROFS_OPS = ['write', 'create', 'truncate', 'ftruncate', 'unlink', 'rename
 export class FsAdapter {
   readonly handles = new HandleTable()
   readonly counters = { passthroughOpens: 0, failedOpens: 0, changedOthers: 0 }
+  /** Failed opens are counted (stats) each, and logged 60 a minute at most, with how many were not. */
+  private readonly failedOpenLines = new LogRate(60)
+  /** Pass-through files open or being opened (AdapterOptions.passThroughCap). */
+  private passThroughFiles = 0
   /** Set by a backend that caches attributes in the kernel: an entry's attributes changed. */
   onEntryChanged?: (entry: number) => void
   private readonly mountedAt = new Date()
@@ -139,21 +159,55 @@ export class FsAdapter {
     if (sample !== undefined) {
       if (this.options.beforeSampleOpen?.(options.thread) === false) throw new FsError('EIO', 'an orphaned worker of a run that ended')
       const started = process.hrtime.bigint()
-      const served = await this.options.samples.open(sample, { exact: options.exact })
+      const served = await this.serveSample(sample, options.exact === true)
       this.options.afterSampleOpen?.(Number(process.hrtime.bigint() - started) / 1e9)
       return { kind: 'bytes', entry, bytes: served.bytes, served: served.file }
     }
+    await this.refuseChanged(entry, 'EACCES')
+    if (this.passThroughFiles >= (this.options.passThroughCap ?? Infinity)) throw new FsError('EMFILE', 'as many files are open through the mount as the daemon allows')
     this.counters.passthroughOpens++
-    const file = await this.options.files.open(tree.pathOf(entry))
-    if (file.attributesNow !== undefined) {
-      try {
-        this.refresh(entry, await file.attributesNow())
-      } catch (err) {
-        await file.close().catch(() => {})
-        throw err
-      }
+    this.passThroughFiles++
+    let file: OpenFile | undefined
+    try {
+      file = await this.options.files.open(tree.pathOf(entry))
+      if (file.attributesNow !== undefined) this.refresh(entry, await file.attributesNow())
+    } catch (err) {
+      this.passThroughFiles--
+      await file?.close().catch(() => {})
+      throw err
     }
     return { kind: 'passthrough', entry, file }
+  }
+
+  /**
+   * A sample's answer, never from a file that changed in the source since
+   * the scan so that the opener may not have it (it, or a directory above
+   * it: source-watch.ts). What the opener gets is what must be readable to
+   * them, whatever path they opened (any sample of its group will do). An
+   * answer from such a file fails the open with EIO and is let go, as a
+   * load that finds a file changed fails the open it was for: each such
+   * file costs one open, and is lost to the epoch.
+   */
+  private async serveSample (sample: number, exact: boolean): Promise<ServedFile> {
+    const served = await this.options.samples.open(sample, { exact })
+    const watch = this.options.watch
+    if (watch === undefined) return served
+    const answered = this.options.tree.samples[served.file].entry
+    watch.drain()
+    const refusal = watch.isClear(answered) ? undefined : await watch.refusal(answered)
+    if (refusal === undefined) return served
+    this.options.buffers.give(served.bytes)
+    throw new FsError('EIO', refusal.why)
+  }
+
+  /** Fails an open of a non-sample the source no longer lets its readers have (source-watch.ts). */
+  private async refuseChanged (entry: number, errno: 'EACCES'): Promise<void> {
+    const watch = this.options.watch
+    if (watch === undefined) return
+    watch.drain()
+    if (watch.isClear(entry)) return
+    const refusal = await watch.refusal(entry)
+    if (refusal !== undefined) throw new FsError(errno, refusal.why)
   }
 
   /**
@@ -177,7 +231,10 @@ export class FsAdapter {
    */
   async release (number: number): Promise<void> {
     const handle = this.handles.remove(number)
-    if (handle?.kind === 'passthrough') await handle.file.close().catch(() => {})
+    if (handle?.kind === 'passthrough') {
+      this.passThroughFiles--
+      await handle.file.close().catch(() => {})
+    }
     if (handle?.kind === 'bytes') this.options.buffers.give(handle.bytes)
   }
 
@@ -200,7 +257,8 @@ export class FsAdapter {
   noteFailedOpen (fusePath: string, err: unknown): void {
     if (errnoOf(err) !== errno('EIO')) return
     this.counters.failedOpens++
-    this.options.log.error({ path: fusePath, err: (err as Error).message }, 'open failed')
+    const line = this.failedOpenLines.take()
+    if (line.log) this.options.log.error({ path: fusePath, err: (err as Error).message, ...(line.held > 0 ? { notLogged: line.held } : {}) }, 'open failed')
   }
 
   /** The operations object for fuse-native. */

@@ -126,6 +126,17 @@ export function encodeIndex (header: PackHeader, arrays: PackArrays, paths: Buff
 
 export interface DecodedIndex { header: PackHeader, arrays: PackArrays, paths: Buffer }
 
+/** The largest index this redirfs reads: a Buffer's limit (an index of 13 million files is about 1.6 GB). */
+export const MAX_INDEX_BYTES = 2 ** 32 - 1
+/** A header is a few hundred bytes of JSON; anything near this is not one. */
+const MAX_HEADER_BYTES = 1 << 20
+
+/**
+ * Decodes an index and checks it whole before anything trusts it (a crafted
+ * one must never reach a read with an offset outside its chunk): one line
+ * naming the first inconsistency, never a crash or an allocation the
+ * header's counts made up.
+ */
 export function decodeIndex (bytes: Buffer, file: string): DecodedIndex {
   const bad = (why: string): UsageError => new UsageError(`${file} is not a valid redirfs pack index: ${why}`)
   if (bytes.length < PACK_MAGIC.length + 12 || !bytes.subarray(0, PACK_MAGIC.length).equals(PACK_MAGIC)) throw bad('wrong magic')
@@ -144,10 +155,13 @@ export function decodeIndex (bytes: Buffer, file: string): DecodedIndex {
   const aligned = body.byteOffset % 8 === 0 ? body : Buffer.from(new Uint8Array(body))
   const jsonLength = aligned.readUInt32LE(PACK_MAGIC.length + 4)
   let position = PACK_MAGIC.length + 8
-  const header = JSON.parse(aligned.toString('utf8', position, position + jsonLength)) as PackHeader
-  if (header.format !== 'redirfs-pack') throw bad('unknown format')
+  if (jsonLength > MAX_HEADER_BYTES || position + jsonLength > aligned.length) throw bad(`its header claims ${jsonLength} bytes, more than the index holds`)
+  const header = parseHeader(aligned.toString('utf8', position, position + jsonLength), version, bad)
   position += jsonLength
   position += pad8(position)
+  // Every section's size follows from the header's counts: check they add up before making a view of any.
+  const expected = position + sectionBytes(header.entries, header.chunks) + header.pathBytes
+  if (expected !== aligned.length) throw bad(`section sizes do not add up (the header's counts need ${expected} bytes, the index has ${aligned.length})`)
   const arrays = allocateArrays(0, 0) as unknown as Record<string, ArrayBufferView>
   const take = <T extends ArrayBufferView>(make: (buffer: ArrayBuffer, offset: number, count: number) => T, count: number, bytesPer: number): T => {
     const view = make(aligned.buffer as ArrayBuffer, aligned.byteOffset + position, count)
@@ -165,8 +179,133 @@ export function decodeIndex (bytes: Buffer, file: string): DecodedIndex {
   arrays.chunkCrc = take(u32v, header.chunks, 4)
   arrays.chunkSegment = take(u32v, header.chunks, 4)
   arrays.kind = take(u8, header.entries, 1)
-  if (position + header.pathBytes !== aligned.length) throw bad('section sizes do not add up')
-  return { header, arrays: arrays as unknown as PackArrays, paths: aligned.subarray(position) }
+  const decoded = { header, arrays: arrays as unknown as PackArrays, paths: aligned.subarray(position) }
+  const problem = inconsistency(decoded)
+  if (problem !== undefined) throw bad(problem)
+  return decoded
+}
+
+/** The bytes of the typed-array sections for these counts, each padded to 8 bytes. */
+function sectionBytes (entries: number, chunks: number): number {
+  const padded = (n: number): number => n + pad8(n)
+  return ENTRY_F64.length * padded(entries * 8) + 2 * padded(chunks * 8) + ENTRY_U32.length * padded(entries * 4) + 2 * padded(chunks * 4) + padded(entries)
+}
+
+/** The header's JSON, each field of the type and range the format allows. */
+function parseHeader (json: string, version: number, bad: (why: string) => UsageError): PackHeader {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(json)
+  } catch {
+    throw bad('its header is not JSON')
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw bad('its header is not a JSON object')
+  const header = parsed as Record<string, unknown>
+  if (header.format !== 'redirfs-pack') throw bad('unknown format')
+  if (header.version !== version) throw bad(`its header says format version ${String(header.version)}, its first bytes ${version}`)
+  const count = (name: string, least: number, most: number, optional = false): void => {
+    const value = header[name]
+    if (optional && value === undefined) return
+    if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < least || value > most) throw bad(`its header's ${name} is ${clip(JSON.stringify(value) ?? 'missing')}, not a whole number from ${least} to ${most}`)
+  }
+  const entries = 2 ** 32 - 1
+  count('entries', 1, entries)
+  count('samples', 0, header.entries as number)
+  count('chunkSize', 1, 2 ** 20)
+  count('chunks', 0, header.samples as number)
+  count('segments', 0, header.chunks as number)
+  count('pathBytes', 0, MAX_INDEX_BYTES)
+  count('sampleBytes', 0, Number.MAX_SAFE_INTEGER)
+  count('segmentSize', 1, Number.MAX_SAFE_INTEGER)
+  count('seed', Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER)
+  count('groupDepth', 1, 2 ** 16, true)
+  count('nodes', 2, 2 ** 16, true)
+  if (header.nodes !== undefined) count('node', 0, (header.nodes as number) - 1)
+  else if (header.node !== undefined) throw bad('its header names a node but no node count')
+  if (typeof header.createdAt !== 'string') throw bad('its header has no createdAt')
+  return header as unknown as PackHeader
+}
+
+const S_IFMT = 0o170000
+const S_IFDIR = 0o040000
+const S_IFREG = 0o100000
+
+/**
+ * The first way in which the index contradicts itself, or undefined: what a
+ * reader relies on, checked in one pass over each section. Kinds are known
+ * and match the modes; paths are spelled out by increasing ends, in strictly
+ * increasing order (so no two are one), of clean components, the root
+ * first; every sample lies inside its chunk and every chunk's files fill it
+ * exactly; chunks are aligned, inside their segment, in order and disjoint;
+ * non-sample files lie back to back in others.bin; counts match the header.
+ */
+function inconsistency ({ header, arrays: a, paths }: DecodedIndex): string | undefined {
+  const held = (c: number): boolean => header.nodes === undefined || a.chunkLength[c] > 0
+  let previous = ''
+  let samples = 0
+  let sampleBytes = 0
+  let others = 0
+  const filled = new Float64Array(header.chunks)
+  const files = new Uint32Array(header.chunks)
+  for (let i = 0; i < header.entries; i++) {
+    const start = i === 0 ? 0 : a.pathEnd[i - 1]
+    if (a.pathEnd[i] < start || a.pathEnd[i] > header.pathBytes || (i > 0 && a.pathEnd[i] === start)) return `entry ${i}'s path ends at ${a.pathEnd[i]}, out of order`
+    const path = paths.toString('utf8', start, a.pathEnd[i])
+    const name = (): string => clip(JSON.stringify(path))
+    if (i === 0 ? path !== '' : !(path > previous)) return i === 0 ? 'its first entry is not the root' : `entry ${name()} is out of order or repeated`
+    if (i > 0 && path.split('/').some(part => part === '' || part === '.' || part === '..' || part.includes('\0'))) return `entry ${name()} is not a clean relative path`
+    previous = path
+    const kind = a.kind[i]
+    const type = a.mode[i] & S_IFMT
+    if (kind === EntryKind.Directory ? type !== S_IFDIR : (kind !== EntryKind.Sample && kind !== EntryKind.Other) || type !== S_IFREG) return `entry ${name()} has kind ${kind} and mode 0${a.mode[i].toString(8)}, which do not go together`
+    if ((a.mode[i] & ~(S_IFMT | 0o7777)) !== 0) return `entry ${name()} has mode 0${a.mode[i].toString(8)}`
+    if (i === 0 && kind !== EntryKind.Directory) return 'its root is not a directory'
+    if (a.atimeNsec[i] >= 1e9 || a.mtimeNsec[i] >= 1e9 || a.ctimeNsec[i] >= 1e9 || !Number.isFinite(a.atimeMs[i] + a.mtimeMs[i] + a.ctimeMs[i])) return `entry ${name()} has times that are not times`
+    const size = a.size[i]
+    if (!Number.isSafeInteger(size) || size < 0) return `entry ${name()} has size ${size}`
+    if (kind !== EntryKind.Sample) {
+      if (a.chunk[i] !== NO_CHUNK) return `entry ${name()} is not a sample but names chunk ${a.chunk[i]}`
+      if (kind === EntryKind.Other) {
+        if (a.location[i] !== others) return `file ${name()} is not where it belongs in others.bin (at ${a.location[i]}, not ${others})`
+        others += size
+      }
+      continue
+    }
+    samples++
+    sampleBytes += size
+    const c = a.chunk[i]
+    if (c >= header.chunks) return `sample ${name()} names chunk ${c}, of ${header.chunks}`
+    if (!held(c)) continue
+    const location = a.location[i]
+    if (!Number.isSafeInteger(location) || location < a.chunkOffset[c] || location + size > a.chunkOffset[c] + a.chunkLength[c]) {
+      return `sample ${name()} (${size} bytes at ${location}) is not inside its chunk ${c} (${a.chunkLength[c]} bytes at ${a.chunkOffset[c]})`
+    }
+    filled[c] += size
+    files[c]++
+  }
+  if (samples !== header.samples) return `it has ${samples} samples, its header says ${header.samples}`
+  if (sampleBytes !== header.sampleBytes) return `its samples hold ${sampleBytes} bytes, its header says ${header.sampleBytes}`
+  let last = -1
+  for (let c = 0; c < header.chunks; c++) {
+    const [offset, length, segment] = [a.chunkOffset[c], a.chunkLength[c], a.chunkSegment[c]]
+    if (files[c] > header.chunkSize) return `chunk ${c} has ${files[c]} files, more than the chunk size ${header.chunkSize}`
+    if (!held(c)) continue
+    if (!Number.isSafeInteger(offset) || !Number.isSafeInteger(length) || offset < 0 || offset % CHUNK_ALIGNMENT !== 0) return `chunk ${c} is at ${offset}, not on a ${CHUNK_ALIGNMENT}-byte boundary of its segment`
+    if (files[c] === 0 || filled[c] !== length) return `chunk ${c} is ${length} bytes, its ${files[c]} files hold ${filled[c]}`
+    if (segment >= header.segments) return `chunk ${c} is in segment ${segment}, of ${header.segments}`
+    if (offset > 0 && offset + length > header.segmentSize) return `chunk ${c} ends at ${offset + length}, past its segment's size ${header.segmentSize}`
+    if (last >= 0) {
+      const [lastEnd, lastSegment] = [a.chunkOffset[last] + a.chunkLength[last], a.chunkSegment[last]]
+      if (segment < lastSegment || (segment === lastSegment && offset < lastEnd)) return `chunk ${c} overlaps or precedes chunk ${last} in segment ${segment}`
+    }
+    last = c
+  }
+  return undefined
+}
+
+/** A value from a damaged index, short enough for one line. */
+function clip (text: string): string {
+  return text.length > 120 ? `${text.slice(0, 117)}...` : text
 }
 
 function u32 (value: number): Buffer {

@@ -11,6 +11,7 @@ import { Listed } from '../chunks/native'
 import { DatasetTree, EntryKind as TreeKind, secondsOf, TreeBuilder } from '../chunks/tree'
 import { decodeIndex, EntryKind, PACK_MAGIC, type PackArrays, type PackHeader } from './format'
 import { DirectoryPackStorage, INDEX_FILE, OTHERS_FILE, SEGMENTS_DIR, type PackStorage } from './storage'
+import type { Layout } from '../redirect/layout'
 
 export { INDEX_FILE, OTHERS_FILE }
 
@@ -96,3 +97,29 @@ export async function loadPackIndex (where: string | PackStorage): Promise<PackI
     path: pathOf
   }
 }
+
+/**
+ * Checks that the layout computed from a pack's index is the one its chunks
+ * were written in: each PC is the pack's chunk of that number, and its files,
+ * in the layout's order, lie back to back from the chunk's start to its end.
+ * A pack read (pack-source.ts) takes a run of files from the first asked for
+ * to the last, so this is what keeps every read inside its chunk.
+ */
+export function checkPackLayout (pack: PackIndex, layout: Layout): void {
+  const { arrays, header } = pack
+  const mismatch = (why: string): UsageError => new UsageError(`${pack.storage.where}/${INDEX_FILE} does not match the layout computed from it (${why}; written by another version of redirfs, or damaged); repack it`)
+  layout.pcs.forEach((pc, c) => {
+    let end = arrays.chunkOffset[c]
+    const held = header.nodes === undefined || arrays.chunkLength[c] > 0
+    for (const id of pc.files) {
+      const entry = pack.sampleEntry[id]
+      if (arrays.chunk[entry] !== c) throw mismatch(`${clipped(pack.path(entry))} is in chunk ${arrays.chunk[entry]}, the layout puts it in ${c}`)
+      if (!held) continue
+      if (arrays.location[entry] !== end) throw mismatch(`${clipped(pack.path(entry))} is at ${arrays.location[entry]} in chunk ${c}, the layout's order puts it at ${end}`)
+      end += arrays.size[entry]
+    }
+    if (held && end !== arrays.chunkOffset[c] + arrays.chunkLength[c]) throw mismatch(`chunk ${c}'s files end at ${end}, the chunk at ${arrays.chunkOffset[c] + arrays.chunkLength[c]}`)
+  })
+}
+
+const clipped = (text: string): string => text.length > 120 ? `${text.slice(0, 117)}...` : text

@@ -66,15 +66,23 @@ export class PackSource implements ChunkSource {
     const wholeChunk = runStart === chunkOffset && runEnd === chunkOffset + chunkLength
     const [offset, length] = wholeChunk ? [chunkOffset, chunkLength] : [runStart, runEnd - runStart]
     const pieces = entries.map(entry => ({ start: arrays.location[entry] - offset, size: arrays.size[entry] }))
+    // The index was checked whole at load (format.ts, checkPackLayout); this keeps a read inside its run whatever reaches here.
+    if (pieces.some(p => p.start < 0 || p.start + p.size > length)) {
+      this.corruptChunks++
+      this.log.error({ chunk: request.pc }, 'a request reaches outside its chunk; its files are not served')
+      return delivered
+    }
     const targets = pieces.map(p => this.buffers.take(p.size))
     const giveBack = (): void => { for (const bytes of targets) this.buffers.give(bytes) }
     let read: ChunkRead | undefined
     let fromCache = false
     try {
-      if (useCache && this.cache !== undefined && !this.cache.has(request.pc) && !this.notCached.has(request.pc)) await this.fill(request.pc)
-      if (useCache && this.cache?.has(request.pc) === true) {
-        read = await this.cache.readPieces(request.pc, offset - chunkOffset, length, pieces, targets)
-        fromCache = read !== undefined
+      if (useCache && this.cache !== undefined && !this.notCached.has(request.pc)) {
+        if (!this.cache.has(request.pc)) await this.fill(request.pc)
+        if (this.cache.has(request.pc) && (this.cache.checked(request.pc) || await this.checkCached(request.pc))) {
+          read = await this.cache.readPieces(request.pc, offset - chunkOffset, length, pieces, targets)
+          fromCache = read !== undefined
+        }
       }
       read ??= await this.pack.storage.readPieces(arrays.chunkSegment[request.pc], offset, length, pieces, targets)
     } catch (err) {
@@ -138,6 +146,17 @@ export class PackSource implements ChunkSource {
     await filling
   }
 
+  /**
+   * A cached chunk's first read since the mount (or since its file changed)
+   * checks its HMAC, whole: bounded like the fills, for it too holds a whole
+   * chunk in memory. One that fails is read from the bucket from then on.
+   */
+  private async checkCached (pc: number): Promise<boolean> {
+    const good = await this.fillLimit(async () => await this.cache!.check(pc))
+    if (!good) this.notCached.add(pc)
+    return good
+  }
+
   stats (): Record<string, number | string> {
     return { kind: 'pack', ...this.pack.storage.stats(), chunksRead: this.chunksRead, bytesRead: this.bytesRead, corruptChunks: this.corruptChunks, ...(this.cache?.stats() ?? {}) }
   }
@@ -147,22 +166,53 @@ export class PackSource implements ChunkSource {
 
 /** Non-sample files of a pack, read from others.bin and checked against their CRC-32. */
 export class PackFileReader implements FileReader {
+  /**
+   * The bytes of each non-sample file open now, shared by its opens: a
+   * thousand opens of one file hold it once (each read whole, they held it
+   * a thousand times), so what they hold is bounded by the pack's own
+   * non-sample files.
+   */
+  private readonly held = new Map<number, { bytes: Promise<Buffer>, opens: number }>()
+
   constructor (private readonly pack: PackIndex) {}
 
   async open (relativePath: string): Promise<OpenFile> {
     const entry = this.pack.entryIndex(relativePath)
     if (entry === undefined) throw new FsError('ENOENT', 'no such file')
+    let shared = this.held.get(entry)
+    if (shared === undefined) {
+      shared = { bytes: this.readChecked(entry, relativePath), opens: 0 }
+      this.held.set(entry, shared)
+    }
+    shared.opens++
+    const release = (): void => {
+      if (--shared!.opens === 0 && this.held.get(entry) === shared) this.held.delete(entry)
+    }
+    let bytes: Buffer
+    try {
+      bytes = await shared.bytes
+    } catch (err) {
+      release()
+      // A failed read is not kept: the next open tries again.
+      if (this.held.get(entry) === shared) this.held.delete(entry)
+      throw err
+    }
+    let closed = false
+    return {
+      read: async (buffer, length, position) => bytes.copy(buffer, 0, position, Math.min(position + length, bytes.length)),
+      close: async () => { if (!closed) { closed = true; release() } },
+      native: { bytes }
+    }
+  }
+
+  /** Non-sample files are small (labels, notes): the whole file, checked against its CRC. */
+  private async readChecked (entry: number, relativePath: string): Promise<Buffer> {
     const { arrays } = this.pack
     const size = arrays.size[entry]
-    // Non-sample files are small (labels, notes): check the whole file once at open.
     const bytes = await this.pack.storage.readOthers(arrays.location[entry], size).catch((err: unknown) => {
       throw new FsError('EIO', `cannot read ${relativePath} from the pack: ${(err as Error).message}`, { cause: err })
     })
     if (bytes.length !== size || crc32(bytes) !== arrays.crc[entry]) throw new FsError('EIO', `${relativePath} in the pack is damaged`)
-    return {
-      read: async (buffer, length, position) => bytes.copy(buffer, 0, position, Math.min(position + length, size)),
-      close: async () => {},
-      native: { bytes }
-    }
+    return bytes
   }
 }

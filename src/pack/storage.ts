@@ -12,7 +12,8 @@
  */
 import { promises as fs } from 'node:fs'
 import path from 'node:path'
-import { codeOf } from '../errors'
+import { codeOf, UsageError } from '../errors'
+import { MAX_INDEX_BYTES } from './format'
 import { ChunkFile, type ChunkRead } from '../chunks/native'
 
 export const INDEX_FILE = 'index.bin'
@@ -28,7 +29,11 @@ export type Pieces = ReadonlyArray<{ readonly start: number, readonly size: numb
 export interface PackStorage {
   /** Where it is, for messages: a directory, or s3://bucket/prefix. */
   readonly where: string
-  /** The index's bytes; undefined when there is no index (not a pack, or an interrupted write). */
+  /**
+   * The index's bytes; undefined when there is no index (not a pack, or an
+   * interrupted write). One larger than MAX_INDEX_BYTES is refused before
+   * anything is allocated for it.
+   */
   readIndex (): Promise<Buffer | undefined>
   /** Whether the index is there and starts like one (cheap: its first bytes). */
   hasIndex (magic: Buffer): Promise<boolean>
@@ -46,6 +51,13 @@ export interface PackStorage {
   close (): Promise<void>
 }
 
+/** Refuses an index too large to be one this redirfs reads, by its size alone. */
+export function checkIndexSize (where: string, size: number): void {
+  if (size > MAX_INDEX_BYTES) {
+    throw new UsageError(`${where}/${INDEX_FILE} is ${size} bytes, more than the ${MAX_INDEX_BYTES} a pack index may have (one of 13 million files is about 1.6 GB): not a pack this redirfs reads`)
+  }
+}
+
 export class DirectoryPackStorage implements PackStorage {
   private readonly segments = new Map<number, ChunkFile>()
   private direct = true
@@ -53,10 +65,17 @@ export class DirectoryPackStorage implements PackStorage {
   constructor (readonly where: string) {}
 
   async readIndex (): Promise<Buffer | undefined> {
-    return await fs.readFile(path.join(this.where, INDEX_FILE)).catch((err: unknown) => {
+    const handle = await fs.open(path.join(this.where, INDEX_FILE), 'r').catch((err: unknown) => {
       if (codeOf(err) === 'ENOENT') return undefined
       throw err
     })
+    if (handle === undefined) return undefined
+    try {
+      checkIndexSize(this.where, (await handle.stat()).size)
+      return await handle.readFile()
+    } finally {
+      await handle.close()
+    }
   }
 
   async hasIndex (magic: Buffer): Promise<boolean> {

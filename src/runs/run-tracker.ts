@@ -135,7 +135,10 @@ function namesOwnRun (table: ProcessTable, child: ProcessInfo, parent: ProcessIn
 /** The run a trainer belongs to: its launcher's job when the environment names one, else the trainer itself. */
 export function runOf (table: ProcessTable, trainer: ProcessInfo, now: number): Run {
   const v = table.launcherVariables(trainer.pid) ?? {}
-  const named = (key: string, global: boolean): Run => ({ key, global, trainers: new Map([[trainer.pid, trainer.startTime]]), description: describe(trainer), startedAt: now })
+  // A job's name is its user's: another user naming the same job (REDIRFS_RUN_ID is in the stats, a rendezvous
+  // address is guessable) starts a run of its own beside it, never joins the victim's and counts as its epochs.
+  const user = trainer.uid === undefined ? '' : ` of uid ${trainer.uid}`
+  const named = (key: string, global: boolean): Run => ({ key: global ? key + user : key, global, trainers: new Map([[trainer.pid, trainer.startTime]]), description: describe(trainer), startedAt: now })
   if (v.REDIRFS_RUN_ID !== undefined && v.REDIRFS_RUN_ID !== '') return named(`REDIRFS_RUN_ID ${v.REDIRFS_RUN_ID}`, true)
   if (v.TORCHELASTIC_RUN_ID !== undefined) {
     const attempt = v.TORCHELASTIC_RESTART_COUNT ?? '0'
@@ -165,14 +168,34 @@ interface KnownThread {
   readonly startTime: number
   /** The run it reads for; 'orphan'; undefined: unknown. */
   readonly run: Run | 'orphan' | undefined
+  /** The trainer its process works for, when it is a worker: its other workers are looked for once a second. */
+  readonly trainer?: ProcessInfo
   checkedAt: number
 }
+
+/** A process known to be a trainer's worker (pid → it, and whose it is): a worker for good, whatever becomes of its parent. */
+interface KnownWorker {
+  readonly startTime: number
+  readonly trainer: { readonly pid: number, readonly startTime: number }
+}
+
+/** Workers remembered at most; past that, those that exited are forgotten. */
+const WORKERS_KEPT = 4096
 
 export class RunTracker {
   private current: Run | undefined
   /** Runs that began while another was reading, by key. */
   private readonly alongside = new Map<string, Run>()
   private readonly threads = new Map<number, KnownThread>()
+  /**
+   * Processes found to be workers: a worker whose trainer was killed is
+   * adopted by init (or a reaper) and no longer looks like anyone's, and a
+   * new thread of it (a dataset that reads on threads, a thread pool) is
+   * a thread never seen. By process, it is still known for what it is.
+   */
+  private readonly workers = new Map<number, KnownWorker>()
+  /** When each trainer's children were last looked through: trainer pid → ms. */
+  private readonly childrenSeenAt = new Map<number, number>()
   private runs = 0
   private concurrentRuns = 0
   private exact = true
@@ -190,6 +213,7 @@ export class RunTracker {
         if (now - known.checkedAt >= RECHECK_MS) {
           known.checkedAt = now
           if (known.run !== undefined && known.run !== 'orphan' && !this.isReading(known.run)) this.threads.set(thread, { ...known, run: 'orphan' })
+          else if (known.trainer !== undefined) this.noteWorkersOf(known.trainer, now)
         }
         return this.placed(this.threads.get(thread)!.run)
       }
@@ -197,7 +221,7 @@ export class RunTracker {
     }
     const threadStart = this.table.info(thread)?.startTime
     const pid = this.table.processOf(thread)
-    const trainer = pid === undefined ? undefined : findTrainer(this.table, pid)
+    const trainer = pid === undefined ? undefined : this.trainerOf(pid, now)
     if (threadStart === undefined || trainer === undefined || trainer === 'orphan') {
       const unplaced = trainer === 'orphan' ? 'orphan' : undefined
       if (threadStart !== undefined) this.remember(thread, { startTime: threadStart, run: unplaced, checkedAt: now })
@@ -206,8 +230,59 @@ export class RunTracker {
     const run = runOf(this.table, trainer, now)
     const event = this.place(run, trainer)
     // The run object the tracker keeps under that key: a thread belongs to that run, not to a later one of the same name.
-    this.remember(thread, { startTime: threadStart, run: this.runNamed(run.key) ?? run, checkedAt: now })
+    this.remember(thread, { startTime: threadStart, run: this.runNamed(run.key) ?? run, trainer: trainer.pid !== pid ? trainer : undefined, checkedAt: now })
     return event
+  }
+
+  /**
+   * The trainer process `pid` works for: a known worker's own (or 'orphan'
+   * once that trainer is gone), else found by walking up (`findTrainer`);
+   * a worker found so is remembered, with its trainer's other workers.
+   */
+  private trainerOf (pid: number, now: number): ProcessInfo | 'orphan' | undefined {
+    const known = this.workers.get(pid)
+    const info = known === undefined ? undefined : this.table.info(pid)
+    if (known !== undefined && info?.startTime === known.startTime) {
+      const trainer = this.table.info(known.trainer.pid)
+      return trainer?.startTime === known.trainer.startTime && trainer.alive ? trainer : 'orphan'
+    }
+    if (known !== undefined) this.workers.delete(pid) // a reused pid
+    const trainer = findTrainer(this.table, pid)
+    if (trainer === undefined || trainer === 'orphan') return trainer
+    for (let p = this.table.info(pid); p !== undefined && p.pid !== trainer.pid; p = this.table.info(p.parent)) this.noteWorker(p, trainer)
+    this.noteWorkersOf(trainer, now)
+    return trainer
+  }
+
+  /**
+   * Remembers the trainer's workers that have not opened anything yet (a
+   * worker is started with the trainer's whole prefetch queue to read), so
+   * that one whose trainer is killed before its first open is known too.
+   * Once a second at most per trainer.
+   */
+  private noteWorkersOf (trainer: ProcessInfo, now: number): void {
+    if (now - (this.childrenSeenAt.get(trainer.pid) ?? -Infinity) < RECHECK_MS) return
+    this.childrenSeenAt.set(trainer.pid, now)
+    const pending = [trainer.pid]
+    for (let depth = 0; depth < MAX_DEPTH && pending.length > 0; depth++) {
+      for (const child of this.table.children(pending.shift()!)) {
+        const info = this.table.info(child)
+        if (info === undefined || this.workers.get(child)?.startTime === info.startTime) continue
+        const its = findTrainer(this.table, child)
+        if (its === undefined || its === 'orphan' || its.pid !== trainer.pid || its.startTime !== trainer.startTime) continue
+        this.noteWorker(info, trainer)
+        pending.push(child)
+      }
+    }
+  }
+
+  private noteWorker (worker: ProcessInfo, trainer: ProcessInfo): void {
+    if (this.workers.size >= WORKERS_KEPT) {
+      for (const [pid, known] of this.workers) if (this.table.info(pid)?.startTime !== known.startTime) this.workers.delete(pid)
+      if (this.workers.size >= WORKERS_KEPT) this.workers.delete(this.workers.keys().next().value!)
+    }
+    if (this.childrenSeenAt.size >= WORKERS_KEPT) this.childrenSeenAt.delete(this.childrenSeenAt.keys().next().value!)
+    this.workers.set(worker.pid, { startTime: worker.startTime, trainer: { pid: trainer.pid, startTime: trainer.startTime } })
   }
 
   /** What an open by a thread already placed means: nothing new, unless its run is no longer reading. */

@@ -7,9 +7,8 @@
  */
 import { crc32 } from 'node:zlib'
 import type { ChunkRead } from '../chunks/native'
-import { INDEX_FILE, OTHERS_FILE, segmentName, type PackStorage, type Pieces } from '../pack/storage'
+import { checkIndexSize, INDEX_FILE, OTHERS_FILE, segmentName, type PackStorage, type Pieces } from '../pack/storage'
 import { s3Url, type S3Location } from './location'
-import { StoreError } from './store-error'
 import type { ObjectStore } from './store'
 
 export class BucketPackStorage implements PackStorage {
@@ -22,10 +21,11 @@ export class BucketPackStorage implements PackStorage {
   private key (name: string): string { return this.location.prefix + name }
 
   async readIndex (): Promise<Buffer | undefined> {
-    return await this.store.getObject(this.key(INDEX_FILE)).catch((err: unknown) => {
-      if (err instanceof StoreError && err.kind === 'not-found') return undefined
-      throw err
-    })
+    // Its size first, so a huge object is refused before a byte of it is allocated; the read is then pinned to what was sized.
+    const head = await this.store.head(this.key(INDEX_FILE))
+    if (head === undefined) return undefined
+    checkIndexSize(this.where, head.size)
+    return await this.store.getObject(this.key(INDEX_FILE), { expectedLength: head.size, ifMatch: head.etag === '' ? undefined : head.etag })
   }
 
   async hasIndex (magic: Buffer): Promise<boolean> {

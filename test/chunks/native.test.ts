@@ -120,6 +120,17 @@ t.test('readPieces copies no piece into a target too small for it', async t => {
   t.equal(chunk.copied, 1, 'the first fits, the second does not: it and any after are not copied')
 })
 
+t.test('readPieces refuses a range or piece that is not a whole number inside what is read, before reading anything', async t => {
+  const chunkFile = ChunkFile.open(file)
+  t.teardown(() => chunkFile.close())
+  const target = Buffer.alloc(8192 + 10, 0xee)
+  // The crafted pack's piece: 8192 bytes before the run, ending inside it (as unsigned numbers, a wrapped bound).
+  for (const [offset, length, start, size] of [[4096, 100, -8192, 8202], [0, 100, 2 ** 64 - 8192, 8202], [0, 100, 90, 11], [0, 100, Number.NaN, 1], [0, 100, 0.5, 1], [-4096, 100, 0, 10], [0, Infinity, 0, 10]]) {
+    await t.rejects(chunkFile.readPieces(offset, length, [{ start, size }], [target]), RangeError, `${length} bytes at ${offset}, piece of ${size} at ${start}`)
+  }
+  t.same(target, Buffer.alloc(8192 + 10, 0xee), 'the target untouched')
+})
+
 t.test('discard frees a Buffer that is its memory\'s only view, and leaves shared memory alone', async t => {
   const [own] = await native().readFiles([file], [Buffer.alloc(0)]) as Buffer[]
   t.equal(native().discard(own), true)

@@ -104,6 +104,23 @@ def make_loader(kind):
         def load(path):
             return read_image(path, mode=ImageReadMode.RGB).permute(1, 2, 0).numpy()
         return load
+    if kind == "thread":
+        import threading
+
+        def load(path):
+            # Each sample read on a thread of its own, after a little work: what a dataset that reads through a
+            # thread pool does, and slow enough that a killed job's workers still read for a while after it.
+            out = {}
+
+            def read():
+                time.sleep(0.02)
+                with open(path, "rb") as f:
+                    out["bytes"] = f.read()
+            thread = threading.Thread(target=read)
+            thread.start()
+            thread.join()
+            return Image.open(io.BytesIO(out["bytes"])).convert("RGB")
+        return load
     if kind == "imageio":
         import imageio
 

@@ -10,7 +10,7 @@ import path from 'node:path'
 import t from 'tap'
 import { sha1 } from '../helpers/dataset'
 import { emptyDir, forceUnmount, mount, redirfs } from '../helpers/mount'
-import { asNobody, openToEveryone, readAsNobody } from '../helpers/unprivileged'
+import { asNobody, openToEveryone, readAsNobody, readInTwoAsNobody } from '../helpers/unprivileged'
 
 interface Tree { source: string, master: string, hidden: string, samples: string[], contents: Map<string, string> }
 
@@ -200,4 +200,76 @@ t.test('an ACL on the source directory itself that denies a user keeps them out 
   t.match((await readAsNobody(source, samples))[samples[0]], /^error Permission denied/, 'the source keeps nobody out')
   t.same(Object.values(await readAsNobody(mountpoint, samples)).map(got => got.replace(/ .*/, '')), ['error', 'error'], 'so does the mount')
   t.equal((await fs.stat(mountpoint)).mode & 0o077, 0, 'whose root shows its owner\'s bits only')
+})
+
+t.test('an ACL added after the mount to a directory above the source keeps the user it denies out of what was loaded and what was not', async t => {
+  const base = emptyDir('redirfs-acl-above-')
+  t.teardown(() => rmSync(base, { recursive: true, force: true }))
+  const source = path.join(base, 'data')
+  const cats = writeClass(source, 'cat', 4)
+  const dogs = writeClass(source, 'dog', 4)
+  openToEveryone(base, source)
+  const mountpoint = emptyDir()
+  openToEveryone(mountpoint)
+  await mount(t, source, mountpoint, '--allow-other', '--chunk-size', '8', '--memory', '100K')
+  const read = await readInTwoAsNobody(mountpoint, [...cats, ...dogs], async first => {
+    t.notMatch(Object.values(first)[0], /^error/, 'the first is read')
+    denyNobodyByAcl(base, 0o755)
+  })
+  t.match((await readAsNobody(source, [dogs[0]]))[dogs[0]], /^error Permission denied/, 'the source denies nobody now')
+  t.same(servedTo(read).length, 1, 'so does the mount: neither the cats in memory nor the dogs not yet read')
+})
+
+t.test('bytes already in memory are not served after a chmod in the source makes them private (the same reader goes on)', async t => {
+  const source = emptyDir('redirfs-chmod-memory-')
+  t.teardown(() => rmSync(source, { recursive: true, force: true }))
+  const cats = writeClass(source, 'cat', 6)
+  openToEveryone(source)
+  const mountpoint = emptyDir()
+  openToEveryone(mountpoint)
+  // A chunk holds the whole class: the first open loads it all into memory.
+  await mount(t, source, mountpoint, '--allow-other', '--chunk-size', '8', '--memory', '100K')
+  const read = await readInTwoAsNobody(mountpoint, cats, async first => {
+    t.notMatch(Object.values(first)[0], /^error/, 'the first is read')
+    for (const cat of cats) chmodSync(path.join(source, cat), 0o600)
+  })
+  t.same(cats.slice(1).map(cat => read[cat]), cats.slice(1).map(() => 'error Input/output error'), 'none of the rest, though all of them were in memory')
+  t.equal(servedTo(read).length, 1)
+})
+
+t.test('a directory on a link\'s real path closed after the mount keeps nobody from the link, as from its target', async t => {
+  const base = emptyDir('redirfs-link-closed-')
+  t.teardown(() => rmSync(base, { recursive: true, force: true }))
+  const source = path.join(base, 'source')
+  const master = path.join(base, 'master')
+  writeClass(master, 'owl', 2)
+  writeClass(source, 'cat', 2)
+  mkdirSync(path.join(source, 'owl'), { mode: 0o755 })
+  for (const i of [0, 1]) symlinkSync(path.join(master, 'owl', `${i}.jpg`), path.join(source, 'owl', `${i}.jpg`))
+  openToEveryone(base, source, master)
+  const mountpoint = emptyDir()
+  openToEveryone(mountpoint)
+  await mount(t, source, mountpoint, '--allow-other', '--chunk-size', '2', '--memory', '100K')
+  const owls = ['owl/0.jpg', 'owl/1.jpg']
+  const read = await readInTwoAsNobody(mountpoint, owls, async first => {
+    t.notMatch(first['owl/0.jpg'], /^error/, 'readable through the link while its real path is open')
+    chmodSync(path.join(master, 'owl'), 0o700)
+  })
+  t.match((await readAsNobody(master, ['owl/1.jpg']))['owl/1.jpg'], /^error Permission denied/, 'the target is closed to nobody now')
+  t.equal(read['owl/1.jpg'], 'error Input/output error', 'and so is the link')
+})
+
+t.test('an ACL added in the source after the mount keeps the user it denies out at once', async t => {
+  const source = emptyDir('redirfs-acl-later-')
+  t.teardown(() => rmSync(source, { recursive: true, force: true }))
+  const cats = writeClass(source, 'cat', 4)
+  openToEveryone(source)
+  const mountpoint = emptyDir()
+  openToEveryone(mountpoint)
+  await mount(t, source, mountpoint, '--allow-other', '--chunk-size', '8', '--memory', '100K')
+  const read = await readInTwoAsNobody(mountpoint, cats, async () => {
+    for (const cat of cats.slice(1)) denyNobodyByAcl(path.join(source, cat), 0o644)
+  })
+  t.match((await readAsNobody(source, [cats[1]]))[cats[1]], /^error Permission denied/, 'the source denies nobody now')
+  t.same(cats.slice(1).map(cat => read[cat]), cats.slice(1).map(() => 'error Input/output error'), 'so does the mount, though they were in memory')
 })

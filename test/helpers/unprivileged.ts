@@ -1,6 +1,6 @@
 // Running commands as a real unprivileged user (nobody), as a local user
 // of a shared machine would: through setpriv, with no supplementary groups.
-import { execFile } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
 import { chmodSync, chownSync } from 'node:fs'
 import path from 'node:path'
 import { promisify } from 'node:util'
@@ -10,7 +10,7 @@ const run = promisify(execFile)
 export const NOBODY = 65534
 // tap's process tracking puts its hooks back into NODE_OPTIONS of every child it sees spawned; they
 // would write into the checkout, which nobody may not: `env -u` takes them out after it.
-const AS_NOBODY = ['setpriv', `--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', '/usr/bin/env', '-u', 'NODE_OPTIONS']
+export const AS_NOBODY = ['setpriv', `--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', '/usr/bin/env', '-u', 'NODE_OPTIONS']
 
 export interface Outcome { code: number, stdout: string, stderr: string }
 
@@ -26,6 +26,55 @@ export async function asNobody (command: string, args: string[], given: NodeJS.P
   } catch (err) {
     const e = err as { code?: number, stdout?: string, stderr?: string }
     return { code: typeof e.code === 'number' ? e.code : -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' }
+  }
+}
+
+const READ_IN_TWO = `
+import hashlib, json, os, sys
+root, paths = sys.argv[1], sys.argv[2:]
+def read(p):
+    try:
+        with open(os.path.join(root, p), 'rb') as f:
+            return hashlib.sha1(f.read()).hexdigest()
+    except OSError as e:
+        return 'error ' + (os.strerror(e.errno) if e.errno else str(e))
+first = {paths[0]: read(paths[0])}
+print(json.dumps(first), flush=True)
+sys.stdin.readline()
+print(json.dumps({p: read(p) for p in paths[1:]}), flush=True)
+`
+
+/**
+ * One process of nobody's that reads the first of `paths` under `root`,
+ * then, when told, the rest (as readAsNobody reports them): so a test can
+ * change the source between the two, while the same reader goes on.
+ */
+export async function readInTwoAsNobody (root: string, paths: readonly string[], between: (first: Record<string, string>) => Promise<void>): Promise<Record<string, string>> {
+  const reader = spawn(AS_NOBODY[0], [...AS_NOBODY.slice(1), '/usr/bin/python3', '-c', READ_IN_TWO, root, ...paths], { stdio: ['pipe', 'pipe', 'inherit'] })
+  try {
+    const lines: string[] = []
+    let waiting: (() => void) | undefined
+    let pending = ''
+    reader.stdout.on('data', (chunk: Buffer) => {
+      pending += chunk.toString()
+      const parts = pending.split('\n')
+      pending = parts.pop()!
+      lines.push(...parts)
+      waiting?.()
+    })
+    const line = async (n: number): Promise<Record<string, string>> => {
+      while (lines.length <= n) {
+        if (reader.exitCode !== null) throw new Error('the reader exited early')
+        await new Promise<void>(resolve => { waiting = resolve; setTimeout(resolve, 100) })
+      }
+      return JSON.parse(lines[n]) as Record<string, string>
+    }
+    const first = await line(0)
+    await between(first)
+    reader.stdin.write('\n')
+    return { ...first, ...await line(1) }
+  } finally {
+    reader.kill('SIGKILL')
   }
 }
 

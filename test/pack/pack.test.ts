@@ -3,12 +3,16 @@ import { execFile, spawn } from 'node:child_process'
 import { promises as fs, existsSync, readFileSync, readdirSync, statSync } from 'node:fs'
 import path from 'node:path'
 import { promisify } from 'node:util'
+import { crc32 } from 'node:zlib'
 import t from 'tap'
 import { readStats } from '../../src/cli/stats-command'
+import { UsageError } from '../../src/errors'
+import { decodeIndex, PACK_MAGIC, type PackArrays } from '../../src/pack/format'
 import { loadPackIndex } from '../../src/pack/pack-index'
-import { segmentName } from '../../src/pack/storage'
+import { PackFileReader } from '../../src/pack/pack-source'
+import { DirectoryPackStorage, segmentName } from '../../src/pack/storage'
 import { classOf, generateDataset, sha1, splitClassOf } from '../helpers/dataset'
-import { CLI, CLI_ENV, emptyDir, mount, redirfs } from '../helpers/mount'
+import { CLI, CLI_ENV, emptyDir, mount, redirfs, waitUntil } from '../helpers/mount'
 import { readEpoch, readFileAsTrainer } from '../helpers/readers'
 import { changeAttempts } from '../helpers/read-only'
 
@@ -114,6 +118,58 @@ for (const [version, why] of [[1, 'whose redirect groups were top-level director
     t.match(result.stderr, `was written by an older redirfs (pack format ${version}, ${why}); re-pack the dataset`)
   })
 }
+
+/** A copy of the pack whose index `craft` changes (its arrays are views of the bytes), with its CRC made anew. */
+async function craftedCopy (name: string, craft: (arrays: PackArrays) => void): Promise<string> {
+  const crafted = path.join(work, name)
+  await fs.cp(pack, crafted, { recursive: true })
+  const file = path.join(crafted, 'index.bin')
+  const bytes = Buffer.alloc(statSync(file).size) // its own memory, 8-byte aligned: the decoded arrays are views of it
+  readFileSync(file).copy(bytes)
+  craft(decodeIndex(bytes, file).arrays)
+  bytes.writeUInt32LE(crc32(bytes.subarray(0, bytes.length - 4)), bytes.length - 4)
+  await fs.writeFile(file, bytes)
+  return crafted
+}
+
+/** The samples of chunk 0, by where they lie in it. */
+const chunkZero = (arrays: PackArrays): number[] => [...arrays.chunk.keys()].filter(i => arrays.chunk[i] === 0).sort((a, b) => arrays.location[a] - arrays.location[b])
+
+t.test('a crafted index whose sample starts before its chunk is refused by mount and verify in one line, never read', async t => {
+  const crafted = await craftedCopy('crafted-before', arrays => {
+    const [, second] = chunkZero(arrays)
+    arrays.location[second] = -8192
+    arrays.size[second] += 8192
+  })
+  const why = /is not a valid redirfs pack index: sample "[^"]+" \(\d+ bytes at -8192\) is not inside its chunk 0/
+  for (const command of [['mount', crafted, emptyDir()], ['verify', crafted]]) {
+    const result = await redirfs(...command)
+    t.equal(result.code, 1, command[0])
+    t.match(result.stderr, why, command[0])
+    t.equal(result.stderr.trim().split('\n').length, 1, `${command[0]}: one line`)
+  }
+})
+
+t.test('a crafted index whose files lie in their chunk in another order than the layout\'s is refused at mount', async t => {
+  const crafted = await craftedCopy('crafted-order', arrays => {
+    // The last file moved to the chunk's start, the others after it: each still inside, together still filling it.
+    const files = chunkZero(arrays)
+    const last = files[files.length - 1]
+    let at = arrays.location[files[0]]
+    for (const entry of [last, ...files.slice(0, -1)]) { arrays.location[entry] = at; at += arrays.size[entry] }
+  })
+  const result = await redirfs('mount', crafted, emptyDir())
+  t.equal(result.code, 1)
+  t.match(result.stderr, /index.bin does not match the layout computed from it \(.+ is at \d+ in chunk 0, the layout's order puts it at \d+; .*\); repack it/)
+})
+
+t.test('an index larger than any pack index may be is refused by its size, before it is read', async t => {
+  const huge = path.join(work, 'huge-index')
+  await fs.mkdir(path.join(huge, 'segments'), { recursive: true })
+  await fs.writeFile(path.join(huge, 'index.bin'), PACK_MAGIC)
+  await fs.truncate(path.join(huge, 'index.bin'), 5 * 2 ** 30) // sparse: five GiB that take no disk
+  await t.rejects(loadPackIndex(huge), new UsageError(`${huge}/index.bin is 5368709120 bytes, more than the 4294967295 a pack index may have (one of 13 million files is about 1.6 GB): not a pack this redirfs reads`))
+})
 
 t.test('a mounted pack keeps every time to the nanosecond (native backend; fuse-native carries milliseconds)', async t => {
   const mountpoint = emptyDir()
@@ -247,9 +303,7 @@ t.test('an interrupted pack leaves nothing that looks like a pack', async t => {
   t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
   const partial = `${out}.partial-${child.pid}`
   const firstSegment = path.join(partial, segmentName(0))
-  for (let i = 0; i < 2000 && !(existsSync(firstSegment) && statSync(firstSegment).size > 0); i++) {
-    await new Promise(resolve => setTimeout(resolve, 5))
-  }
+  await waitUntil(() => (existsSync(firstSegment) && statSync(firstSegment).size > 0) || child.exitCode !== null, 120_000, 5)
   child.kill('SIGKILL')
   await new Promise(resolve => child.on('exit', resolve))
   t.ok(existsSync(partial), 'the pack was caught mid-way')
@@ -318,4 +372,21 @@ t.test('a pack of data not everyone may read is its owner\'s only; a pack of pub
   const files = (await fs.readdir(closed, { recursive: true })).map(name => path.join(closed, name)).filter(file => statSync(file).isFile())
   t.ok(files.length >= 3)
   t.same(files.map(file => statSync(file).mode & 0o777), files.map(() => 0o600), 'and each of its files 0600')
+})
+
+t.test('opens of one non-sample file of a pack share its bytes: read once while any is open, whatever the number of opens', async t => {
+  let reads = 0
+  const storage = new DirectoryPackStorage(pack)
+  const readOthers = storage.readOthers.bind(storage)
+  storage.readOthers = async (offset, length) => { reads++; return await readOthers(offset, length) }
+  const reader = new PackFileReader(await loadPackIndex(storage))
+  const [other, bytes] = [...dataset.others.entries()].find(([, b]) => b.length > 0)!
+  const opened = await Promise.all(Array.from({ length: 100 }, async () => await reader.open(other)))
+  t.equal(reads, 1, 'one read for a hundred opens')
+  const copy = Buffer.alloc(bytes.length)
+  t.equal(await opened[99].read(copy, bytes.length, 0), bytes.length)
+  t.same(copy, bytes)
+  for (const file of opened) await file.close()
+  await (await reader.open(other)).close()
+  t.equal(reads, 2, 'read again once every open was closed: nothing is kept past its opens')
 })

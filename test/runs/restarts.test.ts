@@ -62,6 +62,22 @@ for (const [what, signal, group, extra] of [
   })
 }
 
+t.test('a killed job\'s workers that read on threads of their own are its workers still: the next job, started at once, is exact', async t => {
+  const { table, identities } = await dataset
+  const mountpoint = await freshMount(t)
+  const before = (await readStats(mountpoint)).protocol.opens
+  // Each sample read on a new thread of the worker; the trainer killed, its 4 workers left to read on, adopted by init.
+  const job = startReader('read', mountpoint, table, '--workers', '4', '--epochs', '1', '--loader', 'thread')
+  t.teardown(() => { try { process.kill(-job.pid!, 'SIGKILL') } catch {} })
+  await waitForOpens(mountpoint, before, Math.floor(identities().length * 0.3))
+  process.kill(job.pid!, 'SIGKILL')
+  const report = await runReader('read', mountpoint, table, '--workers', '2', '--epochs', '3')
+  checkEpochs(t, report.epochs, identities())
+  const stats = await readStats(mountpoint)
+  t.equal(stats.runs?.runs, 2, 'the killed job and the next: no worker was taken for a job of its own')
+  t.equal(stats.runs?.exact, true)
+})
+
 t.test('a clean run, then a second run: both exact, the second starts afresh at no cost', async t => {
   const { table, identities } = await dataset
   const mountpoint = await freshMount(t)

@@ -3,40 +3,8 @@
 // jobs (DataLoader workers, SIGKILL, torchrun) are in restarts.test.ts.
 import t from 'tap'
 import { findTrainer, RunTracker, runOf } from '../../src/runs/run-tracker'
-import type { LauncherVariable, ProcessInfo, ProcessTable } from '../../src/runs/processes'
-
-const PYTHON = '/usr/bin/python3.11'
-
-class FakeTable implements ProcessTable {
-  readonly processes = new Map<number, ProcessInfo>()
-  readonly environments = new Map<number, Partial<Record<LauncherVariable, string>>>()
-  /** thread → process */
-  readonly threads = new Map<number, number>()
-
-  add (pid: number, parent: number, commandLine: string[], program = PYTHON, environment: Partial<Record<LauncherVariable, string>> = {}): number {
-    this.processes.set(pid, { pid, parent, startTime: 1000 + pid, alive: true, program, commandLine })
-    this.environments.set(pid, environment)
-    this.threads.set(pid, pid)
-    return pid
-  }
-
-  exit (pid: number): void { this.processes.delete(pid); this.threads.delete(pid) }
-  /** Exited, not yet reaped: still in the table. */
-  zombie (pid: number): void { this.processes.set(pid, { ...this.processes.get(pid)!, alive: false }) }
-  processOf (thread: number): number | undefined { return this.threads.get(thread) }
-  info (pid: number): ProcessInfo | undefined { return this.processes.get(pid) }
-  launcherVariables (pid: number): Partial<Record<LauncherVariable, string>> | undefined { return this.environments.get(pid) }
-}
-
-const TRAIN = ['python3', 'train.py', '--epochs', '3']
-const SPAWNED = ['python3', '-c', 'from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5, pipe_handle=7)', '--multiprocessing-fork']
-
-function machine (): FakeTable {
-  const table = new FakeTable()
-  table.add(1, 0, ['/sbin/init'], '/sbin/init')
-  table.add(100, 1, ['bash'], '/usr/bin/bash')
-  return table
-}
+import type { ProcessInfo } from '../../src/runs/processes'
+import { FakeTable, machine, PYTHON, SPAWNED, TRAIN } from '../helpers/process-table'
 
 t.test('a forked DataLoader worker is charged to the trainer that forked it', async t => {
   const table = machine()
@@ -114,6 +82,19 @@ t.test('a new run after the last one ended starts a new epoch; its workers and l
   t.same(runs.stats(), { runs: 2, concurrentRuns: 0, current: { key: 'process 300@1300', trainers: [300], trainer: 'pid 300 (python3 train.py)', since: new Date(30).toISOString() }, alongside: [], exact: true, orphanOpens: 0 })
 })
 
+t.test('another user naming the same job (REDIRFS_RUN_ID) begins a run of its own beside it, never joins it', async t => {
+  const table = machine()
+  const runs = new RunTracker(table)
+  table.add(200, 100, TRAIN, PYTHON, { REDIRFS_RUN_ID: 'job1' }, 1000)
+  t.equal(runs.noteOpen(200, 0).kind, 'first')
+  t.equal(runs.stats().current?.key, 'REDIRFS_RUN_ID job1 of uid 1000')
+  table.add(300, 100, TRAIN, PYTHON, { REDIRFS_RUN_ID: 'job1' }, 65534)
+  t.equal(runs.noteOpen(300, 10).kind, 'concurrent')
+  t.equal(runs.stats().exact, false, 'the victim\'s epochs are not called exact')
+  table.add(400, 100, TRAIN, PYTHON, { REDIRFS_RUN_ID: 'job1' }, 1000)
+  t.equal(runs.noteOpen(400, 20).kind, 'same', 'the same user\'s second rank joins')
+})
+
 t.test('a second job while the first still reads is concurrent: not exact until a run starts after both end', async t => {
   const table = machine()
   const runs = new RunTracker(table)
@@ -181,6 +162,45 @@ t.test('a worker whose trainer exited is refused, even before another run begins
   t.equal(runs.noteOpen(201, 0).kind, 'first')
   table.exit(200)
   t.equal(runs.noteOpen(201, 2000).kind, 'orphan', 'found when the thread is checked again')
+})
+
+t.test('a forked worker whose trainer was killed is its worker still: a new thread of it opens as an orphan, and starts no run', async t => {
+  const table = machine()
+  const runs = new RunTracker(table)
+  table.add(200, 100, TRAIN)
+  table.add(201, 200, TRAIN)
+  t.equal(runs.noteOpen(201, 0).kind, 'first')
+  table.exit(200) // killed: init adopts its worker, which now looks like a trainer started by init
+  table.orphan(201)
+  t.equal(runs.noteOpen(table.thread(2011, 201), 10).kind, 'orphan', 'a thread never seen, of a process known as a worker')
+  table.add(300, 100, TRAIN)
+  t.equal(runs.noteOpen(300, 20).kind, 'new', 'the next job: a new run, not one beside the worker')
+  t.equal(runs.noteOpen(table.thread(2012, 201), 30).kind, 'orphan')
+  t.same([runs.stats().runs, runs.stats().exact], [2, true])
+})
+
+t.test('a worker that had opened nothing when its trainer was killed is known from the trainer\'s children', async t => {
+  const table = machine()
+  const runs = new RunTracker(table)
+  table.add(200, 100, TRAIN)
+  table.add(201, 200, TRAIN)
+  table.add(202, 200, TRAIN) // started, not yet read anything
+  t.equal(runs.noteOpen(201, 0).kind, 'first')
+  table.exit(200)
+  table.orphan(201)
+  table.orphan(202)
+  t.equal(runs.noteOpen(table.thread(2021, 202), 10).kind, 'orphan')
+  t.equal(runs.stats().runs, 1)
+})
+
+t.test('a trainer whose own parent exited (nohup, a shell closed) is still a trainer', async t => {
+  const table = machine()
+  const runs = new RunTracker(table)
+  table.add(200, 100, TRAIN)
+  t.equal(runs.noteOpen(200, 0).kind, 'first')
+  table.exit(100)
+  table.orphan(200)
+  t.equal(runs.noteOpen(table.thread(2001, 200), 10).kind, 'same')
 })
 
 t.test('a zombie trainer has exited: the next job is a new run, not a concurrent one', async t => {

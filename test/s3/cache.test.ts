@@ -10,7 +10,12 @@ import { readStats } from '../../src/cli/stats-command'
 import { generateDataset } from '../helpers/dataset'
 import { emptyDir, forceUnmount, mountWith, redirfsWith } from '../helpers/mount'
 import { readEpoch } from '../helpers/readers'
-import { createBucket, startS3Server, type S3Server } from '../helpers/s3-server'
+import { createBucket, startS3Server, testStore, type S3Server } from '../helpers/s3-server'
+import { forgeCrc } from '../helpers/crc-forge'
+import { INDEX_FILE, loadPackIndex } from '../../src/pack/pack-index'
+import { segmentName } from '../../src/pack/storage'
+import { BucketPackStorage } from '../../src/s3/pack-storage'
+import { parseS3Url } from '../../src/s3/location'
 
 const dataset = generateDataset(31)
 t.teardown(async () => { await fs.rm(dataset.root, { recursive: true, force: true }) })
@@ -32,7 +37,9 @@ async function epochs (t: Test, mountpoint: string, count: number, seed: number)
   }
 }
 
-const cachedChunks = (cacheDir: string): string[] => readdirSync(cacheDir).flatMap(pack => readdirSync(path.join(cacheDir, pack)).map(name => path.join(cacheDir, pack, name)))
+/** The cache's packs' directories, and in them its chunk files (beside them, the cache's key). */
+const cachedPacks = (cacheDir: string): string[] => readdirSync(cacheDir).filter(name => name.startsWith('pack-')).map(name => path.join(cacheDir, name))
+const cachedChunks = (cacheDir: string): string[] => cachedPacks(cacheDir).flatMap(pack => readdirSync(pack).map(name => path.join(pack, name)))
 
 t.test('later epochs read the chunks from local disk; a remount of the same pack finds them again', async t => {
   const cacheDir = emptyDir('redirfs-cache-')
@@ -109,5 +116,67 @@ t.test('a pack written anew under the same prefix never meets the old one\'s chu
   const again = emptyDir()
   await mountWith(t, env, 's3://data/repacked.pack', again, '--memory', '300K', '--cache-dir', cacheDir)
   await epochs(t, again, 1, 80)
-  t.equal(readdirSync(cacheDir).length, 2, 'each pack has its own cache directory')
+  t.equal(cachedPacks(cacheDir).length, 2, 'each pack has its own cache directory')
+})
+
+t.test('chunks forged in the cache with the right lengths and CRC-32s are never served (the shared-cache attack)', async t => {
+  const cacheDir = emptyDir('redirfs-cache-')
+  const mountpoint = emptyDir()
+  await mountWith(t, env, 's3://data/cached.pack', mountpoint, '--memory', '300K', '--cache-dir', cacheDir, '--redirect', 'pool')
+  await epochs(t, mountpoint, 1, 90)
+  await forceUnmount(mountpoint)
+  // Every sample of every cached chunk rewritten as "PWNED", 4 bytes of each solved for so that its CRC-32 is the index's.
+  const store = testStore(t, server, 'data')
+  const pack = await loadPackIndex(new BucketPackStorage(store, parseS3Url('s3://data/cached.pack')))
+  const forged = cachedChunks(cacheDir)
+  for (const file of forged) {
+    const chunk = Number(path.basename(file, '.chunk'))
+    const bytes = await fs.readFile(file)
+    for (let entry = 0; entry < pack.header.entries; entry++) {
+      if (pack.arrays.kind[entry] !== 1 || pack.arrays.chunk[entry] !== chunk) continue
+      const start = pack.arrays.location[entry] - pack.arrays.chunkOffset[chunk]
+      const sample = bytes.subarray(start, start + pack.arrays.size[entry])
+      sample.fill('PWNED')
+      forgeCrc(sample, 0, pack.arrays.crc[entry])
+    }
+    await fs.writeFile(file, bytes)
+  }
+  const again = emptyDir()
+  await mountWith(t, env, 's3://data/cached.pack', again, '--memory', '300K', '--cache-dir', cacheDir, '--redirect', 'pool')
+  await epochs(t, again, 2, 100)
+  const stats = await readStats(again)
+  t.equal(stats.source.cacheForged, forged.length, 'each forged chunk failed its HMAC')
+  t.equal(stats.source.corruptChunks, 0, 'and was read from the bucket instead')
+  t.equal(stats.protocol.failedOpens, 0)
+})
+
+t.test('a bucket that copies a pack\'s index over forged chunks never feeds the real pack\'s cache (the poisoning attack)', async t => {
+  // Another bucket: the same index.bin, every sample of its segments "PWNED" with the index's CRC-32s.
+  await createBucket(server.endpoint, 'forged')
+  const real = testStore(t, server, 'data')
+  const forger = testStore(t, server, 'forged')
+  const pack = await loadPackIndex(new BucketPackStorage(real, parseS3Url('s3://data/cached.pack')))
+  await forger.put(`cached.pack/${INDEX_FILE}`, await real.getObject(`cached.pack/${INDEX_FILE}`))
+  for (let segment = 0; segment < pack.header.segments; segment++) {
+    const bytes = await real.getObject(`cached.pack/${segmentName(segment)}`)
+    for (let entry = 0; entry < pack.header.entries; entry++) {
+      if (pack.arrays.kind[entry] !== 1 || pack.arrays.chunkSegment[pack.arrays.chunk[entry]] !== segment || pack.arrays.size[entry] < 4) continue
+      const sample = bytes.subarray(pack.arrays.location[entry], pack.arrays.location[entry] + pack.arrays.size[entry])
+      sample.fill('PWNED')
+      forgeCrc(sample, 0, pack.arrays.crc[entry])
+    }
+    await forger.put(`cached.pack/${segmentName(segment)}`, bytes)
+  }
+  const cacheDir = emptyDir('redirfs-cache-')
+  const mountpoint = emptyDir()
+  await mountWith(t, env, 's3://forged/cached.pack', mountpoint, '--memory', '300K', '--cache-dir', cacheDir, '--redirect', 'pool')
+  const served = await readEpoch(mountpoint, dataset.samples, 110)
+  t.ok(served.some(r => !dataset.byContent.has(r.content)), 'the forged bucket serves forged bytes (they pass its index\'s checks)')
+  await forceUnmount(mountpoint)
+  const again = emptyDir()
+  await mountWith(t, env, 's3://data/cached.pack', again, '--memory', '300K', '--cache-dir', cacheDir, '--redirect', 'pool')
+  await epochs(t, again, 1, 120)
+  t.equal(cachedPacks(cacheDir).length, 2, 'each bucket\'s pack has a cache of its own')
+  const stats = await readStats(again)
+  t.ok(Number(stats.source.cacheMisses) >= stats.layout.physicalChunks, 'the real pack met none of the forged chunks: it fetched each of its own')
 })

@@ -123,21 +123,26 @@ async function exactJob (t: Test, cluster: Cluster, runId: string, what: string,
 }
 
 /**
- * A job whose first epoch a fault strikes a third of the way through. If
- * nobody was taken for dead (a short pause, as it should be), both epochs
- * are exact. Otherwise the epoch is checked as a death's, the job ends
- * there (a rank is gone, or refused until the next run) and the cluster
- * recovers.
+ * A job whose first epoch a fault strikes a third of the way through the
+ * node's share. If nobody was taken for dead (a short pause, as it should
+ * be), both epochs are exact. Otherwise the epoch is checked as a death's,
+ * the job ends there (a rank is gone, or refused until the next run) and
+ * the cluster recovers.
  */
 async function jobWithFault (t: Test, cluster: Cluster, step: Step, runId: string, what: string, seed: number): Promise<void> {
   const before = await deathsSeen(cluster)
+  // The pids now: finding one when the fault is due reads that node's stats, which on a loaded machine takes long enough for its trainer to read on.
+  await cluster.pids()
   const job = new Job(t, cluster.mountpoints, runId, undefined, READERS)
   let faulting: Promise<void> | undefined
   let back = false
   const victimAfterBack: TrainerRead[] = []
-  const reads = await job.epoch(dataset.samples, seed, (read, answered) => {
-    if (back && read.node === step.node) victimAfterBack.push(read)
-    if (answered === Math.floor(dataset.samples.length / 3)) faulting = strike(cluster, step, () => { back = true })
+  let victimAnswered = 0
+  const reads = await job.epoch(dataset.samples, seed, read => {
+    if (read.node !== step.node) return
+    if (back) victimAfterBack.push(read)
+    // A third of the way through the node's own share, so that its trainer has opens left however slowly the others start.
+    if (++victimAnswered === Math.floor(dataset.samples.length / 9)) faulting = strike(cluster, step, () => { back = true })
   })
   await faulting
   t.ok(faulting !== undefined, `${what}: the fault struck mid-epoch`)

@@ -55,18 +55,23 @@ async function exactJob (t: Test, cluster: Cluster, runId: string, epochs: numbe
 }
 
 /**
- * Reads one epoch of `job`, pausing node `victim` once `after` opens were
- * answered and resuming it once `resumeWhen` holds of the other nodes'
- * stats. Gives the reads, and those of the victim's trainer that came in
- * after it was resumed.
+ * Reads one epoch of `job`, pausing node `victim` once `after` of its own
+ * trainer's opens were answered (early, so that it has opens left however
+ * slowly the other trainers start on a loaded machine) and resuming it once
+ * `resumeWhen` holds of the other nodes' stats. Gives the reads, and those
+ * of the victim's trainer that came in after it was resumed.
  */
 async function epochWithPause (cluster: Cluster, job: Job, seed: number, victim: number, after: number, resumeWhen: (stats: Array<MountStats | undefined>) => boolean): Promise<{ reads: TrainerRead[], victimAfterResume: TrainerRead[] }> {
   let pausing: Promise<void> | undefined
   let resumed = false
   const victimAfterResume: TrainerRead[] = []
-  const reads = await job.epoch(dataset.samples, seed, (read, answered) => {
-    if (resumed && read.node === victim) victimAfterResume.push(read)
-    if (answered !== after) return
+  let victimAnswered = 0
+  // Its pid now: finding it when the pause is due reads the victim's stats, which on a loaded machine takes long enough for its trainer to finish its share.
+  await cluster.pids()
+  const reads = await job.epoch(dataset.samples, seed, read => {
+    if (read.node !== victim) return
+    if (resumed) victimAfterResume.push(read)
+    if (++victimAnswered !== after) return
     pausing = (async () => {
       await cluster.pause(victim)
       await untilStats(cluster.mountpoints, `node ${victim} to be seen as the pause requires`, resumeWhen, { skip: [victim] })
@@ -107,7 +112,7 @@ t.test('a daemon paused for longer than --peer-timeout in the middle of a job: t
   t.same(cluster.results.map(r => r.code), [0, 0, 0], cluster.results.map(r => r.stderr).join(''))
   const job = new Job(t, cluster.mountpoints, 'long-pause')
   const deadToBoth = (stats: Array<MountStats | undefined>): boolean => [0, 2].every(node => stats[node]!.cluster!.peers[1].state === 'dead')
-  const { reads, victimAfterResume } = await epochWithPause(cluster, job, 3, 1, Math.floor(dataset.samples.length / 3), deadToBoth)
+  const { reads, victimAfterResume } = await epochWithPause(cluster, job, 3, 1, 4, deadToBoth)
   const survivors = reads.filter(r => r.node !== 1)
   t.same(survivors.filter(r => r.error !== undefined), [], 'no open failed on the nodes that took node 1 for dead')
   checkServed(t, survivors, 'the survivors')
@@ -132,7 +137,7 @@ t.test('a daemon paused until one peer takes it for dead while another, slower t
   t.same(cluster.results.map(r => r.code), [0, 0, 0], cluster.results.map(r => r.stderr).join(''))
   const job = new Job(t, cluster.mountpoints, 'race')
   const givenUpByNode2 = (stats: Array<MountStats | undefined>): boolean => stats[2]!.cluster!.peers[1].state !== 'alive'
-  const { reads } = await epochWithPause(cluster, job, 4, 1, Math.floor(dataset.samples.length / 4), givenUpByNode2)
+  const { reads } = await epochWithPause(cluster, job, 4, 1, 4, givenUpByNode2)
   const survivors = reads.filter(r => r.node !== 1)
   t.same(survivors.filter(r => r.error !== undefined), [], 'no open failed on the other nodes')
   checkServed(t, survivors, 'the other nodes')

@@ -101,7 +101,10 @@ async function recover (t: Test, cluster: Cluster, step: Step): Promise<void> {
     const again = await cluster.mount(step.node)
     t.equal(again.code, 0, `node ${step.node} mounted again: ${again.stderr}`)
   }
-  const settled = await untilStats(cluster.mountpoints, 'the cluster to settle', settledState, { limitMs: 120_000 })
+  // A takeover may still be under way when the nodes agree (a node killed and mounted again before its peers noticed
+  // the death): its VCs have no owner until it is done. Wait for it, so that two owners, or none for good, fail here.
+  const ownedOnce = (stats: Array<MountStats | undefined>): boolean => stats.reduce((sum, s) => sum + s!.cluster!.ownedVirtualChunks, 0) === stats[0]!.layout.virtualChunks
+  const settled = await untilStats(cluster.mountpoints, 'the cluster to settle, with every virtual chunk owned once', stats => settledState(stats) && ownedOnce(stats), { limitMs: 120_000 })
   const owned = settled.map(s => s!.cluster!.ownedVirtualChunks)
   t.equal(owned.reduce((sum, n) => sum + n, 0), settled[0]!.layout.virtualChunks, `the nodes own every virtual chunk once between them (they own ${owned.join(', ')}; they see ${JSON.stringify(settled.map(s => s!.cluster!.peers.map(p => p.state)))})`)
 }

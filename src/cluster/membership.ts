@@ -452,6 +452,8 @@ export class Membership {
       this.clients[node]?.close()
       this.clients[node] = this.newClient(node)
       this.rejoining.add(node)
+      // Its VCs go to their next owners now: the death told above found it alive (its new incarnation) and not yet rejoining.
+      for (const listener of this.ownersListeners) listener()
       this.counters.peersRejoined++
       this.log.info({ peer: node, address: this.addressOf(node) }, `peer ${node} (${this.addressOf(node)}) is back: it takes its virtual chunks back at the next generation (the next training run)`)
     }

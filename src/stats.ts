@@ -55,6 +55,8 @@ export interface ClusterCounters {
   peersRejoined: number
   /** Generations this node started. */
   generations: number
+  /** Times this node learned that its peers took it for dead, and stopped serving until the next generation. */
+  fenced: number
   refusedRequests: number
 }
 
@@ -67,7 +69,12 @@ export interface ClusterStats extends ClusterCounters, MirrorCounters {
   dataPort: number
   remoteMemoryBytes: number
   tls: boolean
-  peers: Array<{ node: number, address: string, state: 'self' | 'alive' | 'rejoining' | 'dead' }>
+  /** Each node as this one sees it: `suspected`, not heard from for longer than --peer-timeout (dead once a majority says so). */
+  peers: Array<{ node: number, address: string, state: 'self' | 'alive' | 'suspected' | 'rejoining' | 'dead' }>
+  /** Whether this node may serve now: a majority of the cluster grants it a lease, and it is not fenced (taken for dead, until the next training run). */
+  quorum: boolean
+  /** Virtual chunks this node answers for now (the nodes' counts add up to the layout's, one owner each). */
+  ownedVirtualChunks: number
   /** The generation the cluster is in (src/cluster/generations.ts): how many runs began since the mount, and the last one's name. */
   generation: { number: number, key: string }
   takeovers: number

@@ -126,7 +126,7 @@ const mount = program.command('mount')
   .option('--tls-cert <path>', 'mutual TLS between nodes: this node\'s certificate (give all three --tls options, or none)')
   .option('--tls-key <path>', 'mutual TLS: this node\'s key')
   .option('--tls-ca <path>', 'mutual TLS: the CA every node\'s certificate is signed by')
-  .option('--peer-timeout <s>', 'a peer that does not answer within this is dead', seconds('--peer-timeout'), 10)
+  .option('--peer-timeout <s>', 'a peer a majority has not heard from for this long is dead (its lease)', seconds('--peer-timeout'), 10)
   .option('--peer-wait <s>', 'how long mounting waits for every peer to come up', seconds('--peer-wait'), 120)
   .option('--no-prefetch', 'ask for one file per request (no opportunistic batches)')
   .addHelpText('after', `

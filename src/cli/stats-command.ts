@@ -62,10 +62,11 @@ function clusterRows (s: MountStats, c: ClusterStats): [string, string][] {
   return [
     ['cluster', `node ${c.node} of ${c.nodes}, ${c.storage} storage${c.tls === true ? ', TLS' : ''}, listening on ${c.listen}, data channel on port ${c.dataPort}; ` +
       (c.generation.number === 0 ? 'first generation' : `generation ${c.generation.number} (${c.generation.key})`)],
-    ['peers', `${c.peers.map(peer => `${peer.node} ${peer.address} ${peer.state}`).join(', ')}; ${c.unsynced} updates not yet sent to peers`],
+    ['peers', `${c.peers.map(peer => `${peer.node} ${peer.address} ${peer.state}`).join(', ')}; ${c.unsynced} updates not yet sent to peers; ` +
+      `${c.quorum === false ? 'NOT SERVING (no quorum: a majority of the cluster does not grant this node a lease; or it was taken for dead, and waits for the next training run)' : 'quorum held'}, owns ${c.ownedVirtualChunks ?? '-'} virtual chunks`],
     ['remote', `${c.remoteRequests} requests for ${c.remoteOpens} remote samples (${perSample} per sample), ${c.remoteSamplesReceived} samples received, ${c.prefetchReceived} prefetched, ${c.prefetchUsed} used`],
     ['mirrors', `${formatSize(c.mirrorBytes)} now, peak ${formatSize(c.peakMirrorBytes)}; ${c.givenBack} files given back`],
     ['served', `${p.remoteOpens} opens for other nodes, ${p.prefetchShipped} files shipped in batches, ${p.reclaims} reclaim rounds (${p.reclaimedFiles} files back)`],
-    ['failures', `${c.peersLost} peers lost, ${c.peersRejoined} came back, ${c.takeovers} virtual chunks taken over, ${p.lostHeldFiles} shipped files made loadable again`]
+    ['failures', `${c.peersLost} peers lost, ${c.peersRejoined} came back, ${c.fenced ?? 0} times taken for dead itself, ${c.takeovers} virtual chunks taken over, ${p.lostHeldFiles} shipped files made loadable again`]
   ]
 }

@@ -25,7 +25,7 @@
  * starts afresh (membership.ts).
  */
 import * as grpc from '@grpc/grpc-js'
-import { PeerRefusal } from './peer-server'
+import { PeerRefusal } from './call-error'
 
 export interface GenerationId {
   readonly number: number

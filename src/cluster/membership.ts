@@ -1,38 +1,46 @@
 /**
  * Who is in the cluster and who is alive, as this node sees it: a client
  * per peer, the start-up handshake, the check every caller's node id goes
- * through, who answers for a VC now, and deaths.
+ * through, leases, who answers for a VC now, and deaths
+ * (docs/design.md, "Deaths and fencing").
  *
- * A peer that does not answer a call within the peer timeout is dead to
- * this node (docs/design.md, "Cluster protocol"). Whoever must act on a death (the
- * ledger, the takeover) subscribes with `onDeath` and is told once per
- * death.
+ * Every node renews its lease with every peer a few times per peer
+ * timeout; the renewals carry what each knows of deaths and suspicions
+ * (liveness.ts keeps the rules). A node serves anything (its own virtual
+ * chunks, its mirrors, a peer's read) only while a majority of the cluster
+ * granted it a lease. A failed call is never a death by itself: a node is
+ * dead once a majority stopped hearing from it, once its port refuses a
+ * connection, or once it learns that a peer stopped hearing from it. Then
+ * it is fenced: it answers for nothing, its trainer's opens fail until
+ * the next training run, and it comes back as a new incarnation, as a
+ * remounted node does. Whoever must act on a death (the ledger, the
+ * takeover) subscribes with `onDeath` and is told once per death.
  *
- * A node that was remounted after it died comes back: every mount has a new
- * incarnation, and a handshake from a node with another incarnation than
- * the one known (dead or not: a quick restart is a death too) makes it
- * *rejoining*: alive, answering calls, but answering for none of its
- * virtual chunks (their adopters keep them, exactly) until the next
- * generation, when every node starts its epochs afresh and owners are
- * again each VC's first live node (generations.ts).
+ * A node that was remounted, or fenced, comes back: a handshake from a
+ * node with a later incarnation than the one known makes it *rejoining*:
+ * alive, answering calls, but answering for none of its virtual chunks
+ * (their adopters keep them, exactly) until the next generation, when
+ * every node starts its epochs afresh and owners are again each VC's first
+ * live node (generations.ts).
  *
  * The generation the cluster is in lives here too, since every call
  * carries it: whoever must reset for a later one subscribes with
  * `onGeneration`.
  */
+import net from 'node:net'
 import * as grpc from '@grpc/grpc-js'
 import type { Logger } from 'pino'
-import { UsageError } from '../errors'
+import { FsError, UsageError } from '../errors'
 import type { SampleBuffers } from '../chunks/sample-buffers'
 import type { Layout, NodeId, VcId } from '../redirect/layout'
 import { ownerOrder } from '../redirect/takeover'
 import type { PeerAddress } from './addresses'
-import { PeerCallError } from './call-error'
+import { PeerCallError, takenForDead } from './call-error'
 import { PeerClient } from './peer-client'
 import type { Credentials } from './security'
-import { randomInt } from 'node:crypto'
 import { compareGenerations, describeGeneration, FIRST_GENERATION, generationOf, type GenerationId } from './generations'
-import { PROTOCOL_VERSION, type HandshakeRequest } from './wire'
+import { Liveness, newIncarnation, type Death, type Suspicion } from './liveness'
+import { PROTOCOL_VERSION, type HandshakeReply, type HandshakeRequest, type RenewReply, type RenewRequest } from './wire'
 
 export type Storage = 'shared' | 'sharded'
 
@@ -42,7 +50,7 @@ export interface MembershipOptions {
   token: string
   credentials: Credentials
   storage: Storage
-  /** A peer that does not answer a call within this is dead. */
+  /** How long a lease this node grants: a peer not heard from for longer is suspected. */
   peerTimeoutMs: number
   /** How long start-up waits for every peer to answer the handshake. */
   startupTimeoutMs: number
@@ -50,30 +58,63 @@ export interface MembershipOptions {
   buffers: SampleBuffers
 }
 
-/** What asking a peer whether it is still there gives. */
-export type Probe = { readonly kind: 'answers' } | { readonly kind: 'unreachable', readonly details: string } | { readonly kind: 'failed', readonly message: string }
+export type PeerState = 'self' | 'alive' | 'suspected' | 'rejoining' | 'dead'
 
-export type PeerState = 'self' | 'alive' | 'rejoining' | 'dead'
+/** What a renewal tells of a peer's trainers: the runs named by a launcher they read now. */
+export type RunsListener = (peer: NodeId, reading: readonly string[]) => void
+
+/** Renewals go out this many times per peer timeout. */
+const RENEWALS_PER_TIMEOUT = 10
 
 export class Membership {
-  readonly counters = { peersLost: 0, peersRejoined: 0, generations: 0 }
+  readonly counters = { peersLost: 0, peersRejoined: 0, generations: 0, fenced: 0 }
   private readonly clients: (PeerClient | undefined)[]
-  private readonly dead = new Set<NodeId>()
+  private readonly liveness: Liveness
   /** Nodes back after they died (this one too, when it is): they answer for no VC until the next generation. */
   private readonly rejoining = new Set<NodeId>()
-  private readonly incarnations = new Map<NodeId, number>()
   private readonly deathListeners: ((node: NodeId, why: string) => void)[] = []
   private readonly generationListeners: ((generation: GenerationId) => void)[] = []
-  /** This mount's incarnation: random, so a node remounted is known to be another. */
-  readonly incarnation = randomInt(1, 2 ** 47)
+  private readonly fenceListeners: (() => void)[] = []
+  private readonly runsListeners: RunsListener[] = []
+  private readonly ownersListeners: (() => void)[] = []
+  /** Calls out to a node, to give up on once it is dead. */
+  private readonly deathWatchers = new Set<{ readonly node: NodeId, readonly onDead: () => void }>()
+  /** Peers with a renewal out, and with a check of their port out. */
+  private readonly renewing = new Set<NodeId>()
+  private readonly probing = new Set<NodeId>()
+  /** Opens waiting for this node to hold a quorum of leases. */
+  private quorumWaiters: (() => void)[] = []
+  /** Why each peer's handshake was refused here, for a start-up still waiting for it. */
+  private readonly refusedHere = new Map<NodeId, string>()
+  private onRefusedHere?: () => void
+  private timer?: NodeJS.Timeout
+  /** Grants only once start-up learned every peer's news. */
+  private started = false
+  private closing = false
+  /** The generation in which this node was fenced, and why: its trainer's opens fail until a later one. */
+  private fencedIn?: { generation: GenerationId, why: string }
+  /** Since its fencing, not every live peer has had this node's handshake: it owns nothing, whatever the generation. */
+  private rejoinPending = false
+  /** Why a start-up must fail whatever it waits for (another node claims this one's id). */
+  private conflict?: string
+  /** The runs this node's trainers read now (set by the cluster node). */
+  reading: () => readonly string[] = () => []
   generation: GenerationId = FIRST_GENERATION
 
   constructor (private readonly layout: Layout, readonly options: MembershipOptions, private readonly log: Logger) {
-    this.clients = options.peers.map((address, node) => node === options.node ? undefined : new PeerClient(address, options.credentials, options.token, options.peerTimeoutMs, options.buffers))
+    this.clients = options.peers.map((_, node) => node === options.node ? undefined : this.newClient(node as NodeId))
+    this.liveness = new Liveness(options.node, layout.nodes, newIncarnation(), options.peerTimeoutMs)
   }
 
   get node (): NodeId { return this.options.node }
   get storage (): Storage { return this.options.storage }
+  /** This node's incarnation: a new one at each mount, and after each fencing. */
+  get incarnation (): number { return this.liveness.incarnation }
+
+  private newClient (node: NodeId): PeerClient {
+    const { peers, credentials, token, peerTimeoutMs, buffers } = this.options
+    return new PeerClient(peers[node], credentials, token, peerTimeoutMs, buffers)
+  }
 
   /** The client for `peer` (never this node itself). */
   client (peer: NodeId): PeerClient {
@@ -82,22 +123,23 @@ export class Membership {
     return client
   }
 
-  /** Every other node this node still takes for alive (rejoining ones too: they answer calls). */
+  /** Every other node this node does not take for dead (rejoining and suspected ones too: they answer calls). */
   livePeers (): NodeId[] {
-    return this.clients.flatMap((client, node) => client !== undefined && !this.dead.has(node as NodeId) ? [node as NodeId] : [])
+    return this.clients.flatMap((client, node) => client !== undefined && !this.isDead(node as NodeId) ? [node as NodeId] : [])
   }
 
-  isDead (node: NodeId): boolean { return this.dead.has(node) }
+  isDead (node: NodeId): boolean { return node !== this.node && this.liveness.isDead(node) }
 
   /** Back after it died, and answering for no VC until the next generation. */
   isRejoining (node: NodeId): boolean { return this.rejoining.has(node) }
 
   /** May answer for a VC now: alive and not rejoining. */
-  mayOwn (node: NodeId): boolean { return !this.dead.has(node) && !this.rejoining.has(node) }
+  mayOwn (node: NodeId): boolean { return !this.isDead(node) && !this.rejoining.has(node) }
 
   stateOf (node: NodeId): PeerState {
     if (node === this.node) return this.rejoining.has(node) ? 'rejoining' : 'self'
-    return this.dead.has(node) ? 'dead' : this.rejoining.has(node) ? 'rejoining' : 'alive'
+    const state = this.liveness.stateOf(node)
+    return state === 'alive' && this.rejoining.has(node) ? 'rejoining' : state
   }
 
   addressOf (node: NodeId): string { return this.options.peers[node].text }
@@ -110,22 +152,257 @@ export class Membership {
 
   onDeath (listener: (node: NodeId, why: string) => void): void { this.deathListeners.push(listener) }
 
+  /** Calls `onDead` once `node` is dead, unless the returned function is called first. */
+  whenDead (node: NodeId, onDead: () => void): () => void {
+    const watcher = { node, onDead }
+    this.deathWatchers.add(watcher)
+    return () => { this.deathWatchers.delete(watcher) }
+  }
+
+  /** This node was taken for dead: it must drop what it answers for. */
+  onFence (listener: () => void): void { this.fenceListeners.push(listener) }
+
+  /** A node that owned VCs now owns none in this generation (it rejoins): their next owners take them. */
+  onOwnersChanged (listener: () => void): void { this.ownersListeners.push(listener) }
+
+  /** A peer's renewal said which runs its trainers read. */
+  onPeerRuns (listener: RunsListener): void { this.runsListeners.push(listener) }
+
   /** The incarnation of `node` this node knows (undefined before its first handshake). */
-  incarnationOf (node: NodeId): number | undefined { return this.incarnations.get(node) }
+  incarnationOf (node: NodeId): number | undefined { return this.liveness.incarnationOf(node) }
+
+  // ---------------------------------------------------------------- serving
+
+  /** The mount is going away: nothing more is served, asked or retried. */
+  get closed (): boolean { return this.closing }
+
+  /** Whether this node has started: its handshakes are done (before, a death changes nothing it answers for). */
+  get ready (): boolean { return this.started }
+
+  /** Whether this node may serve now: not fenced, not closing, and a majority of the cluster granted it a lease. */
+  mayServe (): boolean {
+    return this.fencedIn === undefined && !this.closing && this.liveness.hasQuorum(performance.now())
+  }
+
+  /** Why this node's trainer's opens fail, if they do (it was taken for dead in this generation). */
+  get fenced (): string | undefined { return this.fencedIn?.why }
 
   /**
-   * `node` is dead to this node from now on; the listeners hear of it once.
-   * `incarnation`: the one a failed call was made to; a failure of an
-   * incarnation that has since come back is old news, and ignored.
+   * Waits until this node may serve; fails with EIO, saying why, if it is
+   * fenced, closing, or has held no quorum by `deadline` (performance.now()).
    */
-  markDead (node: NodeId, why: string, incarnation?: number): void {
-    if (node === this.node || this.dead.has(node)) return
-    if (incarnation !== undefined && this.incarnations.get(node) !== incarnation) return
-    this.dead.add(node)
-    this.rejoining.delete(node)
-    this.counters.peersLost++
-    for (const listener of this.deathListeners) listener(node, why)
+  async untilServing (deadline: number): Promise<void> {
+    for (;;) {
+      if (this.fencedIn !== undefined) throw this.fencedError()
+      if (this.closing) throw new FsError('EIO', 'the mount is going away')
+      const now = performance.now()
+      if (this.liveness.hasQuorum(now)) return
+      if (now >= deadline) {
+        throw new FsError('EIO', `this node has not heard from a majority of the cluster's ${this.layout.nodes} nodes for a long while (${this.describePeers()}): it serves nothing until it does`)
+      }
+      await new Promise<void>(resolve => {
+        const timer = setTimeout(resolve, Math.min(deadline - now, this.renewEveryMs))
+        this.quorumWaiters.push(() => { clearTimeout(timer); resolve() })
+      })
+    }
   }
+
+  private fencedError (): FsError {
+    return new FsError('EIO', `this node was taken for dead by its peers (${this.fencedIn?.why ?? ''}), so it answers for nothing: its trainer's opens fail until the next training run starts`)
+  }
+
+  private describePeers (): string {
+    return this.livePeers().map(peer => `node ${peer} ${this.stateOf(peer)}`).join(', ')
+  }
+
+  private get renewEveryMs (): number { return Math.max(20, this.options.peerTimeoutMs / RENEWALS_PER_TIMEOUT) }
+
+  // ---------------------------------------------------------------- deaths
+
+  /** Deaths learned: each is told to the listeners once, and a dead node is no longer rejoining. */
+  private died (deaths: readonly Death[], why: string): void {
+    for (const death of deaths) {
+      if (death.node === this.node) continue
+      this.rejoining.delete(death.node)
+      this.counters.peersLost++
+      const cause = death.gone ? `${why}: its process is gone` : why
+      for (const listener of this.deathListeners) listener(death.node, cause)
+      for (const watcher of [...this.deathWatchers]) if (watcher.node === death.node) watcher.onDead()
+    }
+    if (deaths.length > 0) this.wakeQuorumWaiters()
+  }
+
+  /** What a peer knows of deaths and suspicions; a node that learns it is suspected stops. */
+  learn (news: { dead?: readonly Death[], suspicions?: readonly Suspicion[] }, from: string): void {
+    const { deaths, fenced } = this.liveness.learn(news, performance.now())
+    this.died(deaths, `a majority of the cluster stopped hearing from it (as ${from} says)`)
+    if (fenced !== undefined) this.fence(fenced)
+  }
+
+  /**
+   * A peer refused a call because it takes this node for dead. A refusal
+   * of an earlier incarnation (this node was fenced since, and that peer
+   * has not had its handshake yet) is old news.
+   */
+  refusedAsDead (peer: NodeId, err: PeerCallError): void {
+    const refused = err.takenForDead
+    if (refused !== undefined && refused.incarnation !== this.incarnation) {
+      void this.client(peer).handshake(this.handshakeRequest()).then(reply => this.admitReply(peer, reply), () => {})
+      return
+    }
+    this.fence(refused?.why ?? err.details)
+  }
+
+  /**
+   * A call to `peer` could not connect: if its port refuses a connection
+   * (its process is gone), that incarnation is dead. A port that accepts
+   * (a paused process, whose kernel still does) or does not answer (a
+   * host that is down, a partition) proves nothing.
+   */
+  checkGone (peer: NodeId): void {
+    const incarnation = this.liveness.incarnationOf(peer)
+    if (incarnation === undefined || this.isDead(peer) || this.probing.has(peer)) return
+    this.probing.add(peer)
+    const { host, port } = this.options.peers[peer]
+    const socket = net.connect({ host: host.replace(/^\[(.*)\]$/, '$1'), port })
+    const done = (refused: boolean): void => {
+      socket.destroy()
+      this.probing.delete(peer)
+      if (!refused) return
+      const death = this.liveness.gone(peer, incarnation, performance.now())
+      if (death !== undefined) this.died([death], `its port ${this.addressOf(peer)} refused a connection`)
+    }
+    socket.setTimeout(Math.min(2000, this.options.peerTimeoutMs / 2), () => done(false))
+    socket.once('connect', () => done(false))
+    socket.once('error', (err: NodeJS.ErrnoException) => done(err.code === 'ECONNREFUSED'))
+  }
+
+  /**
+   * This node (its current incarnation) was taken for dead: it stops
+   * answering for anything, its trainer's opens fail until the next
+   * generation, and it comes back as a new incarnation that owns nothing
+   * (as a remounted node does). A node fenced again before that (paused
+   * again, say) comes back as yet another.
+   */
+  private fence (why: string): void {
+    if (this.closing) return
+    this.fencedIn = { generation: this.generation, why }
+    this.counters.fenced++
+    this.liveness.reincarnate(newIncarnation(this.liveness.incarnation), performance.now())
+    this.rejoining.add(this.node)
+    this.rejoinPending = true
+    this.log.error({ why, generation: this.generation.number }, `this node was taken for dead (${why}): it answers for nothing now, its trainer's opens fail with EIO until the next training run, and it rejoins as a remounted node does (a pause or a cut longer than --peer-timeout does this)`)
+    for (const listener of this.fenceListeners) listener()
+    this.wakeQuorumWaiters()
+    void this.rejoin()
+  }
+
+  /**
+   * A fenced node's handshake with every peer, as its new incarnation: each
+   * then takes it as rejoining. Until every live peer has had it, this node
+   * owns nothing, even in a later generation: a peer that did not would
+   * still take its chunks for its successor's.
+   */
+  private async rejoin (): Promise<void> {
+    const incarnation = this.incarnation
+    await Promise.all(this.livePeers().map(async peer => {
+      while (!this.closing && !this.isDead(peer) && this.incarnation === incarnation) {
+        try {
+          this.admitReply(peer, await this.client(peer).handshake(this.handshakeRequest()))
+          return
+        } catch (err) {
+          if (err instanceof PeerCallError && err.unreachable) this.checkGone(peer)
+          await new Promise(resolve => setTimeout(resolve, this.renewEveryMs))
+        }
+      }
+    }))
+    if (this.incarnation === incarnation) this.rejoinPending = false
+  }
+
+  // ---------------------------------------------------------------- leases
+
+  /** Renews this node's leases, and suspects peers not heard from, a few times per peer timeout (from start-up on). */
+  private startRenewing (): void {
+    if (this.timer !== undefined) return
+    this.timer = setInterval(() => this.renewAll(), this.renewEveryMs)
+    this.timer.unref()
+  }
+
+  private renewAll (): void {
+    const now = performance.now()
+    const { suspected, deaths } = this.liveness.tick(now)
+    for (const { node } of suspected) {
+      this.log.warn({ peer: node, address: this.addressOf(node) }, `peer ${node} (${this.addressOf(node)}) has not renewed its lease for longer than --peer-timeout: this node suspects it, and takes it for dead once a majority of the cluster does`)
+    }
+    this.died(deaths, 'a majority of the cluster stopped hearing from it')
+    for (const peer of this.livePeers()) {
+      if (!this.renewing.has(peer) && this.liveness.incarnationOf(peer) !== undefined) void this.renew(peer)
+    }
+  }
+
+  private async renew (peer: NodeId): Promise<void> {
+    this.renewing.add(peer)
+    const sentAt = performance.now()
+    const incarnation = this.incarnation
+    try {
+      const reply = await this.client(peer).renew(this.renewRequest())
+      if (this.incarnation !== incarnation || this.admitIncarnation(peer, Number(reply.incarnation)) === 'past') return
+      this.learn({ dead: reply.dead as Death[], suspicions: reply.suspicions as Suspicion[] }, `node ${peer}`)
+      this.observe(generationOf(reply))
+      for (const listener of this.runsListeners) listener(peer, reply.reading)
+      // Fenced by what it learned: the reply was about an incarnation gone.
+      if (this.incarnation !== incarnation) return
+      if (reply.takenForDead) {
+        this.fence(reply.refusal)
+      } else if (reply.grantedMs > 0) {
+        this.liveness.granted(peer, Number(reply.incarnation), sentAt, reply.grantedMs)
+        this.wakeQuorumWaiters()
+      } else if (this.started) {
+        this.log.debug({ peer, refusal: reply.refusal }, 'a lease renewal was refused')
+        // It has not had our handshake (this node was fenced, or it was remounted): give it one.
+        await this.client(peer).handshake(this.handshakeRequest()).then(reply => this.admitReply(peer, reply), () => {})
+      }
+    } catch (err) {
+      this.log.debug({ peer, err: (err as Error).message }, 'a lease renewal failed')
+      if (err instanceof PeerCallError && err.unreachable) this.checkGone(peer)
+    } finally {
+      this.renewing.delete(peer)
+    }
+  }
+
+  private renewRequest (): RenewRequest {
+    const { dead, suspicions } = this.liveness.news()
+    return { node: this.node, incarnation: this.incarnation, generation: this.generation, dead, suspicions, reading: [...this.reading()], rejoining: this.rejoining.has(this.node) }
+  }
+
+  /**
+   * A peer's renewal: a grant, unless this node has not started (it grants
+   * only once it knows what every peer knows), or takes the peer for dead.
+   * A peer that says it owns nothing in this generation is taken at its
+   * word (a fenced node not yet back with every peer).
+   */
+  renewalFrom (request: RenewRequest): RenewReply {
+    const node = request.node as NodeId
+    this.learn({ dead: request.dead as Death[], suspicions: request.suspicions as Suspicion[] }, `node ${node}`)
+    const generation = this.observe(generationOf(request))
+    for (const listener of this.runsListeners) listener(node, request.reading)
+    const renewal = this.liveness.renewalFrom(node, Number(request.incarnation), performance.now(), this.started)
+    if ('grantedMs' in renewal && generation === 0 && request.rejoining && !this.rejoining.has(node)) {
+      this.rejoining.add(node)
+      for (const listener of this.ownersListeners) listener()
+    }
+    const { dead, suspicions } = this.liveness.news()
+    const base = { incarnation: this.incarnation, generation: this.generation, dead, suspicions, reading: [...this.reading()] }
+    return 'grantedMs' in renewal ? { ...base, grantedMs: renewal.grantedMs, refusal: '', takenForDead: false } : { ...base, grantedMs: 0, refusal: renewal.refusal, takenForDead: renewal.takenForDead }
+  }
+
+  private wakeQuorumWaiters (): void {
+    const waiters = this.quorumWaiters
+    this.quorumWaiters = []
+    for (const wake of waiters) wake()
+  }
+
+  // ---------------------------------------------------------------- generations
 
   onGeneration (listener: (generation: GenerationId) => void): void { this.generationListeners.push(listener) }
 
@@ -140,112 +417,146 @@ export class Membership {
     return order
   }
 
-  /** Starts `generation` here: nodes back from the dead own their VCs again from now on. */
+  /** Starts `generation` here: nodes back from the dead (this one too, if it was fenced) own their VCs again from now on. */
   startGeneration (generation: GenerationId): void {
     if (compareGenerations(generation, this.generation) <= 0) return
     this.generation = generation
     this.rejoining.clear()
+    if (this.rejoinPending) this.rejoining.add(this.node)
+    this.fencedIn = undefined
     this.counters.generations++
     this.log.info({ generation: generation.number, run: generation.key }, `${describeGeneration(generation)} began: every virtual chunk starts a new epoch`)
     for (const listener of this.generationListeners) listener(generation)
   }
 
+  // ---------------------------------------------------------------- handshakes
+
   /**
-   * A peer's handshake: a node seen before with another incarnation came
-   * back after it died (whether or not this node had noticed the death).
-   * Gives whether it is rejoining.
+   * A peer's handshake: a node seen before with a later incarnation came
+   * back after it died or was fenced (whether or not this node had noticed
+   * the death). Throws the refusal of an incarnation taken for dead. Gives
+   * whether it is rejoining.
    */
   admit (node: NodeId, incarnation: number): boolean {
-    const known = this.incarnations.get(node)
-    this.incarnations.set(node, incarnation)
-    if (known !== undefined && known !== incarnation) {
-      this.rejoining.delete(node)
-      this.markDead(node, 'it was mounted again')
-      this.clients[node]?.forgetDataChannel()
-      this.dead.delete(node)
-      this.rejoining.add(node)
-      this.counters.peersRejoined++
-      this.log.info({ peer: node, address: this.addressOf(node) }, `peer ${node} (${this.addressOf(node)}) is back: it takes its virtual chunks back at the next generation (the next training run)`)
-    } else if (known === undefined && this.dead.has(node)) {
-      // Dead to us before we ever saw it answer (we came up while it was gone): it is back now.
-      this.dead.delete(node)
-      this.clients[node]?.forgetDataChannel()
-      this.rejoining.add(node)
-      this.counters.peersRejoined++
-    }
+    const admitted = this.admitIncarnation(node, incarnation)
+    if (admitted === 'past') throw takenForDead(incarnation, `node ${this.node} takes that incarnation of node ${node} for dead`)
     return this.rejoining.has(node)
   }
 
-  /** The nodes this node takes for dead, for a node that comes back. */
-  deadNodes (): NodeId[] { return [...this.dead] }
+  /** Takes note of `incarnation` of `node`, from its handshake or its answer. */
+  private admitIncarnation (node: NodeId, incarnation: number): 'new' | 'known' | 'back' | 'past' {
+    const { kind, death } = this.liveness.admit(node, incarnation, performance.now())
+    if (death !== undefined) this.died([death], 'it was mounted again, or rejoined')
+    if (kind === 'back') {
+      // A new process, or a new incarnation after a fencing: start afresh with it, its reconnection backoff and data port included.
+      this.clients[node]?.close()
+      this.clients[node] = this.newClient(node)
+      this.rejoining.add(node)
+      // Its VCs go to their next owners now: the death told above found it alive (its new incarnation) and not yet rejoining.
+      for (const listener of this.ownersListeners) listener()
+      this.counters.peersRejoined++
+      this.log.info({ peer: node, address: this.addressOf(node) }, `peer ${node} (${this.addressOf(node)}) is back: it takes its virtual chunks back at the next generation (the next training run)`)
+    }
+    return kind
+  }
+
+  /** A peer's handshake reply: its incarnation and what it knows. */
+  private admitReply (node: NodeId, reply: HandshakeReply): void {
+    this.admitIncarnation(node, Number(reply.incarnation))
+    this.learn({ dead: reply.dead as Death[], suspicions: reply.suspicions as Suspicion[] }, `node ${node}`)
+    this.observe(generationOf(reply))
+  }
+
+  /** Every death this node knows. */
+  deaths (): Death[] { return this.liveness.news().dead }
+
+  /** What a handshake reply tells of this node: its incarnation and every death and suspicion it knows. */
+  handshakeNews (): Pick<HandshakeReply, 'incarnation' | 'dead' | 'suspicions'> {
+    return { incarnation: this.incarnation, ...this.liveness.news() }
+  }
 
   /**
    * Handshakes with every peer; throws a one-line reason on any mismatch or
-   * silence. A node mounted again after it died learns it from the peers'
-   * replies: it rejoins (owning nothing until the next generation), in
-   * their generation, and does not wait for the nodes they take for dead.
+   * silence, or as soon as this node refused a peer's own handshake (it
+   * knows what differs). A node mounted again after it died learns it from
+   * the peers' replies: it rejoins (owning nothing until the next
+   * generation), in their generation, and does not wait for the nodes they
+   * take for dead.
    */
   async handshakeAll (): Promise<void> {
     const request = this.handshakeRequest()
     const waiting = new Set(this.livePeers())
     let rejoins = false
+    this.startRenewing()
     await new Promise<void>((resolve, reject) => {
       const settle = (): void => {
-        for (const node of waiting) if (this.dead.has(node)) waiting.delete(node)
+        if (this.conflict !== undefined) { reject(new UsageError(this.conflict)); return }
+        for (const node of waiting) {
+          if (this.isDead(node)) waiting.delete(node)
+          const refused = this.refusedHere.get(node)
+          if (refused !== undefined && waiting.has(node)) { reject(new UsageError(`peer ${node} at ${this.addressOf(node)} cannot join: ${refused}`)); return }
+        }
         if (waiting.size === 0) resolve()
       }
+      this.onRefusedHere = settle
       for (const node of [...waiting]) {
         const client = this.client(node)
         client.handshake(request, this.options.startupTimeoutMs).then(reply => {
           if (!waiting.has(node)) return
-          const problem = this.mismatch(reply.protocolVersion, reply.layoutHash, reply.node, node)
+          const problem = this.mismatch(reply.protocolVersion, reply.layoutHash, reply.node, node, reply.samples)
           if (problem !== undefined) { reject(new UsageError(`peer ${node} at ${client.address.text}: ${problem}`)); return }
           waiting.delete(node)
           rejoins ||= reply.rejoining
-          this.observe(generationOf(reply))
-          for (const dead of reply.dead as NodeId[]) if (dead !== this.node) this.markDead(dead, `node ${node} takes it for dead`)
+          this.admitReply(node, reply)
           settle()
         }, err => {
           if (!waiting.has(node)) return
-          if (this.dead.has(node)) { settle(); return }
+          if (this.isDead(node)) { settle(); return }
           reject(this.handshakeError(node, err))
         })
       }
       settle()
-    })
+    }).finally(() => { this.onRefusedHere = undefined })
+    this.started = true
     if (rejoins) {
       this.rejoining.add(this.node)
       this.log.info({ node: this.node, generation: this.generation.number }, 'this node was mounted again after it died: it answers for its virtual chunks again from the next training run on')
     }
-    this.log.info({ node: this.node, peers: this.options.peers.map(p => p.text), storage: this.options.storage, dead: this.deadNodes() }, 'cluster handshake done')
+    this.log.info({ node: this.node, peers: this.options.peers.map(p => p.text), storage: this.options.storage, dead: this.clients.flatMap((_, n) => this.isDead(n as NodeId) ? [n] : []) }, 'cluster handshake done')
   }
 
-  /** Asks `peer` whether it is still there (a handshake, which also pings). */
-  async probe (peer: NodeId): Promise<Probe> {
-    try {
-      await this.client(peer).handshake(this.handshakeRequest())
-      return { kind: 'answers' }
-    } catch (err) {
-      if (err instanceof PeerCallError && err.unreachable) return { kind: 'unreachable', details: err.details }
-      return { kind: 'failed', message: (err as Error).message }
-    }
-  }
-
-  /** What this node says of itself in a handshake (and a read's ping). */
+  /** What this node says of itself in a handshake. */
   handshakeRequest (): HandshakeRequest {
-    return { protocolVersion: PROTOCOL_VERSION, node: this.node, nodes: this.layout.nodes, layoutHash: this.layout.hash, incarnation: this.incarnation, generation: this.generation }
+    return { protocolVersion: PROTOCOL_VERSION, node: this.node, nodes: this.layout.nodes, layoutHash: this.layout.hash, incarnation: this.incarnation, generation: this.generation, samples: this.layout.files.length }
   }
 
-  /** Why a peer's handshake is refused, or undefined. */
+  /** Why a peer's handshake is refused, or undefined; a refusal is remembered, for a start-up that waits for that peer. */
   refusalOf (request: HandshakeRequest): string | undefined {
-    return this.checkNode(request.node) ?? this.mismatch(request.protocolVersion, request.layoutHash, this.node, this.node) ??
-      (request.nodes !== this.layout.nodes ? `it has ${request.nodes} nodes in --peers, this node has ${this.layout.nodes}` : undefined)
+    const problem = this.checkNode(request.node) ??
+      (request.node === this.node ? `it was given --node ${request.node}, as this node was; give each node its own --node` : undefined) ??
+      (request.nodes !== this.layout.nodes ? `it has ${request.nodes} nodes in --peers, this node has ${this.layout.nodes}; give every node the same --peers` : undefined) ??
+      this.mismatch(request.protocolVersion, request.layoutHash, this.node, this.node, request.samples)
+    if (problem !== undefined && this.checkNode(request.node) === undefined) {
+      if (request.node === this.node) this.conflict = `another node was given --node ${this.node} too; give each node its own --node`
+      else this.refusedHere.set(request.node as NodeId, problem)
+      this.onRefusedHere?.()
+    }
+    return problem
   }
 
   /** Why `node` cannot be the sender of a call, or undefined. */
   checkNode (node: number): string | undefined {
     if (!Number.isInteger(node) || node < 0 || node >= this.layout.nodes) return `node ${node} is not in this cluster of ${this.layout.nodes}`
     return undefined
+  }
+
+  /** Refuses a call from a node this one takes for dead, or suspects: it must learn that it is fenced. */
+  checkAlive (node: NodeId): void {
+    const incarnation = this.liveness.incarnationOf(node)
+    if (node === this.node || incarnation === undefined) return
+    const state = this.liveness.stateOf(node)
+    if (state === 'dead') throw takenForDead(incarnation, `node ${this.node} takes node ${node} for dead`)
+    if (state === 'suspected') throw takenForDead(incarnation, `node ${this.node} did not hear from node ${node} for longer than ${this.options.peerTimeoutMs / 1000}s`)
   }
 
   private handshakeError (node: NodeId, err: unknown): UsageError {
@@ -258,14 +569,23 @@ export class Membership {
   }
 
   /** What differs between a peer and us, or undefined. */
-  private mismatch (version: number, hash: string, theirId: number, expectedId: number): string | undefined {
+  private mismatch (version: number, hash: string, theirId: number, expectedId: number, theirSamples: number): string | undefined {
     if (version !== PROTOCOL_VERSION) return `protocol version ${version}, this node speaks ${PROTOCOL_VERSION}; run the same redirfs on every node`
-    if (theirId !== expectedId) return `it is node ${theirId}, but --peers lists it as node ${expectedId}; give every node the same --peers in the same order`
-    if (hash !== this.layout.hash) return `layout ${hash}, this node has ${this.layout.hash}; every node must mount the same dataset with the same --chunk-size, --seed, --memory and --peers`
-    return undefined
+    if (theirId !== expectedId) return `it says it is --node ${theirId}, but --peers lists it as node ${expectedId}; give every node the same --peers in the same order, and each its own --node`
+    if (hash === this.layout.hash) return undefined
+    const samples = theirSamples !== this.layout.files.length ? ` (its dataset has ${theirSamples} samples, this node's ${this.layout.files.length})` : ''
+    return `layout ${hash}, this node has ${this.layout.hash}${samples}; every node must mount the same dataset with the same --chunk-size, --seed, --memory and --peers`
+  }
+
+  /** Stops serving first (a peer may take this node's port closing for its death), then the clients. */
+  stopServing (): void {
+    this.closing = true
+    this.wakeQuorumWaiters()
   }
 
   close (): void {
+    this.stopServing()
+    clearInterval(this.timer)
     for (const client of this.clients) client?.close()
   }
 }

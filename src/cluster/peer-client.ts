@@ -1,19 +1,17 @@
 /**
  * Calls to one peer. Every gRPC call carries the cluster token and a
  * deadline, and waits for the connection up to that deadline (so a peer
- * restarting its listener is not taken for dead at once); a peer that
- * cannot be reached within it is `unreachable`, which the node treats as
- * dead. Reads and reclaims go over the peer's data channel
- * (data-channel.ts), whose port each handshake reply names; a data
+ * restarting its listener is not missed); a peer that cannot be reached
+ * within it is `unreachable`. Reads and reclaims go over the peer's data
+ * channel (data-channel.ts), whose port each handshake reply names; a data
  * connection that cannot be made, or breaks, fails its calls as
- * unreachable too.
+ * unreachable too. None of this is a death: only the cluster's leases say
+ * who is dead (membership.ts).
  *
  * A read may take long for good reasons: the owner may be loading a chunk,
- * or waiting on a third node that died. So a read is not judged by its own
- * duration: while it is out, the peer is pinged every `timeoutMs`, and only
- * a ping that goes unanswered makes the read fail as unreachable. A slow
- * but live owner is never taken for dead; a dead one is known within about
- * two timeouts.
+ * or waiting on a third node. So a read is not judged by its duration: it
+ * waits for its answer until the caller gives up on it (the owner was
+ * taken for dead: `signal`), or for at most the FUSE open's limit.
  */
 import * as grpc from '@grpc/grpc-js'
 
@@ -22,7 +20,7 @@ import type { PeerAddress } from './addresses'
 import { PeerCallError } from './call-error'
 import { DataClient } from './data-channel'
 import { TOKEN_METADATA, type Credentials } from './security'
-import { peerStub, type HandshakeReply, type HandshakeRequest, type PeerStub, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type StatsReply, type SyncReply, type SyncRequest, type TakeoverStateReply, type TakeoverStateRequest, type Generation } from './wire'
+import { peerStub, type HandshakeReply, type HandshakeRequest, type PeerStub, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type RenewReply, type RenewRequest, type StatsReply, type SyncReply, type SyncRequest, type TakeoverStateReply, type TakeoverStateRequest, type Generation } from './wire'
 
 /** One call on the stub, given what every call carries (the token's metadata, the deadline) and where its answer goes. */
 type Invoke<Rep> = (metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<Rep>) => grpc.ClientUnaryCall
@@ -40,9 +38,9 @@ export class PeerClient {
     this.data = new DataClient(address.host, credentials, token, address.text, buffers)
   }
 
-  private async call<Rep> (invoke: Invoke<Rep>, timeoutMs = this.timeoutMs): Promise<Rep> {
+  private async call<Rep> (invoke: Invoke<Rep>, timeoutMs = this.timeoutMs, waitForReady = true): Promise<Rep> {
     // grpc-js fails fast by default; waiting for the connection is a metadata option.
-    const metadata = new grpc.Metadata({ waitForReady: true })
+    const metadata = new grpc.Metadata({ waitForReady })
     metadata.set(TOKEN_METADATA, this.token)
     return await new Promise<Rep>((resolve, reject) => {
       invoke(metadata, { deadline: Date.now() + timeoutMs }, (err, reply) => {
@@ -59,26 +57,16 @@ export class PeerClient {
     return reply
   }
 
-  /** `ping`: a handshake that the peer answers at once while the read is out. */
-  async read (request: ReadRequest, ping: HandshakeRequest): Promise<ReadReply> {
+  /** `ping`: the handshake that names the data channel, if none has yet; `signal`: the caller gives up (the answer, if one comes, is dropped). */
+  async read (request: ReadRequest, ping: HandshakeRequest, signal?: AbortSignal): Promise<ReadReply> {
     const { answer, cancel } = (await this.dataChannel(ping)).read(request, READ_DEADLINE_MS)
-    let watchdog: NodeJS.Timeout | undefined
-    let answered = false
-    const check = (): void => {
-      this.handshake(ping).then(
-        () => { if (!answered) watchdog = setTimeout(check, this.timeoutMs) },
-        (err: unknown) => {
-          if (answered) return
-          if (!(err instanceof PeerCallError && err.unreachable)) { watchdog = setTimeout(check, this.timeoutMs); return }
-          cancel(new PeerCallError(this.address.text, grpc.status.UNAVAILABLE, `did not answer a ping within ${this.timeoutMs / 1000}s while a read was out`))
-        })
-    }
-    watchdog = setTimeout(check, this.timeoutMs)
+    const giveUp = (): void => cancel(new PeerCallError(this.address.text, grpc.status.CANCELLED, 'it was taken for dead while a read was out'))
+    if (signal?.aborted === true) giveUp()
+    signal?.addEventListener('abort', giveUp)
     try {
       return await answer
     } finally {
-      answered = true // a ping still out when the answer came must not start another
-      clearTimeout(watchdog)
+      signal?.removeEventListener('abort', giveUp)
     }
   }
 
@@ -102,6 +90,11 @@ export class PeerClient {
 
   async stats (): Promise<StatsReply> {
     return await this.call<StatsReply>((metadata, options, done) => this.client.stats({}, metadata, options, done))
+  }
+
+  /** Fails at once when there is no connection: another renewal follows soon. */
+  async renew (request: RenewRequest): Promise<RenewReply> {
+    return await this.call<RenewReply>((metadata, options, done) => this.client.renew(request, metadata, options, done), this.timeoutMs / 2, false)
   }
 
   async newGeneration (generation: Generation): Promise<Generation> {

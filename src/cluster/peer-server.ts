@@ -10,15 +10,11 @@ import * as grpc from '@grpc/grpc-js'
 import type { Logger } from 'pino'
 import { UsageError } from '../errors'
 import type { PeerAddress } from './addresses'
+import { PeerRefusal } from './call-error'
 import { startDataServer, type StatusOf } from './data-channel'
 import { TOKEN_METADATA, tokenMatches, type Credentials } from './security'
 import type { PeerHandlers } from './generated/redirfs/v1/Peer'
-import { CHANNEL_OPTIONS, peerService, type HandshakeReply, type HandshakeRequest, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type StatsReply, type SyncReply, type SyncRequest, type TakeoverStateReply, type TakeoverStateRequest, type Generation } from './wire'
-
-/** A refusal with the gRPC status the caller gets. */
-export class PeerRefusal extends Error {
-  constructor (readonly status: grpc.status, message: string) { super(message) }
-}
+import { CHANNEL_OPTIONS, peerService, type HandshakeReply, type HandshakeRequest, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type StatsReply, type SyncReply, type SyncRequest, type TakeoverStateReply, type TakeoverStateRequest, type Generation, type RenewRequest, type RenewReply } from './wire'
 
 export interface PeerHandler {
   /** The server adds where its data channel listens. */
@@ -33,6 +29,8 @@ export interface PeerHandler {
   stats (): StatsReply
   /** A peer began a generation; answers with this node's, after. */
   newGeneration (request: Generation): Generation
+  /** A peer asks for its lease (membership.ts). */
+  renew (request: RenewRequest): RenewReply
 }
 
 export interface RunningPeerServer {
@@ -76,7 +74,8 @@ export async function startPeerServer (listen: PeerAddress, credentials: Credent
     TakeoverState: unary<TakeoverStateRequest, TakeoverStateReply>('takeoverState', async request => await handler.takeoverState(request)),
     Sync: unary<SyncRequest, SyncReply>('sync', request => handler.sync(request)),
     Stats: unary<object, StatsReply>('stats', () => handler.stats()),
-    NewGeneration: unary<Generation, Generation>('newGeneration', request => handler.newGeneration(request))
+    NewGeneration: unary<Generation, Generation>('newGeneration', request => handler.newGeneration(request)),
+    Renew: unary<RenewRequest, RenewReply>('renew', request => handler.renew(request))
   }
   server.addService(peerService(), handlers)
   const port = await new Promise<number>((resolve, reject) => {

@@ -6,7 +6,11 @@
  * takeover and the sync. Every call that depends on epoch state carries
  * the caller's generation: a later one is started here first; an earlier
  * one is refused (ABORTED, naming this node's), never answered from
- * another generation's state (generations.ts).
+ * another generation's state (generations.ts). A caller this node takes
+ * for dead, or suspects, is refused so that it learns it (membership.ts);
+ * a read is answered only while this node holds a quorum of leases, and
+ * one it cannot answer now (no quorum, or the VC's owner is another) is
+ * refused with UNAVAILABLE: the caller asks again.
  */
 import * as grpc from '@grpc/grpc-js'
 import type { Logger } from 'pino'
@@ -15,11 +19,13 @@ import type { Engine, ServedFile } from '../engine/engine'
 import type { RemoteReader } from '../engine/remote-reader'
 import { vcOfFile, type FileId, type Layout, type NodeId, type VcId } from '../redirect/layout'
 import type { Membership } from './membership'
-import { PeerRefusal, type PeerHandler } from './peer-server'
+import { askAgain, PeerRefusal } from './call-error'
+import type { PeerHandler } from './peer-server'
 import type { Sync } from './sync'
 import type { Takeover } from './takeover'
 import { generationOf, staleGeneration } from './generations'
-import { decodeOffsets, PROTOCOL_VERSION, type Generation, type FileData, type HandshakeReply, type HandshakeRequest, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type SyncReply, type SyncRequest, type TakeoverStateReply, type TakeoverStateRequest } from './wire'
+import type { Death } from './liveness'
+import { decodeOffsets, PROTOCOL_VERSION, type Generation, type FileData, type HandshakeReply, type HandshakeRequest, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type RenewReply, type RenewRequest, type SyncReply, type SyncRequest, type TakeoverStateReply, type TakeoverStateRequest } from './wire'
 
 export interface PeerServiceParts {
   readonly layout: Layout
@@ -37,8 +43,15 @@ export interface PeerServiceParts {
 
 const data = (f: ServedFile): FileData => ({ file: f.file, data: f.bytes })
 
+/** How long a read waits for this node to hold a quorum of leases before the caller is told to ask again. */
+const QUORUM_WAIT_MS = 1000
+
 export class PeerService implements PeerHandler {
   readonly counters = { refusedRequests: 0 }
+  /** Why this node cannot join the cluster, once its start-up failed: every handshake is told, so that no peer waits for it. */
+  cannotJoin?: string
+  /** Peers whose handshake reached this node (answered or refused). */
+  readonly handshakesFrom = new Set<NodeId>()
 
   constructor (private readonly parts: PeerServiceParts) {}
 
@@ -46,14 +59,21 @@ export class PeerService implements PeerHandler {
 
   handshake (request: HandshakeRequest): Omit<HandshakeReply, 'dataPort'> {
     const { membership } = this.parts
-    const problem = membership.refusalOf(request)
+    if (membership.checkNode(request.node) === undefined) this.handshakesFrom.add(request.node as NodeId)
+    const problem = membership.refusalOf(request) ?? (this.cannotJoin !== undefined ? `it cannot join the cluster: ${this.cannotJoin}` : undefined)
     if (problem !== undefined) {
       this.parts.log.warn({ peer: request.node, problem }, 'refused a peer handshake')
       throw new PeerRefusal(grpc.status.FAILED_PRECONDITION, `node ${this.node}: ${problem}`)
     }
     const rejoining = membership.admit(request.node as NodeId, Number(request.incarnation))
     membership.observe(generationOf(request))
-    return { protocolVersion: PROTOCOL_VERSION, node: this.node, layoutHash: this.parts.layout.hash, generation: membership.generation, rejoining, dead: membership.deadNodes() }
+    return { protocolVersion: PROTOCOL_VERSION, node: this.node, layoutHash: this.parts.layout.hash, generation: membership.generation, rejoining, samples: this.parts.layout.files.length, ...membership.handshakeNews() }
+  }
+
+  /** A peer renews its lease (and tells what it knows). */
+  renew (request: RenewRequest): RenewReply {
+    this.invalid(this.parts.membership.checkNode(request.node))
+    return this.parts.membership.renewalFrom(request)
   }
 
   /** A peer began a generation: this node starts it too, unless it is in a later one. */
@@ -67,17 +87,25 @@ export class PeerService implements PeerHandler {
     if (this.parts.membership.observe(generationOf(request)) < 0) throw staleGeneration(this.parts.membership.generation)
   }
 
-  /** Another node's open of a file of a VC this node answers for (or must now: a takeover). */
+  /**
+   * Another node's open of a file of a VC this node answers for (or must
+   * now: a takeover). Answered only while this node holds a quorum of
+   * leases, checked again once the answer is decided (a load may have
+   * taken long): an answer decided without one is put back, and the
+   * caller asks again.
+   */
   async read (request: ReadRequest): Promise<ReadReply> {
-    const { layout, engine, takeover } = this.parts
-    this.invalid(this.parts.membership.checkNode(request.node))
+    const { layout, engine, takeover, membership } = this.parts
+    this.invalid(membership.checkNode(request.node))
     this.invalid(request.file < layout.files.length ? undefined : `file ${request.file} is not in the layout (it has ${layout.files.length})`)
     this.sameGeneration(request)
     // Checked above: ids of the layout both nodes share.
     const [file, node] = [request.file as FileId, request.node as NodeId]
+    membership.checkAlive(node)
+    await membership.untilServing(performance.now() + QUORUM_WAIT_MS).catch((err: Error) => { throw askAgain(`node ${this.node} cannot answer now: ${err.message}`) })
     const vc = vcOfFile(layout, file)
     if (!engine.owns(vc)) {
-      const why = await takeover.claim(vc, node)
+      const why = await takeover.claim(vc)
       if (why !== undefined) this.refuse(vc, node, why)
     }
     const answer = await engine.serveRequest(file, {
@@ -86,7 +114,14 @@ export class PeerService implements PeerHandler {
       freeBytes: request.freeBytes,
       lastBatch: request.lastBatch
     })
-    return { served: answer.served === undefined ? null : data(answer.served), batch: answer.batch.map(data), batchNumber: answer.batchNumber, vcEpoch: answer.vcEpoch, generation: this.parts.membership.generation }
+    if (!membership.mayServe() || !engine.owns(vc)) {
+      // Never sent: the answer goes back to its slot, and the batch counts as lost on the way (the caller's next request says it never came).
+      if (answer.served !== undefined && engine.owns(vc)) engine.giveBack(answer.served)
+      else if (answer.served !== undefined) this.parts.buffers.give(answer.served.bytes)
+      this.shipped(answer.batch.map(f => f.bytes))
+      throw askAgain(`node ${this.node} lost its quorum of leases, or the virtual chunk, while it answered`)
+    }
+    return { served: answer.served === undefined ? null : data(answer.served), batch: answer.batch.map(data), batchNumber: answer.batchNumber, vcEpoch: answer.vcEpoch, generation: membership.generation }
   }
 
   /** A read's or reclaim's answer went out: its bytes left this node's memory for good (engine.serveRequest and the remote reader took them), so their buffers serve the next load. */
@@ -99,7 +134,7 @@ export class PeerService implements PeerHandler {
     this.invalid(this.parts.membership.checkNode(request.node))
     // Once we reported our state for a takeover of that node, it is dead to us:
     // a late reclaim from it must not take a file that the new owner counts on.
-    if (this.parts.membership.isDead(request.node as NodeId)) throw new PeerRefusal(grpc.status.FAILED_PRECONDITION, `node ${this.node} takes node ${request.node} for dead`)
+    this.parts.membership.checkAlive(request.node as NodeId)
     this.invalid(request.vc < this.parts.layout.vcs.length ? undefined : `virtual chunk ${request.vc} is not in the layout`)
     this.sameGeneration(request)
     const { held, lastBatch, returned } = this.parts.remote.reclaim(request.vc as VcId, request.giveBack, request.offsets)
@@ -112,11 +147,10 @@ export class PeerService implements PeerHandler {
     this.invalid(membership.checkNode(request.node) ?? membership.checkNode(request.dead))
     this.invalid(request.vcs.every(vc => vc < layout.vcs.length && layout.vcs[vc].home === request.dead) ? undefined : 'the virtual chunks asked for are not all the dead node\'s')
     this.sameGeneration(request)
-    const reply = this.parts.takeover.reportFor(request.vcs as VcId[])
-    const dead = request.dead as NodeId
-    // The taking-over node found it dead: stop asking it, and take over our share (unless it is back already: another incarnation).
-    if (!membership.isRejoining(dead)) membership.markDead(dead, `node ${request.node} is taking over its chunks`)
-    return reply
+    membership.checkAlive(request.node as NodeId)
+    // What the taking-over node knows of deaths, this node learns before it reports: from now on it drops answers of the dead.
+    membership.learn({ dead: request.deaths as Death[] }, `node ${request.node}`)
+    return this.parts.takeover.reportFor(request.vcs as VcId[])
   }
 
   sync (request: SyncRequest): SyncReply {
@@ -128,6 +162,7 @@ export class PeerService implements PeerHandler {
       this.invalid(notice.vc < this.parts.layout.vcs.length && notice.file < this.parts.layout.files.length ? undefined : `bad served notice: file ${notice.file} of virtual chunk ${notice.vc}`)
     }
     this.sameGeneration(request)
+    this.parts.membership.checkAlive(request.node as NodeId)
     this.parts.sync.receive(request)
     return {}
   }

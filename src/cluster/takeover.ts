@@ -16,7 +16,9 @@ import type { Logger } from 'pino'
 import type { Engine } from '../engine/engine'
 import type { RemoteReader } from '../engine/remote-reader'
 import { allVcs, type FileId, type Layout, type NodeId, type VcId } from '../redirect/layout'
-import { ownerOrder, planAdoption, type StandbyCopy, type SurvivorReport } from '../redirect/takeover'
+import { planAdoption, type StandbyCopy, type SurvivorReport } from '../redirect/takeover'
+import { compareGenerations } from './generations'
+import { askAgain, PeerCallError } from './call-error'
 import type { Membership } from './membership'
 import type { TakeoverStateReply } from './wire'
 import { appendTo } from '../util/lists'
@@ -35,6 +37,7 @@ export class Takeover {
     private readonly log: Logger
   ) {
     membership.onDeath((node, why) => this.peerDied(node, why))
+    membership.onOwnersChanged(() => { void this.adoptOrphans().catch(err => this.log.error({ err: (err as Error).message }, 'takeover failed')) })
   }
 
   private get node (): NodeId { return this.membership.node }
@@ -43,10 +46,11 @@ export class Takeover {
     const lost = this.engine.forgetNode(node)
     const address = this.membership.addressOf(node)
     if (this.membership.storage === 'sharded') {
-      this.log.error({ peer: node, address, why }, `peer ${node} (${address}) is unreachable (${why}): its samples are only in its pack shard, so opens of them now fail with EIO`)
+      this.log.error({ peer: node, address, why }, `peer ${node} (${address}) is dead (${why}): its samples are only in its pack shard, so opens of them now fail with EIO`)
     } else {
-      this.log.error({ peer: node, address, why, vcsWithLostFiles: lost.length }, `peer ${node} (${address}) is unreachable (${why}): the other nodes take over its chunks`)
-      void this.adoptOrphans().catch(err => this.log.error({ dead: node, err: (err as Error).message }, 'takeover failed'))
+      this.log.error({ peer: node, address, why, vcsWithLostFiles: lost.length }, `peer ${node} (${address}) is dead (${why}): the other nodes take over its chunks`)
+      // Before start-up is done this node answers for nothing anyone else counts on: it takes over once it has started (ClusterNode.start).
+      if (this.membership.ready) void this.adoptOrphans().catch(err => this.log.error({ dead: node, err: (err as Error).message }, 'takeover failed'))
     }
   }
 
@@ -81,7 +85,13 @@ export class Takeover {
     await Promise.all(ours.map(async vc => await this.adopting.get(vc)))
   }
 
-  /** Adopts `vcs` of the dead `home` from the survivors' reports and the standby copies. */
+  /**
+   * Adopts `vcs` of the dead (or rejoining) `home` from the survivors'
+   * reports and the standby copies. Every live peer reports: until it has,
+   * it may still take an answer from the dead node that this node would
+   * not count, so a peer that does not answer is asked again until it does
+   * or is dead itself (its trainer's files then count as served).
+   */
   private async adopt (home: NodeId, vcs: VcId[]): Promise<void> {
     const states = new Map<VcId, SurvivorReport[]>(vcs.map(vc => [vc, []]))
     // Ids from a survivor's message: the layout all nodes share numbers them.
@@ -89,13 +99,22 @@ export class Takeover {
       for (const state of reply.vcs) states.get(state.vc as VcId)?.push({ node, epoch: state.epoch, received: state.received as FileId[], held: state.held as FileId[], lastBatch: state.lastBatch })
     }
     collect(this.node, this.reportFor(vcs))
-    await Promise.all(this.membership.livePeers().map(async node => {
-      try {
-        collect(node, await this.membership.client(node).takeoverState({ generation: this.membership.generation, node: this.node, dead: home, vcs }))
-      } catch (err) {
-        this.log.warn({ peer: node, err: (err as Error).message }, 'a survivor did not report its state for a takeover; going on without it')
+    const generation = this.membership.generation
+    await Promise.all(this.membership.livePeers().filter(node => node !== home).map(async node => {
+      for (let tries = 0; !this.membership.isDead(node) && !this.membership.closed; tries++) {
+        try {
+          collect(node, await this.membership.client(node).takeoverState({ generation, node: this.node, dead: home, vcs, deaths: this.membership.deaths() }))
+          return
+        } catch (err) {
+          if (err instanceof PeerCallError && err.takenForDead !== undefined) { this.membership.refusedAsDead(node, err); throw err }
+          if (err instanceof PeerCallError && err.unreachable) this.membership.checkGone(node)
+          if (tries === 0) this.log.warn({ peer: node, err: (err as Error).message }, 'a survivor did not report its state for a takeover yet; asking again until it does or is dead')
+          await new Promise(resolve => setTimeout(resolve, 200))
+        }
       }
     }))
+    // A new generation (or this node's fencing) overtook the takeover: its state is gone.
+    if (compareGenerations(generation, this.membership.generation) !== 0 || this.membership.fenced !== undefined) return
     for (const vc of vcs) {
       const reports = states.get(vc)!
       // A node that came back is another incarnation: what its trainer got before it died counts as served.
@@ -111,25 +130,19 @@ export class Takeover {
   }
 
   /**
-   * A peer asked this node for a VC it does not own: it answers only once
-   * every node before it in the VC's owner order is dead, which it checks
-   * for itself. Gives why it does not answer, or undefined once it owns `vc`.
+   * A peer asked this node for a VC it does not own. It answers once the VC
+   * is its own by its own view of deaths: the caller's may be ahead, and
+   * then it is told to ask again (by then this node knows too; deaths reach
+   * every node with the leases' renewals). Gives why it never will (a
+   * sharded pack), or undefined once it owns `vc`.
    */
-  async claim (vc: VcId, requester: NodeId): Promise<string | undefined> {
+  async claim (vc: VcId): Promise<string | undefined> {
     const home = this.layout.vcs[vc].home
     if (this.membership.storage === 'sharded') return `its home, node ${home}, is the only node with its chunks`
-    const order = ownerOrder(this.layout, vc)
-    for (const earlier of order.slice(0, order.indexOf(this.node))) {
-      if (!this.membership.mayOwn(earlier)) continue
-      const incarnation = this.membership.incarnationOf(earlier)
-      const probe = await this.membership.probe(earlier)
-      if (probe.kind === 'answers') return `node ${earlier}, which answers for it before this node, answers`
-      if (probe.kind === 'failed') return `node ${earlier} answered: ${probe.message}`
-      this.membership.markDead(earlier, `node ${requester} found it unreachable, and so did this node`, incarnation)
-    }
     const owner = this.membership.ownerOf(vc)
-    if (owner !== this.node) return `node ${owner ?? 'none'} takes it over`
+    if (owner !== this.node) throw askAgain(`node ${this.node} takes node ${owner ?? 'none'} to answer for virtual chunk ${vc}`)
     await this.adoptOrphans()
-    return this.engine.owns(vc) ? undefined : 'the takeover did not include it'
+    if (!this.engine.owns(vc)) throw askAgain(`node ${this.node} has not taken virtual chunk ${vc} over yet`)
+    return undefined
   }
 }

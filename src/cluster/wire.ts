@@ -27,10 +27,12 @@ import type { TakeoverStateReply__Output } from './generated/redirfs/v1/Takeover
 import type { TakeoverStateRequest__Output } from './generated/redirfs/v1/TakeoverStateRequest'
 import type { VcState__Output } from './generated/redirfs/v1/VcState'
 import type { Generation__Output } from './generated/redirfs/v1/Generation'
+import type { RenewRequest__Output } from './generated/redirfs/v1/RenewRequest'
+import type { RenewReply__Output } from './generated/redirfs/v1/RenewReply'
 import type { GenerationId } from './generations'
 
-/** Bumped whenever a message or its meaning changes; checked at handshake. 2: ReadReply lost `unreadable`. 3: Read and Reclaim left gRPC for the data channel. 4: generations and incarnations. */
-export const PROTOCOL_VERSION = 4
+/** Bumped whenever a message or its meaning changes; checked at handshake. 2: ReadReply lost `unreadable`. 3: Read and Reclaim left gRPC for the data channel. 4: generations and incarnations. 5: leases, suspicions and deaths (Renew). */
+export const PROTOCOL_VERSION = 5
 
 export const PROTO_FILE = path.resolve(__dirname, '../../proto/redirfs.proto')
 
@@ -77,6 +79,8 @@ export type SyncRequest = SyncRequest__Output
 export type SyncReply = SyncReply__Output
 export type PeerStub = GeneratedPeerClient
 export type Generation = Generation__Output
+export type RenewRequest = RenewRequest__Output
+export type RenewReply = RenewReply__Output
 
 /** The options both the gRPC loader and the data channel's codecs read the .proto with (scripts/proto-types.sh too). */
 const PROTO_OPTIONS = { keepCase: false, longs: Number, enums: String, defaults: true, oneofs: true }
@@ -99,12 +103,20 @@ export function peerStub (address: string, credentials: grpc.ChannelCredentials)
   return new (peerPackage().Peer)(address, credentials, CHANNEL_OPTIONS)
 }
 
-/** Channel options: chunk-sized messages, and keepalive so a dead peer is noticed. */
+/**
+ * Channel options: chunk-sized messages, keepalive so a dead peer is
+ * noticed, and reconnection tried at least every second: grpc-js's default
+ * backoff grows to two minutes, and a peer back from a long absence was
+ * then out of reach for longer than a call waits for it (a call waiting for
+ * a connection is no sign of a death, docs/design.md, "Deaths and fencing").
+ */
 export const CHANNEL_OPTIONS: grpc.ChannelOptions = {
   'grpc.max_receive_message_length': 1024 * 2 ** 20,
   'grpc.max_send_message_length': 1024 * 2 ** 20,
   'grpc.keepalive_time_ms': 10_000,
-  'grpc.keepalive_timeout_ms': 5_000
+  'grpc.keepalive_timeout_ms': 5_000,
+  'grpc.initial_reconnect_backoff_ms': 200,
+  'grpc.max_reconnect_backoff_ms': 1000
 }
 
 export function encodeOffsets (offsets: Iterable<number>, capacity: number): Buffer {

@@ -311,7 +311,12 @@ async function serve (config: MountConfig, dataset: OpenedDataset, buffers: Samp
       // parsePeers refuses wildcard entries, so only an explicit --listen listens on one.
       listen: config.cluster.listen !== undefined ? parseAddress(config.cluster.listen, '--listen') : shape.peers[shape.node],
       dataPort: config.cluster.dataPort,
-      statsJson: () => JSON.stringify(stats())
+      statsJson: () => JSON.stringify(stats()),
+      readingRuns: () => runs?.readingGlobalRuns() ?? [],
+      runElsewhere: (peer, run) => {
+        runs?.noteRunElsewhere()
+        log.warn({ peer, run, here: runs?.readingGlobalRuns() }, `two jobs read this cluster at once (node ${peer} reads ${run}): each gets duplicates and misses samples until a run starts after both end`)
+      }
     }, log)
   let mounted: MountedFilesystem | undefined
   const startedAt = Date.now()

@@ -2,9 +2,10 @@
  * Opens of files whose VC another node owns: the mirror (redirect/mirror.ts)
  * decides, this class holds the mirrored bytes, parks the opens waiting on
  * a request in flight, and sends requests to the owner through `Owners`.
- * When an owner does not answer, `Owners` decides what that means (a
- * takeover elsewhere, or the samples are gone) and the open either asks
- * the new owner or fails with EIO, never hangs past the peer timeout.
+ * When an owner does not answer, `Owners` decides what that means (ask
+ * again, a takeover elsewhere, or the samples are gone) and the open either
+ * gets its answer or fails with EIO. The mirror serves only while the node
+ * may serve (a cluster node's quorum of leases): the caller says.
  */
 import type { SampleBuffers } from '../chunks/sample-buffers'
 import { FsError } from '../errors'
@@ -16,8 +17,8 @@ import { ResidentBytes, VcWaiters } from './memory'
 /** What asking a VC's owner gives: its answer, or the news that this node has become the owner (a takeover). */
 export type OwnerReply = { readonly kind: 'answered', readonly answer: RequestAnswer } | { readonly kind: 'owner-is-here' }
 
-/** What a remote open gives: the bytes, or the news that the open must be decided here now. */
-export type RemoteOpen = { readonly kind: 'served', readonly served: ServedFile } | { readonly kind: 'owner-is-here' }
+/** What a remote open gives: the bytes, or the news that the open must be decided again (here now, or once this node may serve). */
+export type RemoteOpen = { readonly kind: 'served', readonly served: ServedFile } | { readonly kind: 'owner-is-here' } | { readonly kind: 'not-now' }
 
 export interface Owners {
   /** Sends the request to the VC's current owner (whose engine answers it); rejects with an error that says why no owner answered. */
@@ -32,8 +33,10 @@ export class RemoteReader {
     this.resident = new ResidentBytes('mirror', mirror.layout.files.length, buffers)
   }
 
-  async open (file: FileId): Promise<RemoteOpen> {
+  /** `mayServe`: whether this node may serve from its mirror now (asked right before each decision). */
+  async open (file: FileId, mayServe: () => boolean = () => true): Promise<RemoteOpen> {
     for (let retry = false; ; retry = true) {
+      if (!mayServe()) return { kind: 'not-now' }
       const decision = this.mirror.open(file, retry)
       if (decision.kind === 'serve') return { kind: 'served', served: { file: decision.file, bytes: this.take(decision.file) } }
       if (decision.kind === 'wait') {

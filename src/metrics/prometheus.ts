@@ -142,12 +142,13 @@ export function mountRegistry (stats: Stats): { registry: Registry, openWait: Hi
   // A cluster: peers by state, and what crossed between nodes.
   gauge(registry, 'redirfs_cluster_peers', 'Nodes of the cluster by state, as this node sees them', s => {
     if (s.cluster === undefined) return []
-    const counts: Record<string, number> = { self: 0, alive: 0, rejoining: 0, dead: 0 }
+    const counts: Record<string, number> = { self: 0, alive: 0, suspected: 0, rejoining: 0, dead: 0 }
     for (const peer of s.cluster.peers) counts[peer.state]++
     return Object.entries(counts).map(([state, count]) => [{ state }, count] as [Record<string, string>, number])
   }, stats, ['state'])
   total(registry, 'redirfs_cluster_remote_requests_total', 'Requests to other nodes for samples whose home they are', s => s.cluster === undefined ? [] : [[{}, s.cluster.remoteRequests]], stats)
   total(registry, 'redirfs_cluster_remote_samples_total', 'Samples this node\'s trainer got from other nodes, by how', s => s.cluster === undefined ? [] : [[{ via: 'request' }, s.cluster.remoteOpens - s.cluster.prefetchUsed], [{ via: 'mirror' }, s.cluster.prefetchUsed]], stats, ['via'])
+  gauge(registry, 'redirfs_cluster_quorum', 'Whether this node may serve (1): a majority of the cluster grants it a lease and it is not fenced (taken for dead, until the next training run)', s => s.cluster === undefined ? [] : [[{}, s.cluster.quorum ? 1 : 0]], stats)
   gauge(registry, 'redirfs_cluster_generation', 'The cluster\'s generation (training runs begun since the mount)', s => s.cluster === undefined ? [] : [[{}, s.cluster.generation.number]], stats)
   const openWait = new Histogram({
     name: 'redirfs_open_wait_seconds',

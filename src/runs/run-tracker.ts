@@ -335,6 +335,21 @@ export class RunTracker {
     return false
   }
 
+  /** The runs named by a launcher whose trainers read now: what a cluster node tells its peers. */
+  readingGlobalRuns (): string[] {
+    return [this.current, ...this.alongside.values()].flatMap(run => run !== undefined && run.global && this.isReading(run) ? [run.key] : [])
+  }
+
+  /**
+   * Another node's trainers read a run while this node's read another: two
+   * jobs at once across the cluster, counted and made NOT EXACT as a run
+   * beside another here is, until a run starts after both ended.
+   */
+  noteRunElsewhere (): void {
+    this.concurrentRuns++
+    this.exact = false
+  }
+
   private remember (thread: number, known: KnownThread): void {
     if (this.threads.size >= THREADS_KEPT) this.threads.delete(this.threads.keys().next().value!)
     this.threads.set(thread, known)

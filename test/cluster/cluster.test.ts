@@ -130,6 +130,27 @@ t.test('a node with another token, or another layout, cannot join: the mount fai
   t.match(badLayout.results.map(r => r.stderr).join(''), /every node must mount the same dataset with the same --chunk-size, --seed, --memory and --peers/)
 })
 
+t.test('a node that cannot join: every node\'s mount fails at once, each saying what differs, none waiting --peer-wait for it', async t => {
+  const grown = emptyDir('redirfs-grown-')
+  await fs.cp(dataset.root, grown, { recursive: true })
+  await fs.writeFile(path.join(grown, 'ant', 'one more.jpg'), 'a sample only node 2 has')
+  const [unused] = await freePorts(1)
+  const cases: Array<[string, string[], (node: number, ports: number[]) => string[], RegExp]> = [
+    ['node 2\'s source has one file more', [dataset.root, dataset.root, grown], () => [], /samples/],
+    ['node 2 lists one more peer', [dataset.root, dataset.root, dataset.root], (node, ports) => node === 2 ? ['--peers', [...ports, unused].map(port => `127.0.0.1:${port}`).join(',')] : [], /nodes in --peers/],
+    ['node 2 was given --node 1', [dataset.root, dataset.root, dataset.root], (node, ports) => node === 2 ? ['--node', '1', '--listen', `127.0.0.1:${ports[2]}`] : [], /--node 1/]
+  ]
+  for (const [what, sources, perNode, says] of cases) {
+    const cluster = await mountCluster(t, sources, NODE_OPTIONS, perNode)
+    t.same(cluster.results.map(r => r.code !== 0), [true, true, true], `${what}: no node mounts`)
+    cluster.results.forEach((result, node) => {
+      t.notMatch(result.stderr, /did not answer/, `${what}: node ${node} did not wait for a peer that was there`)
+      t.match(result.stderr, says, `${what}: node ${node} says what differs`)
+    })
+    t.notOk(cluster.mountpoints.some(isMounted))
+  }
+})
+
 t.test('cluster flags: bad input gets one line and a non-zero exit', async t => {
   const mountpoint = emptyDir()
   const cases: [string, string[], RegExp][] = [
@@ -212,5 +233,5 @@ t.test('sharded packs: a node killed mid-epoch; only its samples fail, with EIO,
   t.equal(served.filter((s, i) => s === undefined || classOf(s) !== classOf(survivors[i].opened)).length, 0, 'every other open got a sample of its class')
   t.equal(new Set(served).size, served.length, 'and none twice')
   const log = readFileSync(await defaultLogFile(cluster.mountpoints[0]), 'utf8')
-  t.match(log, /peer 2 \(127\.0\.0\.1:\d+\) is unreachable \(.*\): its samples are only in its pack shard/)
+  t.match(log, /peer 2 \(127\.0\.0\.1:\d+\) is dead \(.*\): its samples are only in its pack shard/)
 })

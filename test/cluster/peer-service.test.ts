@@ -15,13 +15,14 @@ import { parseAddress, parsePeers } from '../../src/cluster/addresses'
 import { PeerCallError } from '../../src/cluster/call-error'
 import { FIRST_GENERATION } from '../../src/cluster/generations'
 import { PeerClient } from '../../src/cluster/peer-client'
-import { PeerRefusal, startPeerServer, type PeerHandler } from '../../src/cluster/peer-server'
+import { PeerRefusal } from '../../src/cluster/call-error'
+import { startPeerServer, type PeerHandler } from '../../src/cluster/peer-server'
 import { loadCredentials, type Credentials } from '../../src/cluster/security'
 import { decodeOffsets, encodeOffsets, PROTOCOL_VERSION } from '../../src/cluster/wire'
 import { UsageError } from '../../src/errors'
 import { makeCertificates } from '../helpers/certificates'
 import { generateDataset } from '../helpers/dataset'
-import { mountCluster, readClusterEpoch } from '../helpers/cluster'
+import { freePorts, mountCluster, readClusterEpoch } from '../helpers/cluster'
 import { readStats } from '../../src/cli/stats-command'
 
 const TOKEN = 'the-cluster-token-0123456789'
@@ -32,7 +33,7 @@ t.teardown(() => rmSync(work, { recursive: true, force: true }))
 const handler: PeerHandler = {
   handshake: request => {
     if (request.layoutHash !== 'abc') throw new PeerRefusal(grpc.status.FAILED_PRECONDITION, 'layout differs')
-    return { protocolVersion: PROTOCOL_VERSION, node: 1, layoutHash: 'abc', dataPort: 0, generation: null, rejoining: false, dead: [] }
+    return { protocolVersion: PROTOCOL_VERSION, node: 1, layoutHash: 'abc', dataPort: 0, generation: null, rejoining: false, dead: [], incarnation: 1, suspicions: [], samples: 0 }
   },
   read: async request => {
     if (request.file > 10) throw new PeerRefusal(grpc.status.INVALID_ARGUMENT, `file ${request.file} is not in the layout`)
@@ -42,6 +43,7 @@ const handler: PeerHandler = {
   takeoverState: async () => ({ vcs: [] }),
   sync: () => ({}),
   newGeneration: request => request,
+  renew: () => ({ grantedMs: 1000, refusal: '', takenForDead: false, incarnation: 1, generation: null, dead: [], suspicions: [], reading: [] }),
   stats: () => ({ json: '{"ok":true}' })
 }
 
@@ -54,7 +56,7 @@ async function serve (t: Test, credentials: Credentials): Promise<PeerClient> {
 }
 
 const statusOf = async (promise: Promise<unknown>): Promise<grpc.status | undefined> => await promise.then(() => undefined, (err: unknown) => (err as PeerCallError).status)
-const ping = { protocolVersion: PROTOCOL_VERSION, node: 0, nodes: 2, layoutHash: 'abc', incarnation: 1, generation: null }
+const ping = { protocolVersion: PROTOCOL_VERSION, node: 0, nodes: 2, layoutHash: 'abc', incarnation: 1, generation: null, samples: 0 }
 
 t.test('calls go through with the token; refusals and malformed requests get their status', async t => {
   const client = await serve(t, await loadCredentials({}))
@@ -88,6 +90,22 @@ t.test('a peer that is not listening is unreachable within the timeout', async t
   t.teardown(() => client.close())
   const err = await client.stats().catch((e: unknown) => e)
   t.ok(err instanceof PeerCallError && err.unreachable)
+})
+
+t.test('a peer back after it was down for a while answers the next call within the timeout: the channel does not sit in a long reconnect backoff', async t => {
+  const credentials = await loadCredentials({})
+  const [port] = await freePorts(1)
+  const address = parseAddress(`127.0.0.1:${port}`, 'peer')
+  const first = await startPeerServer(address, credentials, TOKEN, handler, log)
+  const client = new PeerClient(address, credentials, TOKEN, 3000, new SampleBuffers())
+  t.teardown(() => client.close())
+  t.equal(JSON.parse((await client.stats()).json).ok, true, 'answered while up')
+  await first.close()
+  // Down for a while, and called meanwhile: every try to reconnect fails (grpc-js's default backoff grows to minutes).
+  for (let call = 0; call < 5; call++) t.ok(await statusOf(client.stats()) !== undefined, `call ${call} while it is down fails`)
+  const again = await startPeerServer(address, credentials, TOKEN, handler, log)
+  t.teardown(() => again.close())
+  t.equal(JSON.parse((await client.stats()).json).ok, true, 'back up: the next call is answered within the peer timeout')
 })
 
 t.test('mutual TLS: a peer with the cluster CA gets through; one that trusts another CA does not', async t => {

@@ -5,7 +5,7 @@ import * as grpc from '@grpc/grpc-js'
 import pino from 'pino'
 import t from 'tap'
 import type { Membership } from '../../src/cluster/membership'
-import { PeerRefusal } from '../../src/cluster/peer-server'
+import { PeerRefusal } from '../../src/cluster/call-error'
 import { PeerService, type PeerServiceParts } from '../../src/cluster/service'
 import type { Sync } from '../../src/cluster/sync'
 import type { SyncRequest } from '../../src/cluster/wire'
@@ -19,6 +19,7 @@ function serviceRecordingSyncs (): { service: PeerService, received: SyncRequest
     node: 0,
     generation: { number: 2, key: 'b' } as GenerationId,
     checkNode: () => undefined,
+    checkAlive: () => undefined,
     observe (theirs: GenerationId): number {
       const order = compareGenerations(theirs, this.generation)
       if (order > 0) { this.generation = theirs; generations.push(theirs) }

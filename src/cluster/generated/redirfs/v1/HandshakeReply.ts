@@ -1,6 +1,9 @@
 // Original file: proto/redirfs.proto
 
 import type { Generation as _redirfs_v1_Generation, Generation__Output as _redirfs_v1_Generation__Output } from '../../redirfs/v1/Generation';
+import type { Death as _redirfs_v1_Death, Death__Output as _redirfs_v1_Death__Output } from '../../redirfs/v1/Death';
+import type { Suspicion as _redirfs_v1_Suspicion, Suspicion__Output as _redirfs_v1_Suspicion__Output } from '../../redirfs/v1/Suspicion';
+import type { Long } from '@grpc/proto-loader';
 
 export interface HandshakeReply {
   'protocolVersion'?: (number);
@@ -17,10 +20,19 @@ export interface HandshakeReply {
    */
   'rejoining'?: (boolean);
   /**
-   * The nodes this one takes for dead, so a node that comes back does not
-   * wait for them at start-up.
+   * The deaths this node knows, so a node that comes back does not wait
+   * for the dead at start-up, and never grants them a lease.
    */
-  'dead'?: (number)[];
+  'dead'?: (_redirfs_v1_Death)[];
+  /**
+   * The answering node's own incarnation.
+   */
+  'incarnation'?: (number | string | Long);
+  'suspicions'?: (_redirfs_v1_Suspicion)[];
+  /**
+   * The samples of its layout, as in the request.
+   */
+  'samples'?: (number);
 }
 
 export interface HandshakeReply__Output {
@@ -38,8 +50,17 @@ export interface HandshakeReply__Output {
    */
   'rejoining': (boolean);
   /**
-   * The nodes this one takes for dead, so a node that comes back does not
-   * wait for them at start-up.
+   * The deaths this node knows, so a node that comes back does not wait
+   * for the dead at start-up, and never grants them a lease.
    */
-  'dead': (number)[];
+  'dead': (_redirfs_v1_Death__Output)[];
+  /**
+   * The answering node's own incarnation.
+   */
+  'incarnation': (number);
+  'suspicions': (_redirfs_v1_Suspicion__Output)[];
+  /**
+   * The samples of its layout, as in the request.
+   */
+  'samples': (number);
 }

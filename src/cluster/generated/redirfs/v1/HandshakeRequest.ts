@@ -9,10 +9,15 @@ export interface HandshakeRequest {
   'nodes'?: (number);
   'layoutHash'?: (string);
   /**
-   * Random at each mount: a node that comes back after it died has a new one.
+   * Random at each mount, and again when a node taken for dead rejoins: a
+   * node that comes back after it died has a new one.
    */
   'incarnation'?: (number | string | Long);
   'generation'?: (_redirfs_v1_Generation | null);
+  /**
+   * The samples of its layout, for a message that says how layouts differ.
+   */
+  'samples'?: (number);
 }
 
 export interface HandshakeRequest__Output {
@@ -21,8 +26,13 @@ export interface HandshakeRequest__Output {
   'nodes': (number);
   'layoutHash': (string);
   /**
-   * Random at each mount: a node that comes back after it died has a new one.
+   * Random at each mount, and again when a node taken for dead rejoins: a
+   * node that comes back after it died has a new one.
    */
   'incarnation': (number);
   'generation': (_redirfs_v1_Generation__Output | null);
+  /**
+   * The samples of its layout, for a message that says how layouts differ.
+   */
+  'samples': (number);
 }

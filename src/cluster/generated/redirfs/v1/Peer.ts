@@ -5,6 +5,8 @@ import type { MethodDefinition } from '@grpc/proto-loader'
 import type { Generation as _redirfs_v1_Generation, Generation__Output as _redirfs_v1_Generation__Output } from '../../redirfs/v1/Generation';
 import type { HandshakeReply as _redirfs_v1_HandshakeReply, HandshakeReply__Output as _redirfs_v1_HandshakeReply__Output } from '../../redirfs/v1/HandshakeReply';
 import type { HandshakeRequest as _redirfs_v1_HandshakeRequest, HandshakeRequest__Output as _redirfs_v1_HandshakeRequest__Output } from '../../redirfs/v1/HandshakeRequest';
+import type { RenewReply as _redirfs_v1_RenewReply, RenewReply__Output as _redirfs_v1_RenewReply__Output } from '../../redirfs/v1/RenewReply';
+import type { RenewRequest as _redirfs_v1_RenewRequest, RenewRequest__Output as _redirfs_v1_RenewRequest__Output } from '../../redirfs/v1/RenewRequest';
 import type { StatsReply as _redirfs_v1_StatsReply, StatsReply__Output as _redirfs_v1_StatsReply__Output } from '../../redirfs/v1/StatsReply';
 import type { StatsRequest as _redirfs_v1_StatsRequest, StatsRequest__Output as _redirfs_v1_StatsRequest__Output } from '../../redirfs/v1/StatsRequest';
 import type { SyncReply as _redirfs_v1_SyncReply, SyncReply__Output as _redirfs_v1_SyncReply__Output } from '../../redirfs/v1/SyncReply';
@@ -46,6 +48,29 @@ export interface PeerClient extends grpc.Client {
   newGeneration(argument: _redirfs_v1_Generation, metadata: grpc.Metadata, callback: grpc.requestCallback<_redirfs_v1_Generation__Output>): grpc.ClientUnaryCall;
   newGeneration(argument: _redirfs_v1_Generation, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_Generation__Output>): grpc.ClientUnaryCall;
   newGeneration(argument: _redirfs_v1_Generation, callback: grpc.requestCallback<_redirfs_v1_Generation__Output>): grpc.ClientUnaryCall;
+  
+  /**
+   * A few times a peer timeout, each node asks each peer to renew its lease:
+   * the peer's promise not to take it for dead for a while. A node serves
+   * only while a majority of the cluster promised so; both ways the call
+   * carries what each knows of deaths and suspicions (docs/design.md,
+   * "Deaths and fencing").
+   */
+  Renew(argument: _redirfs_v1_RenewRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_RenewReply__Output>): grpc.ClientUnaryCall;
+  Renew(argument: _redirfs_v1_RenewRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_redirfs_v1_RenewReply__Output>): grpc.ClientUnaryCall;
+  Renew(argument: _redirfs_v1_RenewRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_RenewReply__Output>): grpc.ClientUnaryCall;
+  Renew(argument: _redirfs_v1_RenewRequest, callback: grpc.requestCallback<_redirfs_v1_RenewReply__Output>): grpc.ClientUnaryCall;
+  /**
+   * A few times a peer timeout, each node asks each peer to renew its lease:
+   * the peer's promise not to take it for dead for a while. A node serves
+   * only while a majority of the cluster promised so; both ways the call
+   * carries what each knows of deaths and suspicions (docs/design.md,
+   * "Deaths and fencing").
+   */
+  renew(argument: _redirfs_v1_RenewRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_RenewReply__Output>): grpc.ClientUnaryCall;
+  renew(argument: _redirfs_v1_RenewRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_redirfs_v1_RenewReply__Output>): grpc.ClientUnaryCall;
+  renew(argument: _redirfs_v1_RenewRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_redirfs_v1_RenewReply__Output>): grpc.ClientUnaryCall;
+  renew(argument: _redirfs_v1_RenewRequest, callback: grpc.requestCallback<_redirfs_v1_RenewReply__Output>): grpc.ClientUnaryCall;
   
   /**
    * The node's counters, as the JSON `<mnt>/.redirfs/stats` shows.
@@ -118,6 +143,15 @@ export interface PeerHandlers extends grpc.UntypedServiceImplementation {
   NewGeneration: grpc.handleUnaryCall<_redirfs_v1_Generation__Output, _redirfs_v1_Generation>;
   
   /**
+   * A few times a peer timeout, each node asks each peer to renew its lease:
+   * the peer's promise not to take it for dead for a while. A node serves
+   * only while a majority of the cluster promised so; both ways the call
+   * carries what each knows of deaths and suspicions (docs/design.md,
+   * "Deaths and fencing").
+   */
+  Renew: grpc.handleUnaryCall<_redirfs_v1_RenewRequest__Output, _redirfs_v1_RenewReply>;
+  
+  /**
    * The node's counters, as the JSON `<mnt>/.redirfs/stats` shows.
    */
   Stats: grpc.handleUnaryCall<_redirfs_v1_StatsRequest__Output, _redirfs_v1_StatsReply>;
@@ -142,6 +176,7 @@ export interface PeerHandlers extends grpc.UntypedServiceImplementation {
 export interface PeerDefinition extends grpc.ServiceDefinition {
   Handshake: MethodDefinition<_redirfs_v1_HandshakeRequest, _redirfs_v1_HandshakeReply, _redirfs_v1_HandshakeRequest__Output, _redirfs_v1_HandshakeReply__Output>
   NewGeneration: MethodDefinition<_redirfs_v1_Generation, _redirfs_v1_Generation, _redirfs_v1_Generation__Output, _redirfs_v1_Generation__Output>
+  Renew: MethodDefinition<_redirfs_v1_RenewRequest, _redirfs_v1_RenewReply, _redirfs_v1_RenewRequest__Output, _redirfs_v1_RenewReply__Output>
   Stats: MethodDefinition<_redirfs_v1_StatsRequest, _redirfs_v1_StatsReply, _redirfs_v1_StatsRequest__Output, _redirfs_v1_StatsReply__Output>
   Sync: MethodDefinition<_redirfs_v1_SyncRequest, _redirfs_v1_SyncReply, _redirfs_v1_SyncRequest__Output, _redirfs_v1_SyncReply__Output>
   TakeoverState: MethodDefinition<_redirfs_v1_TakeoverStateRequest, _redirfs_v1_TakeoverStateReply, _redirfs_v1_TakeoverStateRequest__Output, _redirfs_v1_TakeoverStateReply__Output>

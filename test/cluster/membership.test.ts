@@ -1,0 +1,227 @@
+// Who is alive, on real daemons (docs/design.md, "Deaths and fencing"): a
+// daemon paused (SIGSTOP) for less than --peer-timeout is waited for; one
+// paused for longer is dead to the cluster, and once resumed it stops
+// serving (its trainer's opens fail) and rejoins, so that no virtual chunk
+// ever has two owners; a takeover that races the resumption never gives a
+// survivor's trainer an error; a node killed and mounted again at once is
+// not taken for dead; a node cut off from the others by a partition of
+// their peer service (a proxy that drops traffic) stops serving while the
+// others take over. Each job's trainers are real processes named by
+// REDIRFS_RUN_ID, one per node.
+import { promises as fs } from 'node:fs'
+import t, { type Test } from 'tap'
+import { readStats } from '../../src/cli/stats-command'
+import { defaultLogFile } from '../../src/daemon/registry'
+import type { MountStats } from '../../src/stats'
+import { Job, mountCluster, mountPartitionableCluster, untilStats, type Cluster, type TrainerRead } from '../helpers/cluster'
+import { classOf, generateDataset } from '../helpers/dataset'
+import { forceUnmount } from '../helpers/mount'
+
+const dataset = generateDataset(44)
+t.teardown(async () => { await fs.rm(dataset.root, { recursive: true, force: true }) })
+const OPTIONS = ['--memory', '120K', '--chunk-size', '4', '--group-depth', '1', '--peer-timeout', '3']
+
+/** Every read whole and of the opened class, and every sample exactly once across `reads`. */
+function checkExact (t: Test, reads: TrainerRead[], what: string): void {
+  t.same(reads.filter(r => r.error !== undefined), [], `${what}: no open failed`)
+  checkServed(t, reads, what)
+  t.same(reads.map(r => dataset.byContent.get(r.content!)).sort(), dataset.samples, `${what}: every sample exactly once across the nodes`)
+}
+
+/** No wrong label, no sample twice, no error among `reads` (what survivors got). */
+function checkServed (t: Test, reads: TrainerRead[], what: string): void {
+  const served = reads.filter(r => r.error === undefined).map(r => dataset.byContent.get(r.content!))
+  t.equal(served.filter((s, i) => s === undefined || classOf(s) !== classOf(reads.filter(r => r.error === undefined)[i].opened)).length, 0, `${what}: every read a whole sample of the opened class`)
+  t.equal(new Set(served).size, served.length, `${what}: no sample twice`)
+}
+
+const states = (stats: Array<MountStats | undefined>): string[][] => stats.map(s => s?.cluster?.peers.map(p => p.state) ?? [])
+const allAlive = (stats: Array<MountStats | undefined>): boolean => stats.every((s, node) => s!.cluster!.peers.every(p => p.state === (p.node === node ? 'self' : 'alive')))
+
+/** One owner per virtual chunk: the nodes together own each once. */
+function checkOwners (t: Test, stats: Array<MountStats | undefined>): void {
+  const owned = stats.reduce((sum, s) => sum + (s?.cluster?.ownedVirtualChunks ?? 0), 0)
+  t.equal(owned, stats[0]!.layout.virtualChunks, 'the nodes own every virtual chunk once between them')
+}
+
+/** A job of `epochs` epochs on every node, each epoch exact; then every node owns its chunks again. */
+async function exactJob (t: Test, cluster: Cluster, runId: string, epochs: number, seed: number): Promise<void> {
+  const job = new Job(t, cluster.mountpoints, runId)
+  for (let epoch = 0; epoch < epochs; epoch++) checkExact(t, await job.epoch(dataset.samples, seed + epoch), `${runId}, epoch ${epoch}`)
+  await job.end()
+  const stats = await Promise.all(cluster.mountpoints.map(readStats))
+  t.ok(allAlive(stats), `after ${runId}, every node takes every other for alive: ${JSON.stringify(states(stats))}`)
+  checkOwners(t, stats)
+}
+
+/**
+ * Reads one epoch of `job`, pausing node `victim` once `after` of its own
+ * trainer's opens were answered (early, so that it has opens left however
+ * slowly the other trainers start on a loaded machine) and resuming it once
+ * `resumeWhen` holds of the other nodes' stats. Gives the reads, and those
+ * of the victim's trainer that came in after it was resumed.
+ */
+async function epochWithPause (cluster: Cluster, job: Job, seed: number, victim: number, after: number, resumeWhen: (stats: Array<MountStats | undefined>) => boolean): Promise<{ reads: TrainerRead[], victimAfterResume: TrainerRead[] }> {
+  let pausing: Promise<void> | undefined
+  let resumed = false
+  const victimAfterResume: TrainerRead[] = []
+  let victimAnswered = 0
+  // Its pid now: finding it when the pause is due reads the victim's stats, which on a loaded machine takes long enough for its trainer to finish its share.
+  await cluster.pids()
+  const reads = await job.epoch(dataset.samples, seed, read => {
+    if (read.node !== victim) return
+    if (resumed) victimAfterResume.push(read)
+    if (++victimAnswered !== after) return
+    pausing = (async () => {
+      await cluster.pause(victim)
+      await untilStats(cluster.mountpoints, `node ${victim} to be seen as the pause requires`, resumeWhen, { skip: [victim] })
+      resumed = true
+      cluster.resume(victim)
+    })()
+  })
+  await pausing
+  return { reads, victimAfterResume }
+}
+
+t.test('a daemon paused for less than --peer-timeout in the middle of a job is waited for: no death, the epochs exact', async t => {
+  // A long timeout, so that a pause of 2 s is well within it even on a loaded machine.
+  const cluster = await mountCluster(t, [dataset.root, dataset.root, dataset.root], [...OPTIONS.slice(0, -1), '30'])
+  t.same(cluster.results.map(r => r.code), [0, 0, 0], cluster.results.map(r => r.stderr).join(''))
+  const job = new Job(t, cluster.mountpoints, 'short-pause')
+  let pausing: Promise<void> | undefined
+  const reads = await job.epoch(dataset.samples, 1, (_, answered) => {
+    if (answered === Math.floor(dataset.samples.length / 3)) {
+      pausing = (async () => {
+        await cluster.pause(1)
+        await new Promise(resolve => setTimeout(resolve, 2000))
+        cluster.resume(1)
+      })()
+    }
+  })
+  await pausing
+  checkExact(t, reads, 'the epoch of the pause')
+  checkExact(t, await job.epoch(dataset.samples, 2), 'the next epoch')
+  await job.end()
+  const stats = await Promise.all(cluster.mountpoints.map(readStats))
+  t.ok(allAlive(stats), `no node took another for dead: ${JSON.stringify(states(stats))}`)
+  t.equal(stats.reduce((sum, s) => sum + s.cluster!.peersLost, 0), 0, 'no peer lost')
+})
+
+t.test('a daemon paused for longer than --peer-timeout in the middle of a job: the others take over, it stops serving once resumed, and the next job is exact everywhere', async t => {
+  const cluster = await mountCluster(t, [dataset.root, dataset.root, dataset.root], OPTIONS)
+  t.same(cluster.results.map(r => r.code), [0, 0, 0], cluster.results.map(r => r.stderr).join(''))
+  const job = new Job(t, cluster.mountpoints, 'long-pause')
+  const deadToBoth = (stats: Array<MountStats | undefined>): boolean => [0, 2].every(node => stats[node]!.cluster!.peers[1].state === 'dead')
+  const { reads, victimAfterResume } = await epochWithPause(cluster, job, 3, 1, 4, deadToBoth)
+  const survivors = reads.filter(r => r.node !== 1)
+  t.same(survivors.filter(r => r.error !== undefined), [], 'no open failed on the nodes that took node 1 for dead')
+  checkServed(t, survivors, 'the survivors')
+  // Each of its trainer's 4 readers may have had an open answered just before the pause, whose reads the pause held up too.
+  const served = victimAfterResume.filter(r => r.error === undefined)
+  t.ok(served.length <= 4, `once resumed, node 1 served its trainer nothing new: ${served.length} opens answered before the pause finished their reads`)
+  t.ok(victimAfterResume.some(r => r.error === 'EIO'), 'and its trainer\'s opens failed with EIO: it was dead to its peers')
+  t.same(victimAfterResume.filter(r => r.error !== undefined && r.error !== 'EIO'), [], 'with EIO only')
+  await job.end()
+  const log = await fs.readFile(await defaultLogFile(cluster.mountpoints[1]), 'utf8')
+  t.match(log, /taken for dead/, 'node 1 says it was taken for dead')
+  const settled = await untilStats(cluster.mountpoints, 'node 1 to rejoin', stats => stats.every(s => s!.cluster!.peers[1].state === 'rejoining'))
+  checkOwners(t, settled)
+  await exactJob(t, cluster, 'after-the-pause', 2, 10)
+})
+
+t.test('a daemon paused until one peer takes it for dead while another, slower to, is asked for its chunks: no survivor\'s open fails, and the next job is exact', async t => {
+  // Node 0 waits 12 s before it takes a silent peer for dead, node 2 waits 3 s: node 2 gives up on
+  // node 1 first and asks node 0, the next owner of half node 1's chunks, which still takes node 1
+  // for alive; node 1 is resumed right then.
+  const cluster = await mountCluster(t, [dataset.root, dataset.root, dataset.root], OPTIONS, node => node === 0 ? ['--peer-timeout', '12'] : [])
+  t.same(cluster.results.map(r => r.code), [0, 0, 0], cluster.results.map(r => r.stderr).join(''))
+  const job = new Job(t, cluster.mountpoints, 'race')
+  const givenUpByNode2 = (stats: Array<MountStats | undefined>): boolean => stats[2]!.cluster!.peers[1].state !== 'alive'
+  const { reads } = await epochWithPause(cluster, job, 4, 1, 4, givenUpByNode2)
+  const survivors = reads.filter(r => r.node !== 1)
+  t.same(survivors.filter(r => r.error !== undefined), [], 'no open failed on the other nodes')
+  checkServed(t, survivors, 'the other nodes')
+  await job.end()
+  await untilStats(cluster.mountpoints, 'the cluster to settle', stats => stats.every(s => s!.cluster!.peers.every(p => p.state !== 'dead' && p.state !== 'suspected')))
+  await exactJob(t, cluster, 'after-the-race', 2, 20)
+})
+
+t.test('a daemon paused for longer than --peer-timeout while it takes over a killed node\'s chunks: one owner throughout, the survivor\'s opens never fail, the next job is exact', async t => {
+  const cluster = await mountCluster(t, [dataset.root, dataset.root, dataset.root], OPTIONS)
+  t.same(cluster.results.map(r => r.code), [0, 0, 0], cluster.results.map(r => r.stderr).join(''))
+  const [, , killedPid] = await cluster.pids()
+  const job = new Job(t, cluster.mountpoints, 'kill-then-pause')
+  let faults: Promise<void> | undefined
+  const reads = await job.epoch(dataset.samples, 5, (_, answered) => {
+    if (answered !== Math.floor(dataset.samples.length / 4)) return
+    faults = (async () => {
+      process.kill(killedPid, 'SIGKILL')
+      await untilStats(cluster.mountpoints, 'node 2 to be dead to nodes 0 and 1', stats => [0, 1].every(node => stats[node]!.cluster!.peers[2].state === 'dead'), { skip: [2] })
+      await cluster.pause(0)
+      // Longer than --peer-timeout: node 1 no longer hears from node 0.
+      await new Promise(resolve => setTimeout(resolve, 8000))
+      cluster.resume(0)
+    })()
+  })
+  await faults
+  const survivor = reads.filter(r => r.node === 1)
+  t.same(survivor.filter(r => r.error !== undefined), [], 'no open failed on node 1')
+  checkServed(t, survivor, 'node 1')
+  await job.end()
+  await forceUnmount(cluster.mountpoints[2])
+  const again = await cluster.mount(2)
+  t.equal(again.code, 0, again.stderr)
+  await exactJob(t, cluster, 'after-the-faults', 2, 30)
+})
+
+t.test('a node killed in a job, mounted again and in the next job within a second: it is not taken for dead, and the job is exact', async t => {
+  const cluster = await mountCluster(t, [dataset.root, dataset.root, dataset.root], OPTIONS)
+  t.same(cluster.results.map(r => r.code), [0, 0, 0], cluster.results.map(r => r.stderr).join(''))
+  for (let round = 0; round < 3; round++) {
+    const [pid] = await cluster.pids()
+    const job = new Job(t, cluster.mountpoints, `killed-${round}`)
+    await job.epoch(dataset.samples, 40 + round, (_, answered) => { if (answered === 20) process.kill(pid, 'SIGKILL') })
+    await job.end()
+    const survivors = new Job(t, cluster.mountpoints, `two-way-${round}`, [1, 2])
+    checkExact(t, await survivors.epoch(dataset.samples, 50 + round), `round ${round}: a job on the two survivors`)
+    await survivors.end()
+    await forceUnmount(cluster.mountpoints[0])
+    const again = await cluster.mount(0)
+    t.equal(again.code, 0, again.stderr)
+    const job3 = new Job(t, cluster.mountpoints, `remounted-${round}`)
+    checkExact(t, await job3.epoch(dataset.samples, 60 + round), `round ${round}: the 3-node job right after the remount`)
+    await job3.end()
+  }
+})
+
+t.test('a node cut off from the others (their peer service partitioned by a proxy that drops traffic): it stops serving, the others take over, and once the cut heals it rejoins; the next job is exact', async t => {
+  const cluster = await mountPartitionableCluster(t, [dataset.root, dataset.root, dataset.root], OPTIONS)
+  t.same(cluster.results.map(r => r.code), [0, 0, 0], cluster.results.map(r => r.stderr).join(''))
+  const job = new Job(t, cluster.mountpoints, 'cut-off')
+  let cutting: Promise<void> | undefined
+  let healed = false
+  const afterHeal: TrainerRead[] = []
+  let duringCut: Array<MountStats | undefined> = []
+  const reads = await job.epoch(dataset.samples, 60, (read, answered) => {
+    if (healed && read.node === 2) afterHeal.push(read)
+    if (answered !== Math.floor(dataset.samples.length / 3)) return
+    cutting = (async () => {
+      cluster.cut(2)
+      duringCut = await untilStats(cluster.mountpoints, 'nodes 0 and 1 to take node 2 for dead', stats => [0, 1].every(node => stats[node]!.cluster!.peers[2].state === 'dead'))
+      healed = true
+      cluster.heal(2)
+    })()
+  })
+  await cutting
+  t.equal(duringCut[2]!.cluster!.quorum, false, 'cut off from the majority, node 2 held no quorum: it served nothing')
+  t.same(duringCut[2]!.cluster!.peers.filter(p => p.state === 'dead'), [], 'and took no one for dead')
+  t.equal(duringCut[0]!.cluster!.quorum, true, 'the majority did')
+  const survivors = reads.filter(r => r.node !== 2)
+  t.same(survivors.filter(r => r.error !== undefined), [], 'no open failed on nodes 0 and 1')
+  checkServed(t, survivors, 'nodes 0 and 1')
+  t.ok(afterHeal.filter(r => r.error === undefined).length <= 4, 'once the cut healed, node 2 served its trainer nothing new')
+  await job.end()
+  const settled = await untilStats(cluster.mountpoints, 'node 2 to rejoin', stats => stats.every(s => s!.cluster!.peers[2].state === 'rejoining'))
+  checkOwners(t, settled)
+  await exactJob(t, cluster, 'after-the-cut', 2, 70)
+})

@@ -10,6 +10,8 @@ import path from 'node:path'
 import { promisify } from 'node:util'
 import t, { type Test } from 'tap'
 import { readStats } from '../../src/cli/stats-command'
+import { scanTree } from '../../src/chunks/scan'
+import { loadNativeServer } from '../../src/fs/native-mount'
 import { classOf, generateDataset } from '../helpers/dataset'
 import { emptyDir, mount } from '../helpers/mount'
 import { readFileAsTrainer } from '../helpers/readers'
@@ -237,4 +239,20 @@ t.test('a buffered reader takes a sample in one read: its block size holds the b
   // One read brings the whole sample; Python then asks twice for more before it takes the end as the end.
   // With a 4 KiB block the same loop made 7 to 29 reads of these samples.
   t.equal(Number(after.reads) - Number(baseline.reads) - statsReads, 3 * files.length, 'three FUSE reads per sample: the bytes, and the end twice')
+})
+
+t.test('the native server refuses a tree whose columns contradict themselves, before any FUSE thread reads them', async t => {
+  const { FuseServer } = loadNativeServer()
+  const { columns } = await scanTree(dataset.root)
+  const make = (changed: Partial<Record<keyof typeof columns, unknown>>): { close: () => void } =>
+    new FuseServer({ ...columns, ...changed, controlName: 'x' }, () => {}, { reopenWindowMs: 0, fuseThreads: 1, ownerUid: 0, ownerGid: 0 }) as unknown as { close: () => void }
+  make({}).close()
+  const altered = <T extends Uint32Array | Float64Array>(column: T, entry: number, value: number): T => { const copy = column.slice() as T; copy[entry] = value; return copy }
+  const crafted: Array<[string, Partial<Record<keyof typeof columns, unknown>>, RegExp]> = [
+    ['a directory with more children than the tree has entries', { childCount: altered(columns.childCount, 0, 2 ** 32 - 1) }, /a directory's children are not entries/],
+    ['a name that ends past the names', { nameEnd: altered(columns.nameEnd, columns.nameEnd.length - 1, columns.names.length + 5) }, /a name does not end in its 0 byte inside the names/],
+    ['a time no timespec holds', { mtimeSec: altered(columns.mtimeSec, 1, 1e300) }, /a time that is not a time/],
+    ['a column shorter than the others', { size: columns.size.subarray(1) }, /a column is missing, of another type, or of another length/]
+  ]
+  for (const [what, changed, why] of crafted) t.throws(() => make(changed), why, what)
 })

@@ -2,7 +2,7 @@ import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { crc32 } from 'node:zlib'
 import t from 'tap'
-import { ChunkFile, native } from '../../src/chunks/native'
+import { addonPath, ChunkFile, native } from '../../src/chunks/native'
 import { SeededRandom } from '../../src/redirect/random'
 import { emptyDir } from '../helpers/mount'
 
@@ -158,4 +158,18 @@ t.test('discard frees a Buffer that is its memory\'s only view, and leaves share
   const small = Buffer.from('pooled by Node')
   t.equal(native().discard(small), false, 'Node\'s small-buffer pool is shared')
   t.equal(small.toString(), 'pooled by Node')
+})
+
+t.test('REDIRFS_NATIVE_BUILD chooses a build directory of native/ (the sanitizers\' build), never another path', async t => {
+  const before = process.env.REDIRFS_NATIVE_BUILD
+  t.teardown(() => { if (before === undefined) delete process.env.REDIRFS_NATIVE_BUILD; else process.env.REDIRFS_NATIVE_BUILD = before })
+  const native = path.resolve(__dirname, '../../native')
+  delete process.env.REDIRFS_NATIVE_BUILD
+  t.equal(addonPath('redirfs_native'), path.join(native, 'build/Release/redirfs_native.node'))
+  process.env.REDIRFS_NATIVE_BUILD = 'build-asan'
+  t.equal(addonPath('redirfs_fuse'), path.join(native, 'build-asan/build/Release/redirfs_fuse.node'))
+  for (const other of ['../../tmp', '/tmp/x', 'build-asan/../..', 'elsewhere']) {
+    process.env.REDIRFS_NATIVE_BUILD = other
+    t.throws(() => addonPath('redirfs_native'), /REDIRFS_NATIVE_BUILD names a build directory of native\/ \(build, build-asan\)/, other)
+  }
 })

@@ -11,7 +11,7 @@ import { Listed } from '../chunks/native'
 import { DatasetTree, EntryKind as TreeKind, secondsOf, TreeBuilder } from '../chunks/tree'
 import { decodeIndex, EntryKind, PACK_MAGIC, type PackArrays, type PackHeader } from './format'
 import { DirectoryPackStorage, INDEX_FILE, OTHERS_FILE, SEGMENTS_DIR, type PackStorage } from './storage'
-import type { Layout } from '../redirect/layout'
+import { buildLayout, type Layout } from '../redirect/layout'
 
 export { INDEX_FILE, OTHERS_FILE }
 
@@ -99,6 +99,16 @@ export async function loadPackIndex (where: string | PackStorage): Promise<PackI
 }
 
 /**
+ * The layout a mount computes from a pack's index, as far as its chunks go:
+ * which files each physical chunk holds, in which order (the memory a mount
+ * has decides only how chunks share virtual chunks, not this).
+ */
+export function packLayout (pack: PackIndex): Layout {
+  const { header } = pack
+  return buildLayout(pack.tree.samples, { chunkSize: header.chunkSize, seed: header.seed, vcCount: Number.MAX_SAFE_INTEGER, nodes: header.nodes })
+}
+
+/**
  * Checks that the layout computed from a pack's index is the one its chunks
  * were written in: each PC is the pack's chunk of that number, and its files,
  * in the layout's order, lie back to back from the chunk's start to its end.
@@ -110,7 +120,7 @@ export function checkPackLayout (pack: PackIndex, layout: Layout): void {
   const mismatch = (why: string): UsageError => new UsageError(`${pack.storage.where}/${INDEX_FILE} does not match the layout computed from it (${why}; written by another version of redirfs, or damaged); repack it`)
   layout.pcs.forEach((pc, c) => {
     let end = arrays.chunkOffset[c]
-    const held = header.nodes === undefined || arrays.chunkLength[c] > 0
+    const held = header.nodes === undefined || arrays.chunkLength[c] !== 0
     for (const id of pc.files) {
       const entry = pack.sampleEntry[id]
       if (arrays.chunk[entry] !== c) throw mismatch(`${clipped(pack.path(entry))} is in chunk ${arrays.chunk[entry]}, the layout puts it in ${c}`)

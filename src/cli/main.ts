@@ -5,7 +5,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander'
 import path from 'node:path'
 import { defaultFuseThreads, FUSE_BACKENDS, type ClusterConfig, type FuseBackend, type MountConfig, type S3Config } from '../daemon/config'
-import { isForUser, systemErrorMessage, UsageError } from '../errors'
+import { isForUser, printable, systemErrorMessage, UsageError } from '../errors'
 import { REDIRECT_MODES, type RedirectMode } from '../redirect/protocol'
 import { SingleBar, Presets } from 'cli-progress'
 import { verifyPack } from '../pack/verify'
@@ -53,7 +53,7 @@ program
     'an open of a sample may be answered with another unconsumed sample of the same class that is already in memory,\n' +
     'so the disk is read only in large chunks. Every sample is still seen exactly once per epoch.')
   // A usage error is one line, as every other error: what is wrong, and where help is.
-  .configureOutput({ outputError: (text, write) => write(`redirfs: ${text.replace(/^error: /, '').trim().replace(/\s*\n\s*/g, ' ')} (run with --help for usage)\n`) })
+  .configureOutput({ outputError: (text, write) => write(`redirfs: ${printable(text.replace(/^error: /, '').trim().replace(/\s*\n\s*/g, ' '))} (run with --help for usage)\n`) })
   .version((require('../../package.json') as { version: string }).version, '-V, --version', 'print the version of redirfs')
 
 /** Shared by mount, pack and verify: how a bucket is reached (credentials and region come from the standard AWS chain). */
@@ -249,7 +249,7 @@ program.command('stats')
   .option('--json', 'the raw counters as JSON', false)
   .action(async (mountpoint: string, options) => {
     const stats = await readStats(path.resolve(mountpoint))
-    process.stdout.write((options.json ? JSON.stringify(stats, null, 2) : formatStats(stats)) + '\n')
+    process.stdout.write((options.json ? JSON.stringify(stats, null, 2) : formatStats(stats, mountpoint)) + '\n')
   })
 
 function seconds (what: string) {
@@ -359,7 +359,8 @@ export async function main (argv: string[]): Promise<void> {
     await program.parseAsync(argv)
   } catch (err) {
     const message = isForUser(err) ? err.message : systemErrorMessage(err) ?? `unexpected error: ${(err as Error).message}`
-    process.stderr.write(`redirfs: ${message}\n`)
+    // One line whatever the message holds: a path or a key may have a line break, or a terminal's escape sequence, in it.
+    process.stderr.write(`redirfs: ${printable(message)}\n`)
     process.exitCode = 1
   }
 }

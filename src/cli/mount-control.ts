@@ -50,7 +50,11 @@ export async function redirfsMountAt (mountpoint: string): Promise<MountRecord> 
  * The reset file resets only when opened non-blocking (src/fs/adapter.ts).
  */
 export async function readControlFile (mountpoint: string, name: 'stats' | 'reset', keys: readonly string[]): Promise<Record<string, unknown>> {
-  const text = await readControlText(mountpoint, name)
+  return parseControl(mountpoint, name, await readControlText(mountpoint, name), keys)
+}
+
+/** What a control file's text holds: a JSON object with `keys`; a one-line error for anything else (fuzz/stats.fuzz.ts sends it anything). */
+export function parseControl (mountpoint: string, name: 'stats' | 'reset', text: string, keys: readonly string[]): Record<string, unknown> {
   let parsed: unknown
   try { parsed = JSON.parse(text) } catch {}
   const missing = typeof parsed === 'object' && parsed !== null ? keys.filter(key => !(key in parsed!)) : keys
@@ -58,7 +62,8 @@ export async function readControlFile (mountpoint: string, name: 'stats' | 'rese
   return parsed as Record<string, unknown>
 }
 
-async function readControlText (mountpoint: string, name: 'stats' | 'reset'): Promise<string> {
+/** The text of `<mnt>/.redirfs/<name>` of a proven redirfs mount. */
+export async function readControlText (mountpoint: string, name: 'stats' | 'reset'): Promise<string> {
   const mount = await redirfsMountAt(mountpoint)
   let handle: fs.FileHandle
   try {

@@ -6,7 +6,7 @@
  * FUZZ_RUNS and FUZZ_TIME; without them a target runs its CI budget.
  */
 import { type Test } from 'tap'
-import { UsageError } from '../src/errors'
+import { printable, UsageError } from '../src/errors'
 import { Draw } from './draw'
 
 export interface Budget {
@@ -16,8 +16,8 @@ export interface Budget {
   readonly seconds: number
 }
 
-/** The longest line a refusal may be: a path, a name cut short, a reason. */
-export const MAX_LINE = 500
+/** The longest line a refusal may be: a few paths or names cut short, and reasons; a line a terminal wraps a few times, never kilobytes. */
+export const MAX_LINE = 1000
 
 /** A seed, a count or a time from the environment; undefined when not given. */
 function fromEnvironment (name: string): number | undefined {
@@ -78,10 +78,16 @@ export function notOneLine (err: unknown): string | undefined {
   return lineProblem(err.message)
 }
 
-/** Why `text` is not one short line for a user, or undefined. */
+/**
+ * Why `text` is not one short line for a user, or undefined: no line break
+ * (a name from outside is put in a message clipped, its control characters
+ * written out), at most MAX_LINE characters as the CLI prints it, and not
+ * a bug's report.
+ */
 export function lineProblem (text: string): string | undefined {
+  const shown = printable(text)
   if (/[\n\r]/.test(text)) return `more than one line: ${JSON.stringify(text.slice(0, 1000))}`
-  if (text.length > MAX_LINE) return `${text.length} characters long: ${JSON.stringify(text.slice(0, 300))}...`
+  if (shown.length > MAX_LINE) return `${shown.length} characters long: ${JSON.stringify(shown.slice(0, 300))}...`
   if (/unexpected error/i.test(text)) return `a bug's report: ${JSON.stringify(text)}`
   return undefined
 }

@@ -90,3 +90,9 @@ export function printable (text: string): string {
   // eslint-disable-next-line no-control-regex -- control characters are what it looks for
   return text.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, c => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
 }
+
+/** A value from outside (a path, a key, a line of a list) in a message: printable, and cut short past `most` characters, never kilobytes of it. */
+export function clip (text: string, most = 120): string {
+  const shown = printable(text)
+  return shown.length > most ? `${shown.slice(0, most - 3)}...` : shown
+}

@@ -178,7 +178,7 @@ const pack = program.command('pack')
       extensions: parseExtensions(options.extensions),
       groupDepth: options.groupDepth,
       skipUnservable: options.skipUnservable,
-      onWarning: message => process.stderr.write(`redirfs: warning: ${message}\n`)
+      onWarning: message => process.stderr.write(`redirfs: warning: ${printable(message)}\n`)
     }
     const stores: ObjectStore[] = []
     const storeFor = (bucket: string): ObjectStore => {

@@ -33,7 +33,7 @@
  * message to re-pack, never misread.
  */
 import { crc32 } from 'node:zlib'
-import { UsageError } from '../errors'
+import { clip, UsageError } from '../errors'
 
 export const PACK_MAGIC = Buffer.from('RDXPACK\0', 'latin1')
 export const PACK_VERSION = 4
@@ -309,11 +309,6 @@ function inconsistency ({ header, arrays: a, paths }: DecodedIndex): string | un
 
 /** A time in milliseconds that a Date holds (±100,000,000 days), and so a timespec and fuse-native. */
 const isTime = (ms: number): boolean => Math.abs(ms) <= 8.64e15
-
-/** A value from a damaged index, short enough for one line. */
-function clip (text: string): string {
-  return text.length > 120 ? `${text.slice(0, 117)}...` : text
-}
 
 function u32 (value: number): Buffer {
   const b = Buffer.alloc(4)

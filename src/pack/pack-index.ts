@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto'
 import { promises as fs } from 'node:fs'
 import path from 'node:path'
-import { describeSystemError, isForUser, UsageError } from '../errors'
+import { clip, describeSystemError, isForUser, UsageError } from '../errors'
 import { Listed } from '../chunks/native'
 import { DatasetTree, EntryKind as TreeKind, secondsOf, TreeBuilder } from '../chunks/tree'
 import { decodeIndex, EntryKind, PACK_MAGIC, type PackArrays, type PackHeader } from './format'
@@ -66,7 +66,7 @@ export async function loadPackIndex (where: string | PackStorage): Promise<PackI
     const relative = pathOf(i)
     const slash = relative.lastIndexOf('/')
     const parent = i === 0 ? 0 : directories.get(slash < 0 ? '' : relative.slice(0, slash))
-    if (parent === undefined || (i === 0) !== (relative === '')) throw new UsageError(`${file} is damaged: ${relative} has no parent directory`)
+    if (parent === undefined || (i === 0) !== (relative === '')) throw new UsageError(`${file} is damaged: ${clip(relative)} has no parent directory`)
     stat[Listed.mode] = arrays.mode[i]; stat[Listed.size] = arrays.size[i]; stat[Listed.uid] = arrays.uid[i]; stat[Listed.gid] = arrays.gid[i]
     stat[Listed.nlink] = arrays.kind[i] === EntryKind.Directory ? 2 : 1
     stat[Listed.atimeSec] = secondsOf(arrays.atimeMs[i], arrays.atimeNsec[i]); stat[Listed.atimeNsec] = arrays.atimeNsec[i]
@@ -123,13 +123,11 @@ export function checkPackLayout (pack: PackIndex, layout: Layout): void {
     const held = header.nodes === undefined || arrays.chunkLength[c] !== 0
     for (const id of pc.files) {
       const entry = pack.sampleEntry[id]
-      if (arrays.chunk[entry] !== c) throw mismatch(`${clipped(pack.path(entry))} is in chunk ${arrays.chunk[entry]}, the layout puts it in ${c}`)
+      if (arrays.chunk[entry] !== c) throw mismatch(`${clip(pack.path(entry))} is in chunk ${arrays.chunk[entry]}, the layout puts it in ${c}`)
       if (!held) continue
-      if (arrays.location[entry] !== end) throw mismatch(`${clipped(pack.path(entry))} is at ${arrays.location[entry]} in chunk ${c}, the layout's order puts it at ${end}`)
+      if (arrays.location[entry] !== end) throw mismatch(`${clip(pack.path(entry))} is at ${arrays.location[entry]} in chunk ${c}, the layout's order puts it at ${end}`)
       end += arrays.size[entry]
     }
     if (held && end !== arrays.chunkOffset[c] + arrays.chunkLength[c]) throw mismatch(`chunk ${c}'s files end at ${end}, the chunk at ${arrays.chunkOffset[c] + arrays.chunkLength[c]}`)
   })
 }
-
-const clipped = (text: string): string => text.length > 120 ? `${text.slice(0, 117)}...` : text

@@ -47,8 +47,11 @@ export async function fuzz (t: Test, target: string, budget: Budget, one: (draw:
   t.teardown(() => { process.off('SIGTERM', onTerm) })
   let cases = 0
   const failures: number[] = []
+  /** The slowest cases, [ms, seed]: where a budget goes. */
+  const slowest: Array<[number, number]> = []
   for (let i = 0; i < runs && Date.now() - started < seconds * 1000 && failures.length < 5; i++) {
     current = (seed + i) % 2 ** 32
+    const began = Date.now()
     let timer: NodeJS.Timeout | undefined
     try {
       await Promise.race([
@@ -61,10 +64,13 @@ export async function fuzz (t: Test, target: string, budget: Budget, one: (draw:
     } finally {
       clearTimeout(timer)
     }
+    slowest.push([Date.now() - began, current])
+    slowest.sort((a, b) => b[0] - a[0]).splice(3)
     cases++
   }
   current = undefined
   const took = ((Date.now() - started) / 1000).toFixed(1)
+  t.comment(`${target}: slowest cases ${slowest.map(([ms, s]) => `${s} (${ms} ms)`).join(', ')}`)
   if (failures.length === 0) t.pass(`${target}: ${cases} cases from seed ${seed} in ${took} s, none failed`)
   else t.comment(`${target}: ${failures.length} of ${cases} cases from seed ${seed} failed: ${failures.join(', ')}`)
 }

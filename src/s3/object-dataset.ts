@@ -89,8 +89,17 @@ export async function scanBucket (store: ObjectStore, location: S3Location, opti
   }
 
   for (const object of objects) {
+    // What the endpoint says is checked as any input: a key outside the prefix asked for, or a size no object has, is left out by name.
+    if (!object.key.startsWith(location.prefix)) {
+      skipped.push({ path: object.key, why: `a key outside the prefix ${location.prefix} that the listing of it gave` })
+      continue
+    }
     const relative = object.key.slice(location.prefix.length)
     if (relative === '') continue
+    if (!Number.isSafeInteger(object.size) || object.size < 0) {
+      skipped.push({ path: relative, why: `a size of ${object.size} in the listing, which no object has` })
+      continue
+    }
     const isMarker = relative.endsWith('/')
     const parts = (isMarker ? relative.slice(0, -1) : relative).split('/')
     if (parts.some(part => part === '' || part === '.' || part === '..')) {
@@ -103,6 +112,10 @@ export async function scanBucket (store: ObjectStore, location: S3Location, opti
     }
     if (directories.has(relative)) {
       skipped.push({ path: relative, why: 'an object with the name of a directory' })
+      continue
+    }
+    if (files.has(relative)) {
+      skipped.push({ path: relative, why: 'a key the listing gave twice' })
       continue
     }
     const slash = relative.lastIndexOf('/')
@@ -150,13 +163,14 @@ export class ObjectSource implements ChunkSource {
     const { tree, etags } = this.dataset
     await Promise.all(request.files.map(async id => {
       const sample = tree.samples[id]
-      const target = this.buffers.take(sample.size)
+      let target: Buffer | undefined
       try {
+        target = this.buffers.take(sample.size) // a file too large for a Buffer fails alone, not its whole load
         const bytes = await this.store.getObject(keyOf(this.dataset, sample.entry), { ifMatch: etags[sample.entry], expectedLength: sample.size, into: target })
         delivered.set(id, bytes)
         this.filesRead++
       } catch (err) {
-        this.buffers.give(target)
+        if (target !== undefined) this.buffers.give(target)
         if (err instanceof StoreError && err.kind === 'changed') this.changedFiles.add(id)
         else this.readErrors++
         this.log.error({ file: sample.path, err: (err as Error).message }, 'cannot serve sample object')

@@ -56,7 +56,7 @@ import {
 import { loadConfig, NODE_REGION_CONFIG_FILE_OPTIONS, NODE_REGION_CONFIG_OPTIONS } from '@smithy/core/config'
 import { NodeHttpHandler } from '@smithy/node-http-handler'
 import pLimit from 'p-limit'
-import { UsageError, codeOf } from '../errors'
+import { clip, UsageError, codeOf } from '../errors'
 import { sortByKey } from './key-order'
 import { bucketNameProblem, s3Url } from './location'
 import { MultipartObjectWriter, type ObjectWriter, type ObjectWriterOptions, type PartTransport, type WrittenObject } from './object-writer'
@@ -447,16 +447,26 @@ export class ObjectStore {
     const objects: ObjectInfo[] = []
     const prefixes: string[] = []
     let token: string | undefined
+    const tokens = new Set<string>()
+    const failed = (why: string): StoreError => new StoreError('failed', `ListObjectsV2 ${clip(s3Url(this.bucket, prefix))} failed (${why})`)
     do {
+      // Keys URL-encoded where the endpoint honours it (and says so): XML cannot carry every character a key may hold (a carriage return comes back a line feed).
       const page = await this.run('ListObjectsV2', 'listRequests', prefix, async attempt =>
-        await this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, Delimiter: delimiter, ContinuationToken: token, MaxKeys: this.listPageSize }), { abortSignal: attempt.signal }))
+        await this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, Delimiter: delimiter, ContinuationToken: token, MaxKeys: this.listPageSize, EncodingType: 'url' }), { abortSignal: attempt.signal }))
+      const key = (listed: string): string => {
+        if (page.EncodingType !== 'url') return listed
+        try { return decodeURIComponent(listed.replace(/\+/g, ' ')) } catch { throw failed(`a key that is not URL-encoded: ${clip(listed)}`) }
+      }
       for (const object of page.Contents ?? []) {
         if (object.Key === undefined) continue
-        objects.push({ key: object.Key, size: object.Size ?? 0, etag: object.ETag ?? '', lastModified: object.LastModified ?? new Date(0) })
+        objects.push({ key: key(object.Key), size: object.Size ?? 0, etag: object.ETag ?? '', lastModified: object.LastModified ?? new Date(0) })
       }
-      for (const common of page.CommonPrefixes ?? []) if (common.Prefix !== undefined) prefixes.push(common.Prefix)
+      for (const common of page.CommonPrefixes ?? []) if (common.Prefix !== undefined) prefixes.push(key(common.Prefix))
       token = page.IsTruncated === true ? page.NextContinuationToken : undefined
-      if (page.IsTruncated === true && token === undefined) throw new StoreError('failed', `ListObjectsV2 ${s3Url(this.bucket, prefix)} failed (a truncated page without a continuation token)`)
+      if (page.IsTruncated === true && token === undefined) throw failed('a truncated page without a continuation token')
+      // An endpoint that hands back a token it gave before would be listed for ever.
+      if (token !== undefined && tokens.has(token)) throw failed('a continuation token it gave before: the listing repeats itself')
+      if (token !== undefined) tokens.add(token)
     } while (token !== undefined)
     return { objects, prefixes }
   }

@@ -150,6 +150,10 @@ void Server::Open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
     fuse_reply_err(req, EISDIR);
     return;
   }
+  if (s->Stopping()) {  // closed, its mount gone: no JS will answer
+    fuse_reply_err(req, ENOTCONN);
+    return;
+  }
   s->opens_++;
   pid_t thread = fuse_req_ctx(req)->pid;
   bool exact = false;

@@ -3,7 +3,11 @@
 // answers to opens, the batches of events JS receives, counters, close.
 #include "fuse_server.h"
 
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/statfs.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <vector>
@@ -123,7 +127,11 @@ Server::Server(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Server>(info) 
   if (options.Has("fuseThreads")) fuseThreads_ = std::max(1, options.Get("fuseThreads").ToNumber().Int32Value());
   if (options.Has("ownerUid")) ownerUid_ = options.Get("ownerUid").ToNumber().Uint32Value();
   if (options.Has("ownerGid")) ownerGid_ = options.Get("ownerGid").ToNumber().Uint32Value();
-  events_ = std::make_unique<EventQueue>([this] { onEvents_.NonBlockingCall([this](Napi::Env env, Napi::Function callback) { Deliver(env, callback); }); });
+  events_ = std::make_unique<EventQueue>([this] {
+    // Lock order: after the bindings' mutex (a release posts while holding it); nothing is taken inside.
+    std::lock_guard<std::mutex> lock(releaseMutex_);
+    if (!released_) onEvents_.NonBlockingCall([this](Napi::Env env, Napi::Function callback) { Deliver(env, callback); });
+  });
   bindings_ = std::make_unique<Bindings>(tree_, *events_, std::chrono::microseconds(static_cast<int64_t>(windowMs * 1000)));
 }
 
@@ -153,6 +161,7 @@ Napi::Value Server::Mount(const Napi::CallbackInfo& info) {
     Napi::Error::New(env, "fuse_session_mount failed for " + mountpoint_ + " (is /dev/fuse there, and are you root?)").ThrowAsJavaScriptException();
     return env.Undefined();
   }
+  connection_ = ConnectionOf(mountpoint_);
   loop_ = std::thread([this] {
     struct fuse_loop_config* config = fuse_loop_cfg_create();
     fuse_loop_cfg_set_clone_fd(config, 0);
@@ -168,26 +177,99 @@ Napi::Value Server::Mount(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
+// The kernel's number for the FUSE connection of the mount at `mountpoint` (the minor of its device,
+// from /proc/self/mountinfo: a stat would wait for the loop, not running yet), or -1.
+int Server::ConnectionOf(const std::string& mountpoint) {
+  FILE* mounts = fopen("/proc/self/mountinfo", "re");
+  if (mounts == nullptr) return -1;
+  // mountinfo escapes a space, tab, newline and backslash in a path as \ooo.
+  char* resolved = realpath(mountpoint.c_str(), nullptr);  // mountinfo shows the real path
+  std::string real = resolved != nullptr ? resolved : mountpoint;
+  free(resolved);
+  std::string escaped;
+  for (char c : real) {
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\\') {
+      char octal[5];
+      snprintf(octal, sizeof octal, "\\%03o", static_cast<unsigned char>(c));
+      escaped += octal;
+    } else {
+      escaped += c;
+    }
+  }
+  int found = -1;
+  char* line = nullptr;
+  size_t capacity = 0;
+  while (getline(&line, &capacity, mounts) > 0) {
+    unsigned major, minor;
+    char point[4096], type[256];
+    // id parent major:minor root mountpoint options [optional fields] - type source superoptions
+    if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &major, &minor, point) != 3 || escaped != point) continue;
+    const char* dash = strstr(line, " - ");
+    if (dash != nullptr && sscanf(dash, " - %255s", type) == 1 && strcmp(type, "fuse.redirfs") == 0) found = static_cast<int>(minor);
+  }
+  free(line);
+  fclose(mounts);
+  return found;
+}
+
 // close(): ends the loop once the mount is gone (the caller unmounts first), frees everything.
 Napi::Value Server::Close(const Napi::CallbackInfo& info) {
-  Stop();
+  // A loop that could not be ended (no fusectl to abort it) serves the files still open through a
+  // lazy unmount until they close or the process exits, with no JS (opens fail, releases are
+  // dropped): this object must live as long, so it is never collected.
+  if (!Stop()) Ref();
   return info.Env().Undefined();
 }
 
-// Never blocks the JS thread: the loop's threads end when the kernel ends the
-// connection (after the caller's lazy unmount, at the latest when the process exits).
-void Server::Stop() {
+// Ends the loop: the caller has unmounted, lazily if files were still open there, so the kernel
+// keeps the connection (and sends their reads and releases) until they are closed. Aborting it
+// through fusectl ends it now (those files read ENOTCONN, as after the daemon exits), and the loop's
+// threads with it, so they are joined and nothing of this object is reached afterwards. Without
+// fusectl the loop goes on serving those files from their bound bytes, with no JS (a new open fails,
+// releases are dropped), until they close or the process exits: false then, and this object must
+// outlive it.
+bool Server::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(releaseMutex_);
+    released_ = true;  // from now on JS hears nothing: it is stopping
+  }
+  bool ended = true;
   if (session_ != nullptr) {
-    fuse_session_exit(session_);
-    if (loop_.joinable()) loop_.detach();
+    ended = AbortConnection();
+    if (ended) {
+      fuse_session_exit(session_);
+      if (loop_.joinable()) loop_.join();
+      fuse_session_destroy(session_);
+    } else if (loop_.joinable()) {
+      loop_.detach();
+    }
     session_ = nullptr;
   }
   blocking_.Stop();
-  std::lock_guard<std::mutex> lock(releaseMutex_);
-  if (!released_) {
-    released_ = true;
+  if (!tsfnReleased_) {
+    tsfnReleased_ = true;
     onEvents_.Release();
   }
+  return ended;
+}
+
+// Whether the connection is gone, or aborted now, through fusectl (/sys/fs/fuse/connections/<n>/abort;
+// systemd mounts it at boot, a container may not have it).
+bool Server::AbortConnection() {
+  constexpr long kFusectlMagic = 0x65735543;
+  struct statfs fusectl;
+  if (connection_ < 0 || statfs("/sys/fs/fuse/connections", &fusectl) != 0 || fusectl.f_type != kFusectlMagic) return false;
+  std::string abort = "/sys/fs/fuse/connections/" + std::to_string(connection_) + "/abort";
+  int fd = open(abort.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT;  // fusectl lists no such connection: it has ended
+  bool written = write(fd, "1", 1) == 1;
+  close(fd);
+  return written;
+}
+
+bool Server::Stopping() {
+  std::lock_guard<std::mutex> lock(releaseMutex_);
+  return released_;
 }
 
 Napi::Value Server::Counters(const Napi::CallbackInfo& info) {

@@ -87,7 +87,10 @@ class Server : public Napi::ObjectWrap<Server> {
   Napi::Value ReplyBytes(const Napi::CallbackInfo& info);
   Napi::Value ReplyFd(const Napi::CallbackInfo& info);
   Napi::Value ReplyError(const Napi::CallbackInfo& info);
-  void Stop();
+  bool Stop();
+  bool AbortConnection();
+  bool Stopping();  // JS is told nothing more: a new open fails at once
+  static int ConnectionOf(const std::string& mountpoint);
   Pending TakeRequest(const Napi::Value& id);
   // Answers the open with the handle; false when its opener went away (the handle is released).
   bool Answer(const Pending& pending, Handle* handle, bool directIo);
@@ -126,10 +129,13 @@ class Server : public Napi::ObjectWrap<Server> {
   std::unique_ptr<EventQueue> events_;
   std::unique_ptr<Bindings> bindings_;
 
-  // Lock order: releaseMutex_ and pendingMutex_ are never held with another lock; the bindings'
-  // mutex comes before the event queue's (fuse_bindings.h).
-  std::mutex releaseMutex_;  // released_ and the loop's last call to onEvents_
+  // Lock order: pendingMutex_ is never held with another lock; the bindings' mutex comes before the
+  // event queue's (fuse_bindings.h) and before releaseMutex_.
+  // Lock order: releaseMutex_ may be taken while the bindings' mutex is held (an event's wake), never the other way.
+  std::mutex releaseMutex_;  // released_: JS is told nothing more (events, the loop's end)
   bool released_ = false;
+  bool tsfnReleased_ = false;  // on the JS thread only
+  int connection_ = -1;        // the kernel's FUSE connection number, for an abort at close
   std::mutex pendingMutex_;
   std::unordered_map<uint64_t, Pending> pending_;
   uint64_t nextRequest_ = 1;

@@ -31,6 +31,9 @@ export interface MemoryStats {
   processRssBytes: number
   jsHeapBytes: number
   externalBytes: number
+  /** The memory cgroup whose limit the daemon runs under now (followed when it is moved into another), and that limit. */
+  cgroup?: string
+  cgroupLimitBytes?: number
 }
 
 /** The chunk source's own counters (directory or pack; `kind` says which). */

@@ -15,14 +15,15 @@ import { isS3Url, parseS3Url } from '../s3/location'
 import { BucketOutput } from '../s3/pack-output'
 import { BucketPackStorage } from '../s3/pack-storage'
 import { bucketInput, scanBucket } from '../s3/object-dataset'
-import { ObjectStore } from '../s3/store'
+import { checkEndpoint, ObjectStore } from '../s3/store'
 import { parseMetricsAddress } from '../metrics/prometheus'
 import { formatSize, parseSize } from '../util/size'
 import { sampleOfGroups } from '../redirect/grouping'
 import { runDaemon, runInBackground, runInForeground } from './mount-command'
 import { resetEpochs } from './reset-command'
-import { formatStats, readStats } from './stats-command'
+import { formatStatsOf, readStats } from './stats-command'
 import { unmount } from './umount-command'
+import { expandOptionLists } from './mount-options'
 import { formatClusterSimulationTable, formatSimulationTable, runClusterSimulations, runSimulations } from './simulate-command'
 
 const program = new Command()
@@ -60,10 +61,24 @@ program
 function s3Options (command: Command): Command {
   return command
     .optionsGroup('Object storage (a source or output given as s3://bucket/prefix; credentials and region from the standard AWS chain):')
-    .addOption(new Option('--s3-endpoint <url>', 'an S3-compatible endpoint, e.g. http://minio:9000 (default: AWS, or AWS_ENDPOINT_URL)'))
+    .addOption(new Option('--s3-endpoint <url>', 'an S3-compatible endpoint, e.g. http://minio:9000 (default: AWS, or AWS_ENDPOINT_URL)').argParser(checkEndpoint))
     .option('--s3-path-style', 'put the bucket in the path, not the host name (most S3-compatible stores want this)', false)
     .addOption(new Option('--s3-concurrency <n>', 'requests in flight at once').argParser(wholeNumber('--s3-concurrency', 1, 4096)).default(64))
     .addOption(new Option('--s3-timeout <s>', 'a request that receives nothing for this long is retried (with backoff; a failure after 5 retries is EIO for the opens that needed it)').argParser(seconds('--s3-timeout')).default(20))
+}
+
+/** What only a bucket uses: where no path given is in one, they are refused, never ignored. */
+const BUCKET_OPTIONS = ['s3Endpoint', 's3PathStyle', 's3Concurrency', 's3Timeout', 'cacheDir', 'cacheSize']
+
+/** The flag of an option, by its attribute name (`s3Endpoint`: `--s3-endpoint`). */
+const flagOf = (command: Command, name: string): string => command.options.find(option => option.attributeName() === name)?.long ?? name
+
+/** Refuses a bucket's options given for `paths` of which none is in a bucket; `what` names the paths ('a source'). */
+function refuseBucketOptions (command: Command, paths: string[], what: string): void {
+  const given = (name: string): boolean => command.getOptionValueSource(name) === 'cli'
+  const stray = paths.some(isS3Url) ? undefined : BUCKET_OPTIONS.find(given)
+  if (stray !== undefined) throw new UsageError(`${flagOf(command, stray)} applies only to ${what} in a bucket (s3://bucket/prefix)`)
+  if (given('cacheSize') && !given('cacheDir')) throw new UsageError('--cache-size applies only with --cache-dir')
 }
 
 function s3Config (options: Record<string, any>): S3Config {
@@ -117,8 +132,13 @@ const mount = program.command('mount')
   .addHelpText('after', `
 With shared storage (a directory or a whole pack every node can read), a dead node's
 chunks are taken over by the others; with sharded packs (redirfs pack --nodes N) its
-samples fail with EIO.`)
+samples fail with EIO.
+
+-o <list> gives these options as mount(8) and /etc/fstab write them (its helper
+mount.fuse.redirfs passes them on): -o memory=32G,chunk_size=64,allow_other, a value
+with commas in double quotes (extensions="jpg,png"), mount(8)'s own options ignored.`)
   .action(async (source: string, mountpoint: string, options, command: Command) => {
+    refuseBucketOptions(command, [source], 'a source')
     const config: MountConfig = {
       source: sourcePath(source),
       mountpoint: path.resolve(mountpoint),
@@ -168,7 +188,8 @@ const pack = program.command('pack')
   .option(...SKIP_UNSERVABLE_OPTION)
   .option('--nodes <N>', 'for a cluster without shared storage: write one pack per node, <out>/node-<i>, each with that node\'s home chunks', wholeNumber('--nodes', 1, 65535), 1)
   .addOption(new Option('--segment-size <size>', 'cut the chunks into segment files (objects) of about this size, each holding whole chunks').argParser(size('--segment-size')).default(DEFAULT_SEGMENT_SIZE, formatSize(DEFAULT_SEGMENT_SIZE)))
-  .action(async (source: string, out: string, options) => {
+  .action(async (source: string, out: string, options, command: Command) => {
+    refuseBucketOptions(command, [source, out], 'a source or output')
     const packOptions: PackOptions = {
       chunkSize: options.chunkSize,
       seed: options.seed,
@@ -205,7 +226,8 @@ s3Options(pack)
 const verify = program.command('verify')
   .description('check every chunk and file of a pack against its checksums; exit 1 on any problem')
   .argument('<pack>', 'a pack directory, or s3://bucket/prefix')
-  .action(async (pack: string, options) => {
+  .action(async (pack: string, options, command: Command) => {
+    refuseBucketOptions(command, [pack], 'a pack')
     const where = isS3Url(pack)
       ? new BucketPackStorage(new ObjectStore({ bucket: parseS3Url(pack).bucket, ...s3Config(options) }), parseS3Url(pack))
       : path.resolve(pack)
@@ -249,13 +271,14 @@ program.command('stats')
   .option('--json', 'the raw counters as JSON', false)
   .action(async (mountpoint: string, options) => {
     const stats = await readStats(path.resolve(mountpoint))
-    process.stdout.write((options.json ? JSON.stringify(stats, null, 2) : formatStats(stats, mountpoint)) + '\n')
+    process.stdout.write((options.json ? JSON.stringify(stats, null, 2) : formatStatsOf(path.resolve(mountpoint), stats)) + '\n')
   })
 
+/** A number of seconds, from a millisecond (what is used is whole milliseconds) to a day. */
 function seconds (what: string) {
   return (text: string): number => {
     const value = Number(text)
-    if (!(value > 0 && value <= 86_400)) throw new InvalidArgumentError(`${what} must be a number of seconds, more than 0`)
+    if (!(value >= 0.001 && value <= 86_400)) throw new InvalidArgumentError(`${what} must be a number of seconds from 0.001 to 86400`)
     return value
   }
 }
@@ -267,7 +290,7 @@ function clusterConfig (options: Record<string, any>, command: Command): Cluster
   const given = (name: string): boolean => command.getOptionValueSource(name) === 'cli'
   if (options.peers === undefined) {
     const stray = CLUSTER_FLAGS.filter(given)
-    if (stray.length > 0 || options.prefetch === false) throw new UsageError(`--${(stray[0] ?? 'no-prefetch').replace(/[A-Z]/g, c => '-' + c.toLowerCase())} applies only to a cluster: give --peers and --node too`)
+    if (stray.length > 0 || options.prefetch === false) throw new UsageError(`${stray.length > 0 ? flagOf(command, stray[0]) : '--no-prefetch'} applies only to a cluster: give --peers and --node too`)
     return undefined
   }
   if (options.node === undefined) throw new UsageError('--peers needs --node: this node\'s index in the --peers list')
@@ -356,7 +379,7 @@ program.command('simulate')
 
 export async function main (argv: string[]): Promise<void> {
   try {
-    await program.parseAsync(argv)
+    await program.parseAsync(expandOptionLists(argv, mount))
   } catch (err) {
     const message = isForUser(err) ? err.message : systemErrorMessage(err) ?? `unexpected error: ${(err as Error).message}`
     // One line whatever the message holds: a path or a key may have a line break, or a terminal's escape sequence, in it.

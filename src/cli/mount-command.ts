@@ -41,6 +41,8 @@ export function describeMount (config: MountConfig, summary: MountSummary, logFi
 
 /** Runs the mount in this process until SIGINT/SIGTERM. */
 export async function runInForeground (config: MountConfig, logToStdout = false): Promise<void> {
+  // A log that takes no writes is one line now, not a failed write later.
+  if (!logToStdout && config.logFile !== undefined) await (await openLog(config.logFile, false)).close()
   const log = createLogger(config.logLevel, logToStdout ? 1 : config.logFile)
   const notify = (notice: Notice): void => { if (process.send !== undefined) process.send(notice) }
   // Signals are handled from the start: one that arrives while the mount is
@@ -61,6 +63,9 @@ export async function runInForeground (config: MountConfig, logToStdout = false)
     const message = isForUser(err) ? err.message : `unexpected error: ${(err as Error).stack ?? String(err)}`
     log.error({ err: message }, 'mount failed')
     notify({ error: isForUser(err) ? err.message : `unexpected error: ${(err as Error).message}` })
+    // Whatever it left open (a server, a socket) must not keep a failed mount's process alive: it
+    // exits once its one line is out (the caller prints it, in this same turn).
+    setImmediate(() => process.exit(1))
     throw err
   }
   notify({ ready: true, summary: running.summary })
@@ -118,6 +123,9 @@ export async function runInBackground (config: MountConfig): Promise<string> {
         child.disconnect()
         resolve(describeMount(config, notice.summary, logFile))
       } else {
+        // Nothing more to hear from it: the channel must not keep this process waiting.
+        child.unref()
+        child.disconnect()
         reject(new UsageError(notice.error))
       }
     })

@@ -8,5 +8,5 @@
 import { readControlFile } from './mount-control'
 
 export async function resetEpochs (mountpoint: string): Promise<{ resets: number, droppedFiles: number }> {
-  return await readControlFile(mountpoint, 'reset', ['resets', 'droppedFiles']) as { resets: number, droppedFiles: number }
+  return await readControlFile(mountpoint, 'reset', { resets: 'number', droppedFiles: 'number' }) as { resets: number, droppedFiles: number }
 }

@@ -1,12 +1,12 @@
 /** `redirfs stats`: the daemon's counters, read from `<mnt>/.redirfs/stats`. */
-import { parseControl, readControlText } from './mount-control'
+import { parseControl, readControlText, unreadable } from './mount-control'
 import { formatSize } from '../util/size'
 import { printable, UsageError } from '../errors'
 import type { ClusterStats, MountStats } from '../stats'
 import type { RunStats } from '../runs/run-tracker'
 
 /** What `formatStats` reads of the stats: a daemon of another version that lacks one is named, not a stack trace. */
-const STATS_KEYS = ['dataset', 'mountpoint', 'mode', 'layout', 'memory', 'protocol', 'source', 'fs'] as const
+const STATS_KEYS = { dataset: 'string', mountpoint: 'string', mode: 'string', layout: 'object', memory: 'object', protocol: 'object', source: 'object', fs: 'object' } as const
 
 export async function readStats (mountpoint: string): Promise<MountStats> {
   return parseStats(mountpoint, await readControlText(mountpoint, 'stats'))
@@ -15,6 +15,16 @@ export async function readStats (mountpoint: string): Promise<MountStats> {
 /** The stats in the text of a mount's stats file; a one-line error when it is not a JSON object with every section. */
 export function parseStats (mountpoint: string, text: string): MountStats {
   return parseControl(mountpoint, 'stats', text, STATS_KEYS) as unknown as MountStats
+}
+
+/** `formatStats` of what a mount answered: one it cannot format (another version's, deeper than its keys) is one line too. */
+export function formatStatsOf (mountpoint: string, stats: MountStats): string {
+  try {
+    return formatStats(stats, mountpoint)
+  } catch (err) {
+    if (err instanceof UsageError) throw err
+    throw unreadable(mountpoint, 'stats', 'its fields are not of this version\'s shape')
+  }
 }
 
 const percent = (part: number, whole: number): string => whole === 0 ? '-' : `${(100 * part / whole).toFixed(1)}%`

@@ -11,7 +11,7 @@
  * answer the handshake before the FUSE mount comes up, so a misconfigured
  * cluster fails at mount time with a reason, not at the first open.
  */
-import { promises as fs } from 'node:fs'
+import { promises as fs, readFileSync } from 'node:fs'
 import path from 'node:path'
 import type { Logger } from 'pino'
 import { readIncludeList, scanTree } from '../chunks/scan'
@@ -49,9 +49,10 @@ import { shardName } from '../pack/writer'
 import type { MemoryStats, MountStats } from '../stats'
 import { formatSize } from '../util/size'
 import { RunTracker, type RunEvent } from '../runs/run-tracker'
-import { startMetricsServer, type MetricsServer } from '../metrics/prometheus'
+import { metricsConnectionCap, startMetricsServer, type MetricsServer } from '../metrics/prometheus'
 import { mountAt } from '../util/mounts'
 import type { MountConfig } from './config'
+import { fdLimit } from './fd-limit'
 import { memoryLimitOf, type MemoryLimit } from './memory-limit'
 import { removeRecord, writeRecord } from './registry'
 
@@ -225,7 +226,6 @@ export async function startMount (config: MountConfig, log: Logger): Promise<Run
   }
   await checkSource(config.source)
   await checkMountpoint(config.mountpoint, config.source)
-  if (config.cache !== undefined) throw new UsageError('--cache-dir keeps chunks of a pack in a bucket on local disk; a local source needs none')
   if (await isPack(path.join(config.source, shardName(0)))) {
     throw new UsageError(`${config.source} holds one pack per node (written with --nodes): mount ${path.join(config.source, shardName(config.cluster?.node ?? 0))} on node ${config.cluster?.node ?? 0}`)
   }
@@ -293,7 +293,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, buffers: Samp
   const { tree, chunkSize } = dataset
   const shape = clusterShape(config, dataset)
   const layout = mountLayout(dataset, config.memoryBytes, shape.nodes)
-  const memoryLimit = checkMemoryLimit(config, tree.count)
+  let memoryLimit = checkMemoryLimit(config, tree.count)
   // A directory reads files one by one, so mix may take each from any chunk; a pack reads blocks, a few per load.
   const mixBlock = config.mixBlock ?? (dataset.checkLayout !== undefined ? Math.max(1, Math.ceil(chunkSize / 4)) : 1)
   const protocol = new Protocol(layout, { mode: config.mode, memoryBytes: config.memoryBytes, seed: config.seed, node: shape.node, prefetch: config.cluster?.prefetch, mixBlock })
@@ -332,13 +332,13 @@ async function serve (config: MountConfig, dataset: OpenedDataset, buffers: Samp
     seed: config.seed,
     uptimeSeconds: Math.round((Date.now() - startedAt) / 1000),
     layout: { samples: layout.files.length, groups: layout.groups.length, someGroups: sampleOfGroups(layout.groups), grouping: describeGrouping(dataset.groupDepth), skippedEntries: tree.skipped.length, physicalChunks: layout.pcs.length, virtualChunks: layout.vcs.length, datasetBytes: layout.totalBytes, hash: layout.hash, nodes: layout.nodes },
-    memory: { budgetBytes: config.memoryBytes, boundBytes: adapter.handles.boundBytes, ...sampleBufferMemory(), ...processMemory() },
+    memory: { budgetBytes: config.memoryBytes, boundBytes: adapter.handles.boundBytes, ...sampleBufferMemory(), ...processMemory(), ...(memoryLimit !== undefined ? { cgroup: memoryLimit.cgroup, cgroupLimitBytes: memoryLimit.limitBytes } : {}) },
     ...engine.stats(),
     ...(dataset.watch !== undefined ? { source: { ...engine.stats().source, ...dataset.watch.stats() } } : {}),
     // The native server counts the kernel's open handles itself (the adapter's table also holds bytes kept for a re-open).
     fs: { backend: config.fuseBackend, ...(config.fuseBackend === 'native' ? { fuseThreads: config.fuseThreads } : {}), openHandles: adapter.handles.size, ...adapter.counters, ...(mounted?.counters?.() ?? {}) },
     ...(runs !== undefined ? { runs: runs.stats() } : {}),
-    ...(metrics !== undefined ? { metrics: `http://${metrics.address.host}:${metrics.address.port}/metrics` } : {}),
+    ...(metrics !== undefined ? { metrics: metrics.url } : {}),
     ...(cluster !== undefined ? { cluster: cluster.describe() } : {})
   })
   /** `<mnt>/.redirfs/reset` (redirfs reset): a fresh epoch everywhere, mirrors dropped. */
@@ -385,18 +385,33 @@ async function serve (config: MountConfig, dataset: OpenedDataset, buffers: Samp
     process.kill(process.pid, 'SIGTERM')
   })
   try {
-    if (config.metrics !== undefined) metrics = await startMetricsServer(config.metrics, stats, log)
+    if (config.metrics !== undefined) metrics = await startMetricsServer(config.metrics, stats, log, metricsConnectionCap(fdLimit()?.soft))
   } catch (err) {
     await mounted.unmount().catch(() => {})
     await cluster?.close()
     throw err
   }
-  await writeRecord({ pid: process.pid, mountpoint: config.mountpoint, source: config.source, logFile: config.logFile, startedAt: new Date().toISOString(), memoryLimit })
-  log.info({ source: config.source, mountpoint: config.mountpoint, mode: config.mode, samples: layout.files.length, groups: layout.groups.length, pcs: layout.pcs.length, vcs: layout.vcs.length, layoutHash: layout.hash }, 'mounted')
+  const record = { pid: process.pid, mountpoint: config.mountpoint, source: config.source, logFile: config.logFile, startedAt: new Date().toISOString() }
+  let cgroupWatch: NodeJS.Timeout
+  try {
+    await writeRecord({ ...record, memoryLimit })
+    cgroupWatch = followMemoryCgroup(memoryLimit, async moved => {
+      memoryLimit = moved
+      await writeRecord({ ...record, memoryLimit })
+    }, config, tree.count, log)
+  } catch (err) {
+    // Whatever fails once the mount is up takes it down again: no daemon is left serving a mount that said it failed.
+    await mounted.unmount().catch(() => {})
+    await metrics?.close()
+    await cluster?.close()
+    throw err
+  }
+  log.info({ source: config.source, mountpoint: config.mountpoint, mode: config.mode, samples: layout.files.length, groups: layout.groups.length, pcs: layout.pcs.length, vcs: layout.vcs.length, layoutHash: layout.hash, fdLimit: fdLimit()?.soft }, 'mounted')
 
   return {
     summary: { samples: layout.files.length, groups: layout.groups.length, someGroups: sampleOfGroups(layout.groups), skipped: tree.skipped.length, kind: String(dataset.source.stats().kind) },
     stop: async () => {
+      clearInterval(cgroupWatch)
       const stillMounted = (await mountAt(config.mountpoint))?.source === 'redirfs'
       if (stillMounted) await mounted?.unmount().catch(err => log.error({ err: (err as Error).message }, 'unmount failed'))
       await engine.drain()
@@ -443,6 +458,33 @@ function checkMemoryLimit (config: MountConfig, entries: number): MemoryLimit | 
       (fits > 0 ? `use --memory ${formatSize(fits)} or less, or raise the limit` : 'raise the limit'))
   }
   return limit
+}
+
+/**
+ * A daemon moved into another memory cgroup after it mounted (a job
+ * scheduler that starts the daemon first, a bench) must be named when that
+ * cgroup's OOM killer strikes: its record follows the move (checked every
+ * two seconds, `/proc/self/cgroup`), with that cgroup's OOM kills counted
+ * from the move. A limit too small for --memory is logged; the mount is up.
+ */
+function followMemoryCgroup (recorded: MemoryLimit | undefined, onMoved: (limit: MemoryLimit | undefined) => Promise<void>, config: MountConfig, entries: number, log: Logger): NodeJS.Timeout {
+  let seen = readFileSync('/proc/self/cgroup', 'utf8')
+  let limit = recorded
+  return setInterval(() => {
+    const now = readFileSync('/proc/self/cgroup', 'utf8')
+    if (now === seen) return
+    seen = now
+    const moved = memoryLimitOf()
+    if (moved?.cgroup === limit?.cgroup && moved?.limitBytes === limit?.limitBytes) return
+    limit = moved
+    log.info({ cgroup: moved?.cgroup, limitBytes: moved?.limitBytes }, 'moved into another memory cgroup')
+    try {
+      checkMemoryLimit(config, entries)
+    } catch (err) {
+      log.warn({ err: (err as Error).message }, 'the memory cgroup this daemon was moved into is too small for its --memory')
+    }
+    onMoved(moved).catch(err => log.error({ err: (err as Error).message }, 'cannot update the mount\'s record'))
+  }, 2000).unref()
 }
 
 /** When an orphaned worker's open was last logged: a leftover worker may try thousands; they are counted, and logged once a minute. */

@@ -15,10 +15,10 @@
  * process only while it is the same process, running redirfs's daemon.
  */
 import { createHash, randomBytes } from 'node:crypto'
-import { constants, promises as fs, readFileSync, readlinkSync } from 'node:fs'
+import { constants, promises as fs, readFileSync, readlinkSync, writeSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { UsageError, codeOf } from '../errors'
+import { UsageError, codeOf, describeSystemError } from '../errors'
 import { isRunning, startTimeOf } from '../runs/processes'
 import type { MemoryLimit } from './memory-limit'
 
@@ -96,13 +96,23 @@ async function pruneLogs (dir: string): Promise<void> {
 
 /**
  * Opens a log for appending: a file of the runtime directory never through
- * a link (O_NOFOLLOW), created 0600; a path the user gave, as given.
+ * a link (O_NOFOLLOW), created 0600; a path the user gave, as given. A
+ * write of nothing tells a file that takes no writes (/proc/version,
+ * /dev/full), which would otherwise end the daemon before it can say why.
  */
 export async function openLog (file: string, inRuntimeDirectory: boolean): Promise<fs.FileHandle> {
   const flags = constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | (inRuntimeDirectory ? constants.O_NOFOLLOW : 0)
-  return await fs.open(file, flags, 0o600).catch((err: unknown) => {
-    throw new UsageError(`cannot open the log ${file}: ${codeOf(err) === 'ELOOP' ? 'it is a symbolic link' : codeOf(err) ?? (err as Error).message}`)
+  const handle = await fs.open(file, flags, 0o600).catch((err: unknown) => {
+    throw new UsageError(`cannot open the log ${file}: ${codeOf(err) === 'ELOOP' ? 'it is a symbolic link' : describeSystemError(err)}`)
   })
+  try {
+    // Synchronous: the promise API skips a write of nothing.
+    writeSync(handle.fd, Buffer.alloc(0))
+  } catch (err) {
+    await handle.close()
+    throw new UsageError(`cannot write the log ${file}: ${describeSystemError(err)}`)
+  }
+  return handle
 }
 
 export async function writeRecord (record: Omit<MountRecordFile, 'uid' | 'startTime'>): Promise<void> {

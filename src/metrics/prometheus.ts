@@ -9,28 +9,62 @@
  * (`redirfs_` prefix, `_total` counters, base units in the name), and
  * prom-client adds the process metrics (CPU, RSS, open fds, event loop
  * lag). Off by default; bound to loopback unless told otherwise.
+ *
+ * Any local user can connect to the port, and every connection is one of
+ * the daemon's file descriptors, which sample and pass-through opens need
+ * too: so the server holds a few connections at most (more are closed as
+ * they are accepted) and closes one that idles or trickles its request
+ * (docs/metrics.md, "What a scraper may hold").
  */
 import http from 'node:http'
+import { isIPv6 } from 'node:net'
 import type { Logger } from 'pino'
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { UsageError } from '../errors'
 import type { MountStats } from '../stats'
 
+/**
+ * The most connections the server holds at once: a scraper needs one, a few
+ * Prometheus servers a few. Never more than an eighth of the daemon's file
+ * descriptor limit, so what a scraper holds leaves the rest to the mount.
+ */
+export function metricsConnectionCap (fdLimit: number | undefined): number {
+  return Math.max(1, Math.min(16, Math.floor((fdLimit ?? Infinity) / 8)))
+}
+
+/**
+ * How long a connection may take. A scraper sends its request at once and
+ * reads the answer at once; Prometheus's own scrape timeout is 10 s.
+ */
+const IDLE_MS = 10_000
+const KEEP_ALIVE_MS = 5_000
+
 export interface MetricsServer {
-  /** Where it listens (the port chosen, when 0 was asked). */
-  readonly address: { host: string, port: number }
+  /** Where it serves, `http://host:port/metrics` (the port chosen, when 0 was asked). */
+  readonly url: string
   /** Records how long a sample open took (waits included). */
   observeOpen (seconds: number): void
   close (): Promise<void>
 }
 
-/** Parses `--metrics`: `host:port`, or a bare port (then loopback). */
+/** Parses `--metrics`: `host:port`, `[IPv6]:port`, or a bare port (then loopback). */
 export function parseMetricsAddress (text: string): { host: string, port: number } {
   const match = /^(?:(\[[^\]]+\]|[^:]+):)?(\d+)$/.exec(text.trim())
   const port = match === null ? NaN : Number(match[2])
-  if (match === null || !Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--metrics must be host:port or a port, e.g. 127.0.0.1:9464, got '${text}'`)
-  return { host: (match[1] ?? '127.0.0.1').replace(/^\[|\]$/g, ''), port }
+  const host = (match?.[1] ?? '127.0.0.1').replace(/^\[(.*)\]$/, '$1')
+  if (match === null || !Number.isInteger(port) || port < 0 || port > 65535 || (match[1]?.startsWith('[') === true && !isIPv6(host))) {
+    throw new UsageError(`--metrics must be host:port, [IPv6 address]:port or a port, e.g. 127.0.0.1:9464, got '${text}'`)
+  }
+  return { host, port }
 }
+
+/** An address as written in a URL and as the user gives it: an IPv6 host in brackets. */
+export function formatAddress (address: { host: string, port: number }): string {
+  return isIPv6(address.host) ? `[${address.host}]:${address.port}` : `${address.host}:${address.port}`
+}
+
+/** Why an address cannot be listened on, in words. */
+const LISTEN_ERRORS: Record<string, string> = { ENOTFOUND: 'no such host', EADDRNOTAVAIL: 'not an address of this machine', EACCES: 'permission denied' }
 
 type Stats = () => MountStats
 
@@ -124,10 +158,20 @@ export function mountRegistry (stats: Stats): { registry: Registry, openWait: Hi
   return { registry, openWait }
 }
 
-/** Serves `/metrics` at `address`; a port in use or an address that cannot be bound is one line. */
-export async function startMetricsServer (address: { host: string, port: number }, stats: Stats, log: Logger): Promise<MetricsServer> {
+/**
+ * Serves `/metrics` at `address`, holding at most `maxConnections`
+ * connections; a port in use or an address that cannot be bound is one line.
+ */
+export async function startMetricsServer (address: { host: string, port: number }, stats: Stats, log: Logger, maxConnections: number): Promise<MetricsServer> {
   const { registry, openWait } = mountRegistry(stats)
-  const server = http.createServer((request, response) => {
+  const server = http.createServer({
+    // A request must arrive whole within these (checked every second, not Node's default 30 s) ...
+    headersTimeout: IDLE_MS,
+    requestTimeout: IDLE_MS,
+    connectionsCheckingInterval: 1000,
+    // ... and a kept-alive connection closes once idle this long after its answer.
+    keepAliveTimeout: KEEP_ALIVE_MS
+  }, (request, response) => {
     if (request.method !== 'GET' || (request.url ?? '').split('?')[0] !== '/metrics') {
       response.writeHead(404, { 'content-type': 'text/plain' }).end('redirfs serves /metrics only\n')
       return
@@ -139,18 +183,28 @@ export async function startMetricsServer (address: { host: string, port: number 
       response.writeHead(500, { 'content-type': 'text/plain' }).end('metrics failed\n')
     })
   })
+  // The timeouts above start with a request's first byte: a connection that sends nothing is closed by this one.
+  server.setTimeout(IDLE_MS)
+  server.maxConnections = maxConnections
   await new Promise<void>((resolve, reject) => {
-    server.once('error', (err: NodeJS.ErrnoException) => reject(new UsageError(err.code === 'EADDRINUSE'
-      ? `--metrics ${address.host}:${address.port}: the port is in use; choose another`
-      : `--metrics ${address.host}:${address.port}: cannot listen (${err.code ?? err.message})`)))
+    server.once('error', (err: NodeJS.ErrnoException) => {
+      const why = LISTEN_ERRORS[err.code ?? '']
+      reject(new UsageError(err.code === 'EADDRINUSE'
+        ? `--metrics ${formatAddress(address)}: the port is in use; choose another`
+        : `--metrics ${formatAddress(address)}: cannot listen (${why !== undefined ? `${why}, ${err.code}` : err.code ?? err.message})`))
+    })
     server.listen(address.port, address.host, () => resolve())
   })
   const bound = server.address()
   const port = typeof bound === 'object' && bound !== null ? bound.port : address.port
-  log.info({ host: address.host, port }, 'serving Prometheus metrics at /metrics')
+  log.info({ host: address.host, port, maxConnections }, 'serving Prometheus metrics at /metrics')
   return {
-    address: { host: address.host, port },
+    url: `http://${formatAddress({ host: address.host, port })}/metrics`,
     observeOpen: seconds => openWait.observe(seconds),
-    close: async () => await new Promise<void>(resolve => server.close(() => resolve()))
+    close: async () => await new Promise<void>(resolve => {
+      server.close(() => resolve())
+      // Connections a client keeps open would hold the unmount until they idle out.
+      server.closeAllConnections()
+    })
   }
 }

@@ -309,20 +309,26 @@ export class Protocol {
   /**
    * The files a load must deliver: those of the PC that can be placed
    * (unconsumed, and for slot modes landing on an empty slot), plus the
-   * requested file itself in off mode.
+   * requested file itself in an exact load. An exact load places its PC's
+   * files in their empty slots, as strict does (finishLoad), so the next
+   * exact opens find them there; in pool and mix only when they fit in the
+   * budget, for there a VC's slots otherwise refill only from a chunk
+   * staged within it, and filling them besides would put them on top of
+   * it: then it reads its own file only.
    */
   private planLoad (vc: VcId, pc: PcId, load: LoadFor = {}): LoadPlan {
-    const files = this.layout.pcs[pc].files.filter((file, offset) =>
-      file === load.requester && load.exact === true
-        ? true
-        : !this.slots.isConsumed(file) && (this.policy.stagesWhole || this.slots.isSlotEmpty(vc, offset)))
+    const exact = load.exact === true
+    const wanted = this.layout.pcs[pc].files.filter((file, offset) =>
+      file === load.requester && exact ? true : !this.slots.isConsumed(file) && ((this.policy.stagesWhole && !exact) || this.slots.isSlotEmpty(vc, offset)))
+    const files = exact && this.policy.stagesWhole && !this.fitsInMemory([{ pc, files: wanted.filter(file => file !== load.requester) }]) ? [load.requester!] : wanted
     return this.startLoad(vc, [{ pc, files }], load)
   }
 
   private startLoad (vc: VcId, pieces: readonly LoadPiece[], { requester, exact = false, forNode, forNextEpoch = false }: LoadFor = {}): LoadPlan {
     const files = pieces.flatMap(piece => piece.files)
     let bytes = 0
-    for (const file of files) bytes += this.layout.files[file].size
+    // An exact load's own file goes to its opener's handle, as a served file does: handles are not the budget's (docs/design.md, "Invariants").
+    for (const file of files) if (!(exact && file === requester)) bytes += this.layout.files[file].size
     this.slots.setLoading(vc, true)
     this.counters.inflightBytes += bytes
     return { id: this.nextPlanId++, vc, pieces, files, bytes, requester, exact, forNode, forNextEpoch }

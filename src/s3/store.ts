@@ -100,7 +100,7 @@ export interface RetryInfo {
   /** The attempt that failed, from 1. */
   readonly attempt: number
   readonly delayMs: number
-  /** Why: "503 SlowDown", "connection reset", "no answer for 5000 ms", … */
+  /** Why: "503 SlowDown", "connection reset", "no answer for 5 s", … */
   readonly reason: string
 }
 
@@ -551,7 +551,8 @@ export class ObjectStore {
     if (this.endpoint !== undefined) return this.endpoint
     const config = this.client.config as { serviceConfiguredEndpoint?: () => Promise<string | undefined> }
     const configured = await config.serviceConfiguredEndpoint?.().catch(() => undefined)
-    if (configured !== undefined) return configured
+    // AWS_ENDPOINT_URL, or a profile's endpoint_url: never a user and password of it in a message.
+    if (configured !== undefined) return configured.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/?#]*@/i, '$1')
     const region = await this.client.config.region().catch(() => 'us-east-1')
     return `https://s3.${region}.amazonaws.com`
   }
@@ -593,7 +594,8 @@ class Watchdog implements Attempt {
   }
 
   private fault (): TransferFault {
-    return new TransferFault('timeout', `no answer for ${this.idleMs} ms`)
+    // In seconds, as --s3-timeout is given.
+    return new TransferFault('timeout', `no answer for ${this.idleMs / 1000} s`)
   }
 
   private stopWith (reason: unknown): void {
@@ -671,7 +673,15 @@ function whole (value: number, least: number, what: string): number {
   return value
 }
 
-function checkEndpoint (endpoint: string): string {
+/**
+ * `--s3-endpoint` as the store uses it. One holding a user and password is
+ * refused, so they never reach a message or a log; credentials come from
+ * AWS's chain.
+ */
+export function checkEndpoint (endpoint: string): string {
+  if (endpoint.includes('@')) {
+    throw new UsageError('--s3-endpoint must not hold a user name or password (user:password@host): give S3 credentials by AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY')
+  }
   let url: URL | undefined
   try { url = new URL(endpoint) } catch {}
   if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '') {

@@ -8,6 +8,8 @@ export function parseSize (text: string, what: string): number {
   if (match === null) throw new UsageError(`${what} must be a size like 512M or 2G, got '${text}'`)
   const bytes = Math.floor(Number(match[1]) * UNITS[match[2].toLowerCase()])
   if (bytes <= 0) throw new UsageError(`${what} must be more than 0, got '${text}'`)
+  // Beyond 2^53 bytes a number no longer counts each byte.
+  if (!Number.isSafeInteger(bytes)) throw new UsageError(`${what} must be less than 8 PiB, got '${text}'`)
   return bytes
 }
 

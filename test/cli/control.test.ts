@@ -7,6 +7,7 @@ import path from 'node:path'
 import t from 'tap'
 import { readStats } from '../../src/cli/stats-command'
 import { generateDataset } from '../helpers/dataset'
+import { againstFakeMount } from '../helpers/fake-mount'
 import { emptyDir, isAlive, mount, redirfs } from '../helpers/mount'
 import { readEpoch } from '../helpers/readers'
 import { openToEveryone, redirfsAsNobody } from '../helpers/unprivileged'
@@ -47,4 +48,30 @@ t.test('reset starts a fresh epoch through the mount; only the user who mounted,
   const after = await readStats(mountpoint)
   t.equal(after.protocol.resets, before.protocol.resets + 1)
   t.equal(after.protocol.residentBytes, 0, 'nothing of the old epoch waits in memory')
+})
+
+/** What a fake answers: every key `stats` and `reset` look for, none of the shape. */
+const LOOKALIKE = JSON.stringify({ dataset: 'x', mountpoint: 'x', mode: 'x', layout: {}, memory: {}, protocol: {}, source: {}, fs: {}, resets: 1, droppedFiles: 0 })
+
+t.test('a FUSE mount another user made that calls itself redirfs is not taken for one', async t => {
+  const fake = await againstFakeMount('nobody', LOOKALIKE, ['stats', 'reset'])
+  t.match(fake.mountLine, /fuse redirfs .*user_id=65534/, 'the table shows a mount named redirfs, made by nobody')
+  for (const [i, command] of ['stats', 'reset'].entries()) {
+    t.equal(fake.results[i]?.code, 1, command)
+    t.match(fake.results[i]?.stderr, /^redirfs: \S+ is a FUSE mount of uid 65534: redirfs trusts only your own mounts and root's \(run this as uid 65534\)\n$/, `${command}: says whose it is, in one line`)
+  }
+})
+
+t.test('a mount that never answers its control files is one line, not a hang', async t => {
+  const fake = await againstFakeMount(0, 'hang', ['stats', 'reset'])
+  for (const [i, command] of ['stats', 'reset'].entries()) {
+    t.equal(fake.results[i]?.code, 1, `${command}: exits 1, before the test's bound of 60 s`)
+    t.match(fake.results[i]?.stderr, new RegExp(`^redirfs: \\S+ did not answer ${command} within 5 s: its daemon is stuck or overloaded; see its log, or unmount it \\(redirfs umount --force \\S+\\)\\n$`))
+  }
+})
+
+t.test('stats answered in a shape this version does not write is one line', async t => {
+  const fake = await againstFakeMount(0, LOOKALIKE, ['stats'])
+  t.equal(fake.results[0]?.code, 1)
+  t.match(fake.results[0]?.stderr, /^redirfs: \S+ answered stats that redirfs cannot read \(its fields are not of this version's shape\); is its daemon another version\? remount it\n$/)
 })

@@ -2,11 +2,11 @@
 // being done, to what, and why, never "unexpected error: E..." or a stack
 // trace; figures are rounded as people write them.
 import { execFile } from 'node:child_process'
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { promisify } from 'node:util'
 import t, { type Test } from 'tap'
-import { emptyDir, forceUnmount, redirfs } from '../helpers/mount'
+import { CLI_ENV, emptyDir, forceUnmount, redirfs, redirfsWith, RUNTIME_DIR } from '../helpers/mount'
 
 const run = promisify(execFile)
 
@@ -81,4 +81,21 @@ t.test('a path with a line break or a terminal escape in it is named on one line
   t.equal(result.code, 1)
   oneLine(t, result.stderr)
   t.equal(result.stderr, 'redirfs: /nonexistent/a\\u000ab\\u001b[2J is not a redirfs mount\n')
+})
+
+t.test('a user and password in an S3 endpoint are refused, never printed or logged', async t => {
+  const mountpoint = emptyDir()
+  t.teardown(() => forceUnmount(mountpoint))
+  const env = { ...CLI_ENV, AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test', AWS_REGION: 'us-east-1' }
+  for (const args of [['mount', 's3://bucket/data', mountpoint], ['pack', source, 's3://bucket/out'], ['verify', 's3://bucket/out']]) {
+    const result = await redirfsWith(env, ...args, '--s3-endpoint', 'http://alice:s3cret@127.0.0.1:1', '--s3-timeout', '1')
+    t.equal(result.code, 1, args[0])
+    t.equal(result.stderr, 'redirfs: --s3-endpoint must not hold a user name or password (user:password@host): give S3 credentials by AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY\n', `${args[0]}: refused in one line`)
+  }
+  // The endpoint from the environment is named without them.
+  const fromEnvironment = await redirfsWith({ ...env, AWS_ENDPOINT_URL: 'http://alice:s3cret@127.0.0.1:1' }, 'verify', 's3://bucket/out', '--s3-timeout', '1')
+  t.equal(fromEnvironment.code, 1)
+  t.match(fromEnvironment.stderr, /^redirfs: cannot reach the S3 endpoint http:\/\/127\.0\.0\.1:1 \(/)
+  const logs = readdirSync(RUNTIME_DIR).filter(name => name.includes('.log')).map(name => readFileSync(path.join(RUNTIME_DIR, name), 'utf8'))
+  t.notMatch(logs.join('') + fromEnvironment.stderr, /s3cret/, 'the password is in no log and no message')
 })

@@ -41,7 +41,20 @@ t.test('bad input gets one line on stderr and a non-zero exit', async t => {
     ['unknown option', ['mount', dataset.root, mountpoint, '--memroy', '1G'], /^redirfs: unknown option '--memroy' \(Did you mean --memory\?\) \(run with --help for usage\)\n$/],
     ['missing argument', ['mount', dataset.root], /^redirfs: missing required argument 'mountpoint' \(run with --help for usage\)\n$/],
     ['umount of something not mounted', ['umount', mountpoint], /is not mounted/],
-    ['stats of something not mounted', ['stats', mountpoint], /is not a redirfs mount/]
+    ['stats of something not mounted', ['stats', mountpoint], /is not a redirfs mount/],
+    // In the unit typed, and checked before anything starts.
+    ['an S3 timeout below a millisecond', ['mount', 's3://bucket/data', mountpoint, '--s3-timeout', '0.0001'], /^redirfs: option '--s3-timeout <s>' argument '0\.0001' is invalid\. --s3-timeout must be a number of seconds from 0\.001 to 86400 \(run with --help for usage\)\n$/],
+    ['a peer timeout above a day', ['mount', dataset.root, mountpoint, '--peer-timeout', '100000'], /^redirfs: option '--peer-timeout <s>' argument '100000' is invalid\. --peer-timeout must be a number of seconds from 0\.001 to 86400/],
+    // A bucket's options where no bucket is: refused alike, never ignored.
+    ['an S3 endpoint for a local source', ['mount', dataset.root, mountpoint, '--s3-endpoint', 'http://127.0.0.1:9000'], /^redirfs: --s3-endpoint applies only to a source in a bucket \(s3:\/\/bucket\/prefix\)\n$/],
+    ['an S3 timeout for a local source', ['mount', dataset.root, mountpoint, '--s3-timeout', '5'], /^redirfs: --s3-timeout applies only to a source in a bucket \(s3:\/\/bucket\/prefix\)\n$/],
+    ['a cache for a local source', ['mount', dataset.root, mountpoint, '--cache-dir', notEmpty], /^redirfs: --cache-dir applies only to a source in a bucket \(s3:\/\/bucket\/prefix\)\n$/],
+    ['a cache size without a cache', ['mount', 's3://bucket/data', mountpoint, '--cache-size', '1G'], /^redirfs: --cache-size applies only with --cache-dir\n$/],
+    ['S3 options for a local pack', ['pack', dataset.root, path.join(notEmpty, 'pack'), '--s3-concurrency', '4'], /^redirfs: --s3-concurrency applies only to a source or output in a bucket \(s3:\/\/bucket\/prefix\)\n$/],
+    ['S3 options for a local verify', ['verify', notEmpty, '--s3-path-style'], /^redirfs: --s3-path-style applies only to a pack in a bucket \(s3:\/\/bucket\/prefix\)\n$/],
+    ['a size no machine has', ['mount', dataset.root, mountpoint, '--memory', '9999999T'], /^redirfs: option '--memory <size>' argument '9999999T' is invalid\. --memory must be less than 8 PiB, got '9999999T'/],
+    ['a log that takes no writes', ['mount', dataset.root, mountpoint, '--log-file', '/proc/version'], /^redirfs: cannot write the log \/proc\/version: an I\/O error \(EIO\)\n$/],
+    ['a log that takes no writes, in the foreground', ['mount', dataset.root, mountpoint, '--foreground', '--log-file', '/proc/version'], /^redirfs: cannot write the log \/proc\/version: an I\/O error \(EIO\)\n$/]
   ]
   for (const [what, args, message] of cases) {
     const result = await redirfs(...args)

@@ -2,7 +2,7 @@
 // that cannot fit is refused with the numbers, and a daemon the kernel's
 // OOM killer takes down is named as such by `stats`, `umount` and its log.
 import { execFile } from 'node:child_process'
-import { readFileSync, rmSync } from 'node:fs'
+import { readFileSync, rmSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { promisify } from 'node:util'
 import t from 'tap'
@@ -61,4 +61,25 @@ t.test('a daemon killed by the OOM killer mid-epoch: stats, umount and the log s
   t.match(umount.stderr, /^redirfs: unmounted; the daemon .* was probably killed by the kernel's OOM killer/)
   t.notOk(isMounted(mountpoint))
   void path
+})
+
+t.test('a daemon moved into a memory cgroup after it mounted, then killed by its OOM killer: stats says so', async t => {
+  const cgroup = memoryCgroup(t, `redirfs-test-moved-${process.pid}`)
+  cgroup.setLimit(1024 * MiB)
+  const mountpoint = emptyDir()
+  t.teardown(() => forceUnmount(mountpoint))
+  const mounted = await redirfs('mount', root, mountpoint, '--memory', '16M', '--chunk-size', '8', '--redirect', 'pool')
+  t.equal(mounted.code, 0, mounted.stderr)
+  const { pid } = await readStats(mountpoint)
+  writeFileSync(path.join(cgroup.dir, 'cgroup.procs'), String(pid))
+  for (let tries = 0; (await readStats(mountpoint)).memory.cgroup !== cgroup.dir; tries++) {
+    if (tries > 300) throw new Error('the daemon never noticed its new cgroup')
+    await new Promise(resolve => setTimeout(resolve, 50))
+  }
+  cgroup.setLimit(cgroup.usage() + 2 * MiB)
+  await readEpoch(mountpoint, samples, 1).catch(() => {})
+  for (let tries = 0; tries < 200 && isAlive(pid); tries++) await new Promise(resolve => setTimeout(resolve, 50))
+  t.notOk(isAlive(pid), 'the kernel killed the daemon')
+  const stats = await redirfs('stats', mountpoint)
+  t.match(stats.stderr, new RegExp(`was probably killed by the kernel's OOM killer \\(\\d+ kills? in its memory cgroup ${cgroup.dir},`))
 })

@@ -4,17 +4,26 @@
 // each get a whole sample of its class, and the per-thread rules for
 // loaders: a re-open gets the same bytes, a stat takes nothing, an open
 // right after a stat gets the file itself.
-import { execFile } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
 import { promises as fs, statSync } from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
+import pino from 'pino'
 import { promisify } from 'node:util'
 import t, { type Test } from 'tap'
 import { readStats } from '../../src/cli/stats-command'
-import { scanTree } from '../../src/chunks/scan'
-import { loadNativeServer } from '../../src/fs/native-mount'
-import { classOf, generateDataset } from '../helpers/dataset'
+import { classOf, generateDataset, sha1 } from '../helpers/dataset'
 import { emptyDir, mount } from '../helpers/mount'
 import { readFileAsTrainer } from '../helpers/readers'
+import { SampleBuffers } from '../../src/chunks/sample-buffers'
+import { scanTree } from '../../src/chunks/scan'
+import { FsAdapter } from '../../src/fs/adapter'
+import { loadNativeServer, mountNative } from '../../src/fs/native-mount'
+import type { FileId } from '../../src/redirect/layout'
+import type { MountStats } from '../../src/stats'
+import type { MountedFilesystem } from '../../src/fs/backend'
+import v8 from 'node:v8'
+import vm from 'node:vm'
 
 const run = promisify(execFile)
 const dataset = generateDataset(11)
@@ -255,4 +264,47 @@ t.test('the native server refuses a tree whose columns contradict themselves, be
     ['a column shorter than the others', { size: columns.size.subarray(1) }, /a column is missing, of another type, or of another length/]
   ]
   for (const [what, changed, why] of crafted) t.throws(() => make(changed), why, what)
+})
+
+t.test('a file held open through a lazy unmount outlives the closed server safely: its reads and its release reach nothing freed', async t => {
+  const tree = await scanTree(dataset.root)
+  const sample = tree.samples[0]
+  const bytes = await fs.readFile(path.join(dataset.root, sample.path))
+  const adapter = new FsAdapter({
+    tree,
+    files: { open: async () => { throw new Error('no non-sample is opened here') } },
+    statfsPath: dataset.root,
+    samples: { open: async () => ({ file: sample.entry as FileId, bytes: Buffer.from(bytes) }), giveBack: () => {} },
+    buffers: new SampleBuffers(),
+    log: pino({ level: 'silent' }),
+    stats: () => ({ pid: process.pid }) as unknown as MountStats,
+    reset: () => ({})
+  })
+  const mountpoint = emptyDir()
+  let mounted: MountedFilesystem | undefined = await mountNative(mountpoint, adapter, tree, { allowOther: false, overSource: false, statfsPath: dataset.root, reopenWindowMs: 0, fuseThreads: 2 })
+  t.teardown(async () => { await mounted?.unmount() })
+  // A reader in a process of its own (this one serves the mount): it opens, waits, then reads and closes.
+  const holder = spawn('/usr/bin/python3', ['-c', 'import hashlib,os,sys\nfd=os.open(sys.argv[1],os.O_RDONLY)\nprint("open",flush=True)\nsys.stdin.readline()\ntry:\n  print(hashlib.sha1(os.read(fd,1<<20)).hexdigest())\nexcept OSError as e:\n  print(e.errno)\nos.close(fd)\nprint("closed",flush=True)', path.join(mountpoint, sample.path)], { stdio: ['pipe', 'pipe', 'inherit'] })
+  t.teardown(() => holder.kill('SIGKILL'))
+  let printed = ''
+  holder.stdout.on('data', (chunk: Buffer) => { printed += chunk.toString() })
+  const line = async (n: number): Promise<string> => {
+    for (let tries = 0; printed.split('\n').length <= n + 1; tries++) {
+      if (tries > 3000) throw new Error(`the reader said nothing more than ${JSON.stringify(printed)}`)
+      await new Promise(resolve => setTimeout(resolve, 20))
+    }
+    return printed.split('\n')[n]
+  }
+  t.equal(await line(0), 'open')
+  await mounted.unmount() // lazily: the file is still open
+  mounted = undefined
+  // Nothing of this process refers to the server now: a collection must not free what the kernel still reaches.
+  v8.setFlagsFromString('--expose-gc')
+  const gc = vm.runInNewContext('gc') as () => void
+  for (let i = 0; i < 3; i++) { gc(); await new Promise(resolve => setImmediate(resolve)) }
+  holder.stdin.write('\n')
+  // With fusectl the connection is aborted (ENOTCONN); without it, the held file still reads its bytes.
+  const read = await line(1)
+  t.ok([sha1(bytes), String(os.constants.errno.ENOTCONN)].includes(read), `its read gets its bytes, or ENOTCONN (${read})`)
+  t.equal(await line(2), 'closed', 'its release is answered, and this process lives on')
 })

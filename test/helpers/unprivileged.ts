@@ -10,7 +10,7 @@ const run = promisify(execFile)
 export const NOBODY = 65534
 // tap's process tracking puts its hooks back into NODE_OPTIONS of every child it sees spawned; they
 // would write into the checkout, which nobody may not: `env -u` takes them out after it.
-const AS_NOBODY = ['setpriv', `--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', '/usr/bin/env', '-u', 'NODE_OPTIONS']
+export const AS_NOBODY = ['setpriv', `--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', '/usr/bin/env', '-u', 'NODE_OPTIONS']
 
 export interface Outcome { code: number, stdout: string, stderr: string }
 

@@ -3,47 +3,8 @@
 // jobs (DataLoader workers, SIGKILL, torchrun) are in restarts.test.ts.
 import t from 'tap'
 import { findTrainer, RunTracker, runOf } from '../../src/runs/run-tracker'
-import type { LauncherVariable, ProcessInfo, ProcessTable } from '../../src/runs/processes'
-
-const PYTHON = '/usr/bin/python3.11'
-
-class FakeTable implements ProcessTable {
-  readonly processes = new Map<number, ProcessInfo>()
-  readonly environments = new Map<number, Partial<Record<LauncherVariable, string>>>()
-  /** thread → process */
-  readonly threads = new Map<number, number>()
-  /** Threads that are not their process's first. */
-  readonly otherThreads = new Map<number, ProcessInfo>()
-
-  add (pid: number, parent: number, commandLine: string[], program = PYTHON, environment: Partial<Record<LauncherVariable, string>> = {}): number {
-    this.processes.set(pid, { pid, parent, startTime: 1000 + pid, alive: true, program, commandLine })
-    this.environments.set(pid, environment)
-    this.threads.set(pid, pid)
-    return pid
-  }
-
-  exit (pid: number): void { this.processes.delete(pid); this.threads.delete(pid) }
-  /** Exited, not yet reaped: still in the table. */
-  zombie (pid: number): void { this.processes.set(pid, { ...this.processes.get(pid)!, alive: false }) }
-  processOf (thread: number): number | undefined { return this.threads.get(thread) }
-  info (pid: number): ProcessInfo | undefined { return this.processes.get(pid) ?? this.otherThreads.get(pid) }
-  launcherVariables (pid: number): Partial<Record<LauncherVariable, string>> | undefined { return this.environments.get(pid) }
-  children (pid: number): number[] { return [...this.processes.values()].filter(p => p.parent === pid).map(p => p.pid) }
-  /** Its parent exited: init adopts it. */
-  orphan (pid: number): void { this.processes.set(pid, { ...this.processes.get(pid)!, parent: 1 }) }
-  /** Another thread of process `pid` (its own start time, as /proc/<thread>/stat has it). */
-  thread (thread: number, pid: number): number { this.threads.set(thread, pid); this.otherThreads.set(thread, { ...this.processes.get(pid)!, pid: thread, startTime: 5000 + thread }); return thread }
-}
-
-const TRAIN = ['python3', 'train.py', '--epochs', '3']
-const SPAWNED = ['python3', '-c', 'from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5, pipe_handle=7)', '--multiprocessing-fork']
-
-function machine (): FakeTable {
-  const table = new FakeTable()
-  table.add(1, 0, ['/sbin/init'], '/sbin/init')
-  table.add(100, 1, ['bash'], '/usr/bin/bash')
-  return table
-}
+import type { ProcessInfo } from '../../src/runs/processes'
+import { FakeTable, machine, PYTHON, SPAWNED, TRAIN } from '../helpers/process-table'
 
 t.test('a forked DataLoader worker is charged to the trainer that forked it', async t => {
   const table = machine()

@@ -54,7 +54,7 @@ t.test('the reasons given to onRetry name the fault', async t => {
   await store.put('r.bin', seededBytes(21, 5000))
   for (const fault of ['slow-down', 'internal-error', 'reset', 'stall', 'short-body'] as const) proxy.inject(fault, { match: request => request.kind === 'get' })
   t.ok((await store.getObject('r.bin')).equals(seededBytes(21, 5000)))
-  t.same(retries.map(retry => retry.reason), ['503 SlowDown', '500 InternalError', 'connection reset', 'no answer for 3000 ms', 'body cut short: 2500 of 5000 bytes (ECONNRESET)'])
+  t.same(retries.map(retry => retry.reason), ['503 SlowDown', '500 InternalError', 'connection reset', 'no answer for 3 s', 'body cut short: 2500 of 5000 bytes (ECONNRESET)'])
   t.same(retries.map(retry => retry.attempt), [1, 2, 3, 4, 5])
 })
 
@@ -103,7 +103,7 @@ const PERSISTENT: Array<[Fault, string, RegExp]> = [
   ['internal-error', 'failed', /^GetObject s3:\/\/faults-\d+\/p\.bin failed \(500 InternalError, 3 attempts\)$/],
   ['slow-down', 'failed', /^GetObject s3:\/\/faults-\d+\/p\.bin failed \(503 SlowDown, 3 attempts\)$/],
   ['reset', 'unreachable', /^cannot reach the S3 endpoint http:\/\/127\.0\.0\.1:\d+ \(connection reset, 3 attempts\); check --s3-endpoint$/],
-  ['stall', 'unreachable', /^cannot reach the S3 endpoint http:\/\/127\.0\.0\.1:\d+ \(no answer for 3000 ms, 3 attempts\); check --s3-endpoint$/],
+  ['stall', 'unreachable', /^cannot reach the S3 endpoint http:\/\/127\.0\.0\.1:\d+ \(no answer for 3 s, 3 attempts\); check --s3-endpoint$/],
   ['short-body', 'failed', /^GetObject s3:\/\/faults-\d+\/p\.bin failed \(body cut short: 1500 of 3000 bytes \(ECONNRESET\), 3 attempts\)$/]
 ]
 

@@ -17,6 +17,8 @@ t.test('what is not a size, or no bytes at all, is a one-line usage error naming
   t.throws(() => parseSize('-1G', '--memory'), new UsageError("--memory must be a size like 512M or 2G, got '-1G'"))
   t.throws(() => parseSize('0', '--cache-size'), new UsageError("--cache-size must be more than 0, got '0'"))
   t.throws(() => parseSize('0.0001', '--memory'), new UsageError("--memory must be more than 0, got '0.0001'"), 'less than a byte')
+  t.throws(() => parseSize('9999999T', '--memory'), new UsageError("--memory must be less than 8 PiB, got '9999999T'"), 'more bytes than a number counts one by one')
+  t.equal(parseSize('8191T', '--memory'), 8191 * 2 ** 40)
 })
 
 t.test('a size is shown in the largest unit it reaches, to one decimal', async t => {

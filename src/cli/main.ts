@@ -2,7 +2,7 @@
  * The redirfs command line. Every failure a user can cause ends in one
  * line on stderr and a non-zero exit, never a stack trace.
  */
-import { Command, InvalidArgumentError, Option } from 'commander'
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander'
 import path from 'node:path'
 import { defaultFuseThreads, FUSE_BACKENDS, type ClusterConfig, type FuseBackend, type MountConfig, type S3Config } from '../daemon/config'
 import { isForUser, printable, systemErrorMessage, UsageError } from '../errors'
@@ -26,7 +26,8 @@ import { unmount } from './umount-command'
 import { expandOptionLists } from './mount-options'
 import { formatClusterSimulationTable, formatSimulationTable, runClusterSimulations, runSimulations } from './simulate-command'
 
-const program = new Command()
+/** The command line, as commander has it (its commands and options are what fuzz/cli.fuzz.ts draws from). */
+export const program = new Command()
 
 function wholeNumber (what: string, min: number, max: number) {
   return (text: string): number => {
@@ -56,6 +57,8 @@ program
   // A usage error is one line, as every other error: what is wrong, and where help is.
   .configureOutput({ outputError: (text, write) => write(`redirfs: ${printable(text.replace(/^error: /, '').trim().replace(/\s*\n\s*/g, ' '))} (run with --help for usage)\n`) })
   .version((require('../../package.json') as { version: string }).version, '-V, --version', 'print the version of redirfs')
+  // Commander ends through main (its error, below) rather than by exiting the process: the CLI also runs in-process (fuzz/cli.fuzz.ts).
+  .exitOverride()
 
 /** Shared by mount, pack and verify: how a bucket is reached (credentials and region come from the standard AWS chain). */
 function s3Options (command: Command): Command {
@@ -381,6 +384,12 @@ export async function main (argv: string[]): Promise<void> {
   try {
     await program.parseAsync(expandOptionLists(argv, mount))
   } catch (err) {
+    // Commander's own end (--help, --version, a bad option or argument): it has said what it had to; its exit code stands.
+    // (An InvalidArgumentError is one only once commander has caught and reported it, as a CommanderError of its own.)
+    if (err instanceof CommanderError && !(err instanceof InvalidArgumentError)) {
+      process.exitCode = err.exitCode
+      return
+    }
     const message = isForUser(err) ? err.message : systemErrorMessage(err) ?? `unexpected error: ${(err as Error).message}`
     // One line whatever the message holds: a path or a key may have a line break, or a terminal's escape sequence, in it.
     process.stderr.write(`redirfs: ${printable(message)}\n`)

@@ -10,9 +10,10 @@
 // spawns a daemon, which no case may leave). The property: exit code 0 (with
 // nothing on stderr but warnings), or 1 with one line on stderr saying
 // why (the help text when no command is given), never a stack trace,
-// "unexpected error", an exit of the process, or a hang.
+// "unexpected error", an exit of the process, or a hang; and at the end
+// nothing mounted and no process the CLI started left running.
 import { spawn, type ChildProcess } from 'node:child_process'
-import { promises as fs, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs'
+import { promises as fs, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import readline from 'node:readline'
@@ -133,6 +134,12 @@ class Cli {
     return JSON.parse(line.value) as Answer
   }
 
+  /** The processes the CLI's process started that still run (their command lines). */
+  children (): string[] {
+    const children = readFileSync(`/proc/${this.child.pid!}/task/${this.child.pid!}/children`, 'utf8').trim()
+    return children === '' ? [] : children.split(' ').map(pid => { try { return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ') } catch { return pid } })
+  }
+
   stop (): void { this.child.kill('SIGKILL') }
 }
 
@@ -157,7 +164,7 @@ t.test('any argv of the real options exits 0, or 1 with one line that says why',
   const made = await cli.run(['pack', at('data'), at('pack'), '--chunk-size', '2'], 60_000)
   t.equal(made?.code, 0, `a pack to verify and mount: ${made?.stderr ?? 'no answer'}`)
   const outcomes = new Map<string, number>()
-  await fuzz(t, 'cli', { runs: 4000, seconds: 30 }, async draw => {
+  await fuzz(t, 'cli', { runs: 1000, seconds: 45 }, async draw => {
     const argv = drawArgv(draw, cli.info.options, cli.info.commands)
     const answer = await cli.run(argv, 30_000)
     if (answer === undefined) {
@@ -173,6 +180,10 @@ t.test('any argv of the real options exits 0, or 1 with one line that says why',
     const problem = problemOf(argv, answer)
     if (problem !== undefined) throw new Error(`redirfs ${JSON.stringify(argv)}: ${problem}`)
   }, 60_000)
+  // Nothing left behind: no mount under the fuzzer's places, no process the CLI started still running.
+  const mounts = (await fs.readFile('/proc/mounts', 'utf8')).split('\n').filter(line => line.split(' ')[1]?.startsWith(work))
+  t.same(mounts, [], 'nothing mounted under the fuzzer\'s places')
+  t.same(cli.children(), [], 'no process the CLI started is left')
   // Where the cases went: commander's usage errors, the commands' own refusals, or a run that succeeded.
   t.comment(`cli: outcomes ${[...outcomes].sort().map(([what, n]) => `${what} ${n}`).join(', ')}`)
 })

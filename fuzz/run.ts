@@ -9,6 +9,11 @@ import { type Test } from 'tap'
 import { printable, UsageError } from '../src/errors'
 import { Draw } from './draw'
 
+/**
+ * A target's CI budget: the cases from seeds S to S + runs - 1, the same
+ * every run (what CI runs is a fixed set), unless a machine too slow for
+ * them reaches the time cap first (then the run says where it stopped).
+ */
 export interface Budget {
   /** Cases at most. */
   readonly runs: number
@@ -71,6 +76,7 @@ export async function fuzz (t: Test, target: string, budget: Budget, one: (draw:
   current = undefined
   const took = ((Date.now() - started) / 1000).toFixed(1)
   t.comment(`${target}: slowest cases ${slowest.map(([ms, s]) => `${s} (${ms} ms)`).join(', ')}`)
+  if (Number.isFinite(runs) && cases < runs && failures.length < 5) t.comment(`${target}: stopped by the time cap (${seconds} s) after ${cases} of ${runs} cases`)
   if (failures.length === 0) t.pass(`${target}: ${cases} cases from seed ${seed} in ${took} s, none failed`)
   else t.comment(`${target}: ${failures.length} of ${cases} cases from seed ${seed} failed: ${failures.join(', ')}`)
 }

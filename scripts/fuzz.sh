@@ -3,7 +3,8 @@
 # fuzzers (docs/development.md, "Fuzzing"), each seeded and bounded.
 #   targets  pack-index, s3, stats, include-list, cli (TypeScript, fuzz/*.fuzz.ts);
 #            crc32, chunk-pieces, fuse-tree (libFuzzer, native/fuzz/*_fuzzer.cc); default: all
-#   --time S   seconds per target (default: each target's CI budget, a minute or two in all)
+#   --time S   seconds per target (default: each target's CI budget: a fixed set of cases,
+#              seeds 1 to N, with a time cap; a few minutes in all)
 #   --seed N   the first case's seed (default 1); a failure prints the seed that reproduces it
 #   --runs N   cases per target at most (--seed N --runs 1 runs one case again)
 # The TypeScript fuzzers run under tap (as root for the pack index's CLI runs,
@@ -50,9 +51,15 @@ for target in "${targets[@]}"; do
       clang++ -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer $(pkg-config --cflags fuse3) \
         "native/fuzz/$name.cc" -o "$build/$name" -lz
     fi
-    # The native targets' CI budget: 15 s each. libFuzzer draws from -seed; a crash's input is written to $build/crashes/.
-    echo "fuzz: $target (libFuzzer, seed $seed, ${time_given:-15} s${runs:+, at most $runs runs})"
-    if ! "$build/$name" -seed="$seed" -max_total_time="${time_given:-15}" ${runs:+-runs="$runs"} -artifact_prefix="$build/crashes/$target-" -print_final_stats=1 2>"$build/$target.log"; then
+    # The native targets' CI budget: a fixed number of inputs (libFuzzer's from -seed are the same each
+    # run), a few seconds each, capped at 20 s. A crash's input is written to $build/crashes/.
+    if [ -z "$time_given" ] && [ -z "$runs" ]; then
+      case "$target" in fuse-tree) budget=(-runs=60000 -max_total_time=20) ;; *) budget=(-runs=250000 -max_total_time=20) ;; esac
+    else
+      budget=(-max_total_time="${time_given:-20}" ${runs:+-runs="$runs"})
+    fi
+    echo "fuzz: $target (libFuzzer, seed $seed, ${budget[*]})"
+    if ! "$build/$name" -seed="$seed" "${budget[@]}" -artifact_prefix="$build/crashes/$target-" -print_final_stats=1 2>"$build/$target.log"; then
       tail -n 40 "$build/$target.log" >&2
       echo "fuzz: $target failed; reproduce with the input libFuzzer wrote: $build/$name $build/crashes/$target-<crash file> (its log: $build/$target.log)" >&2
       failed+=("$target")

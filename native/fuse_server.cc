@@ -110,7 +110,8 @@ Server::Server(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Server>(info) 
   }
   const char* problem = sized ? tree_.Problem() : "a column is missing, of another type, or of another length than the others";
   if (problem != nullptr) {
-    released_ = true;  // nothing was made to release
+    released_ = true;      // JS is told nothing
+    tsfnReleased_ = true;  // and there is no thread-safe function to release (Stop, from the destructor, would release a null one)
     Napi::TypeError::New(env, std::string("FuseServer: the tree's columns are inconsistent: ") + problem).ThrowAsJavaScriptException();
     return;
   }

@@ -6,6 +6,7 @@
 # start (the CLI, the daemons), and REDIRFS_NATIVE_BUILD choosing that
 # build. Passes when the tests pass and no process wrote a report; each
 # report is printed. As root (the tests mount), after npm run setup.
+# Arguments replace the test files (tap options may come with them).
 #   ASAN_OPTIONS   detect_leaks=0: Node keeps memory to its exit on purpose
 #                  (leak reports would be Node's, not ours); every report
 #                  to a file per process, so a daemon's is not lost in its log
@@ -19,7 +20,9 @@ runtime=$(clang++ -print-file-name=libclang_rt.asan-x86_64.so)
 reports=$(mktemp -d "${TMPDIR:-/tmp}/redirfs-asan-XXXXXX")
 trap 'rm -rf "$reports"' EXIT
 
+# Arguments, when given, replace the files (and may add tap's options): npm run test:asan -- --grep 'crafted' test/pack/pack.test.ts
 tests=(test/chunks/native.test.ts test/fs/native-server.test.ts test/pack/pack.test.ts test/pack/chunk-cache.test.ts)
+[ $# -eq 0 ] || tests=("$@")
 status=0
 REDIRFS_NATIVE_BUILD=build-asan \
   LD_PRELOAD="$runtime" \
@@ -34,4 +37,4 @@ if [ "$found" -gt 0 ]; then
   exit 1
 fi
 [ "$status" = 0 ] || { echo "test:asan: the tests failed under the sanitizers (no report was written)" >&2; exit "$status"; }
-echo "test:asan: ${#tests[@]} test files passed, no sanitizer report"
+echo "test:asan: passed (${tests[*]}), no sanitizer report"

@@ -12,7 +12,7 @@
  */
 
 /** The errno values redirfs answers with; `errno()` in src/fs turns them into numbers. */
-export const ERRNOS = ['EIO', 'ENOENT', 'ENOTDIR', 'EISDIR', 'EROFS', 'EBADF', 'EACCES', 'EPERM'] as const
+export const ERRNOS = ['EIO', 'ENOENT', 'ENOTDIR', 'EISDIR', 'EROFS', 'EBADF', 'EACCES', 'EPERM', 'EMFILE'] as const
 export type Errno = typeof ERRNOS[number]
 
 export class UsageError extends Error {

@@ -126,11 +126,7 @@ export class SourceCheck {
     const leads = linkRefusal(real, this.realSource)
     if (leads !== undefined) return { errno: 'EIO', why: `now ${leads}` }
     const inside = real.startsWith(this.realSource + '/')
-    const through = await Promise.all(directoriesDownTo(path.dirname(real)).filter(dir => !inside || dir.startsWith(this.realSource + '/')).map(async dir => {
-      const on = await fs.stat(dir).catch(() => undefined)
-      if (on === undefined) return { uid: 0, gid: 0, mode: 0 } satisfies DirectoryAccess
-      return { uid: on.uid, gid: on.gid, mode: this.foldAcls && native().hasAcl(dir) ? on.mode & ~0o077 : on.mode }
-    }))
+    const through = await Promise.all(directoriesDownTo(path.dirname(real)).filter(dir => !inside || dir.startsWith(this.realSource + '/')).map(async dir => await this.directoryAccess(dir)))
     const reachable = reachableMode(Number(stat.mode), Number(stat.uid), Number(stat.gid), through)
     if ((this.tree.columns.mode[entry] & ~reachable & PERMISSION_BITS) !== 0) return { errno: 'EACCES', why: 'a directory on its link\'s real path was closed since the mount' }
     return undefined
@@ -161,14 +157,22 @@ export class SourceCheck {
     return undefined
   }
 
+  /**
+   * Who a directory lets through now: a gone one no one; with --allow-other,
+   * one with an ACL its owner only (an ACL may shut out a user the mode
+   * lets in, and the mount cannot ask for each user).
+   */
+  private async directoryAccess (dir: string): Promise<DirectoryAccess> {
+    const on = await fs.stat(dir).catch(() => undefined)
+    if (on === undefined) return { uid: 0, gid: 0, mode: 0 }
+    return { uid: on.uid, gid: on.gid, mode: this.foldAcls && native().hasAcl(dir) ? on.mode & ~0o077 : on.mode }
+  }
+
   /** The source directory itself: its mode as the directories above it let it through now (access.ts). */
   private async rootRefusal (stat: BigIntStats): Promise<Refusal | undefined> {
     const c = this.tree.columns
     if (Number(stat.dev) !== c.dev[0] || Number(stat.ino) !== c.ino[0]) return { errno: 'EIO', why: 'replaced since the mount' }
-    const above = await Promise.all(directoriesDownTo(path.dirname(this.realSource)).map(async dir => {
-      const on = await fs.stat(dir).catch(() => undefined)
-      return on === undefined ? { uid: 0, gid: 0, mode: 0 } satisfies DirectoryAccess : { uid: on.uid, gid: on.gid, mode: on.mode }
-    }))
+    const above = await Promise.all(directoriesDownTo(path.dirname(this.realSource)).map(async dir => await this.directoryAccess(dir)))
     return this.narrowed(0, reachableMode(Number(stat.mode), Number(stat.uid), Number(stat.gid), above), Number(stat.uid), Number(stat.gid))
   }
 }

@@ -9,8 +9,9 @@
  * Checking every served file's source at each open would cost a few
  * system calls per sample on the hot path (a round trip each on a network
  * filesystem). So the kernel says what changed instead: an inotify watch
- * on every directory of the tree, on the directories above the source and
- * on those a link leads through. Before each sample open is decided, the
+ * on every directory of the tree, on the directories above the source, on
+ * those a link leads through, and on each file with other hard links (a
+ * chmod through another of its names says nothing to its directory). Before each sample open is decided, the
  * events pending are read, without blocking (a change made before the open
  * reached the daemon is always among them), and each marks the entry it
  * names suspect. An open whose file, or whose answer's file, or a
@@ -61,6 +62,7 @@ type Role =
   | { readonly kind: 'directory', readonly entry: number }
   | { readonly kind: 'above', readonly next: Buffer }
   | { readonly kind: 'links', readonly next: ReadonlySet<string> | 'any' }
+  | { readonly kind: 'file', readonly entry: number }
 
 export interface SourceWatchStats {
   /** Directories watched, and those checked once a second instead (past the watch limit, or on a network filesystem). */
@@ -113,6 +115,12 @@ export class SourceWatch {
     for (let entry = 0; entry < tree.count; entry++) {
       if (!tree.isDirectory(entry)) continue
       if (fd === undefined || !watch.add(check.pathOf(entry), { kind: 'directory', entry })) unwatched.push(entry)
+    }
+    // A file with other hard links is changed through them without a word to its directory's watch: its own watch hears it.
+    if (fd !== undefined) {
+      for (let entry = 0; entry < tree.count; entry++) {
+        if (!tree.isDirectory(entry) && tree.columns.nlink[entry] > 1 && !watch.add(check.pathOf(entry), { kind: 'file', entry })) unwatched.push(tree.columns.parent[entry])
+      }
     }
     if (fd !== undefined) {
       // What cannot be watched above the source or on a link's way is checked once a second through the entries it narrows.
@@ -174,6 +182,9 @@ export class SourceWatch {
   private apply (role: Role, mask: number, name: Buffer): void {
     if (role.kind === 'links') {
       if (name.length === 0 || role.next === 'any' || role.next.has(name.toString())) this.linksGeneration++
+    } else if (role.kind === 'file') {
+      this.suspect(role.entry)
+      if ((mask & IN_IGNORED) !== 0) this.poll([this.tree.columns.parent[role.entry]])
     } else if (role.kind === 'above') {
       if (name.length === 0 || name.equals(role.next)) this.suspect(0)
     } else if (name.length === 0) {

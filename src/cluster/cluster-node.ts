@@ -218,6 +218,11 @@ export class ClusterNode {
     }
   }
 
+  /** A failed open of this node's trainer that must not count: its file is charged to another open (a VC this node answers for). */
+  uncharge (file: FileId, generation?: number): void {
+    if (this.engine.owns(this.vcOf(file))) this.engine.uncharge(file, generation)
+  }
+
   /** An answer that never reached this node's trainer: a file of a VC this node answers for waits for another open; a peer's is dropped (its home counts it served). */
   giveBack (served: ServedFile): void {
     if (this.engine.owns(this.vcOf(served.file))) this.engine.giveBack(served)

@@ -38,6 +38,16 @@ const RECLAIM_ANSWER = 6
 const FRAME_HEAD = 9
 /** No message of the data channel comes near this; a length above it is not one of ours. */
 const MAX_MESSAGE = 16 * 2 ** 20
+/**
+ * Before its HELLO a connection is anyone's: its first frame is a token and
+ * a version (a few hundred bytes), so nothing larger is taken in; it has
+ * `GREETING_MS` to send it, and `UNGREETED_MAX` such connections are held at
+ * once. Without these, anyone who can reach the port had the daemon
+ * allocate 16 MiB a connection, or hold descriptors for ever, unasked.
+ */
+const HELLO_MAX = 4096
+const GREETING_MS = 10_000
+const UNGREETED_MAX = 64
 /** Bytes the caller's socket reads at a time, into one buffer it reuses. */
 const SOCKET_READ_BYTES = 256 * 1024
 
@@ -79,6 +89,8 @@ class FrameReader {
   private expect?: Expect
   private target = 0
   private targetFilled = 0
+  /** The largest message taken in now (HELLO_MAX until a connection is greeted). */
+  maxMessage = MAX_MESSAGE
 
   constructor (private readonly onFrame: (kind: number, id: number, message: Buffer) => Expect | undefined) {}
 
@@ -103,7 +115,7 @@ class FrameReader {
         if (this.headFilled < FRAME_HEAD) continue
         this.headFilled = 0
         const size = this.head.readUInt32BE(0)
-        if (size > MAX_MESSAGE) throw new Error(`a frame of ${size} bytes is not a redirfs data-channel frame`)
+        if (size > this.maxMessage) throw new Error(`a frame of ${size} bytes is not a redirfs data-channel frame`)
         this.message = Buffer.allocUnsafe(size)
         this.messageFilled = 0
       } else {
@@ -224,9 +236,18 @@ export async function startDataServer (
 ): Promise<RunningDataServer> {
   const served = calls(handler)
   const sockets = new Set<net.Socket>()
+  let ungreeted = 0
   const serve = (socket: net.Socket): void => {
+    if (ungreeted >= UNGREETED_MAX) {
+      socket.destroy()
+      return
+    }
+    ungreeted++
+    const greetingTimer = setTimeout(() => socket.destroy(), GREETING_MS)
+    let counted = true
+    const uncount = (): void => { if (counted) { counted = false; ungreeted-- } }
     sockets.add(socket)
-    socket.on('close', () => sockets.delete(socket))
+    socket.on('close', () => { sockets.delete(socket); uncount(); clearTimeout(greetingTimer) })
     socket.on('error', err => log.debug({ peer: socket.remoteAddress, err: err.message }, 'data channel connection failed'))
     socket.setNoDelay(true)
     let greeted = false
@@ -235,7 +256,7 @@ export async function startDataServer (
       refused = true
       socket.end(errorFrame(REFUSED, 0, code, details))
     }
-    const reader = new FrameReader((kind, id, message) => {
+    const reader: FrameReader = new FrameReader((kind, id, message) => {
       if (refused) return undefined
       if (!greeted) {
         const hello = kind === HELLO ? messages().hello.decode(message) : undefined
@@ -246,6 +267,9 @@ export async function startDataServer (
           refuse(grpc.status.FAILED_PRECONDITION, `protocol version ${hello.protocolVersion}, this node speaks ${PROTOCOL_VERSION}; run the same redirfs on every node`)
         } else {
           greeted = true
+          reader.maxMessage = MAX_MESSAGE
+          uncount()
+          clearTimeout(greetingTimer)
         }
         return undefined
       }
@@ -265,6 +289,7 @@ export async function startDataServer (
       })
       return undefined
     })
+    reader.maxMessage = HELLO_MAX
     socket.on('data', (chunk: Buffer) => {
       try {
         reader.feed(chunk)

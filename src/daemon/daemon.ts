@@ -11,6 +11,7 @@
  * answer the handshake before the FUSE mount comes up, so a misconfigured
  * cluster fails at mount time with a reason, not at the first open.
  */
+import { createHash } from 'node:crypto'
 import { promises as fs, readFileSync } from 'node:fs'
 import path from 'node:path'
 import type { Logger } from 'pino'
@@ -144,6 +145,20 @@ async function openDirectory (config: MountConfig, buffers: SampleBuffers, log: 
   }
 }
 
+/**
+ * What a pack's disk cache is the cache of: its index and where it is read
+ * from. Chunks are checked against the index's CRC-32s when fetched, which
+ * a forger meets at will, so a bucket (or directory) someone else fills with
+ * the same index and forged chunks must not share a cache with the pack it
+ * copies: mounted once with that --cache-dir, it would feed the real one.
+ */
+async function cacheIdentity (config: MountConfig, indexIdentity: string): Promise<string> {
+  const place = isS3Url(config.source)
+    ? `${config.s3?.endpoint ?? process.env.AWS_ENDPOINT_URL_S3 ?? process.env.AWS_ENDPOINT_URL ?? 'the default endpoint'} ${config.source}`
+    : await fs.realpath(config.source)
+  return createHash('sha1').update(`${indexIdentity}\0${place}`).digest('hex')
+}
+
 /** A pack, in a directory or a bucket: its layout was fixed when it was written. */
 export async function openPack (config: MountConfig, buffers: SampleBuffers, log: Logger, storage: PackStorage = new DirectoryPackStorage(config.source)): Promise<OpenedDataset> {
   if (config.includeFile !== undefined) throw new UsageError('--include does not apply to a pack: pack the subset instead (redirfs pack --include <list>)')
@@ -154,7 +169,7 @@ export async function openPack (config: MountConfig, buffers: SampleBuffers, log
   if (config.groupDepth !== undefined && config.groupDepth !== pack.header.groupDepth) {
     throw new UsageError(`the pack was written with redirect groups by ${describeGrouping(pack.header.groupDepth)}; it cannot be mounted with --group-depth ${config.groupDepth} (leave it out, or re-pack with it)`)
   }
-  const cache = config.cache === undefined ? undefined : await ChunkCache.open(config.cache.directory, pack.identity, config.cache.sizeBytes, pack.arrays.chunkLength, log)
+  const cache = config.cache === undefined ? undefined : await ChunkCache.open(config.cache.directory, await cacheIdentity(config, pack.identity), config.cache.sizeBytes, pack.arrays.chunkLength, log)
   const source = new PackSource(pack, buffers, log, cache, cacheFillBytes(config))
   return {
     tree: pack.tree,
@@ -359,8 +374,10 @@ async function serve (config: MountConfig, dataset: OpenedDataset, buffers: Samp
     stats,
     reset,
     beforeSampleOpen: runs === undefined ? undefined : thread => thread === undefined || onRunEvent(runs.noteOpen(thread), cluster ?? engine, log),
+    runsBegun: runs === undefined ? undefined : () => engine.newRuns,
     afterSampleOpen: seconds => metrics?.observeOpen(seconds),
-    watch: dataset.watch
+    watch: dataset.watch,
+    passThroughCap: passThroughCap(fdLimit()?.soft)
   })
   let metrics: MetricsServer | undefined
 
@@ -471,7 +488,9 @@ function followMemoryCgroup (recorded: MemoryLimit | undefined, onMoved: (limit:
   let seen = readFileSync('/proc/self/cgroup', 'utf8')
   let limit = recorded
   return setInterval(() => {
-    const now = readFileSync('/proc/self/cgroup', 'utf8')
+    let now: string
+    // Unreadable for a moment (EMFILE while users hold many files open): looked at again next time.
+    try { now = readFileSync('/proc/self/cgroup', 'utf8') } catch { return }
     if (now === seen) return
     seen = now
     const moved = memoryLimitOf()
@@ -485,6 +504,14 @@ function followMemoryCgroup (recorded: MemoryLimit | undefined, onMoved: (limit:
     }
     onMoved(moved).catch(err => log.error({ err: (err as Error).message }, 'cannot update the mount\'s record'))
   }, 2000).unref()
+}
+
+/**
+ * Pass-through files (non-samples) open at once: half the daemon's
+ * descriptors, the rest kept for its own loads, cache, log and sockets.
+ */
+export function passThroughCap (fdLimit: number | undefined): number {
+  return fdLimit === undefined || !Number.isFinite(fdLimit) ? 1 << 20 : Math.max(16, Math.floor(fdLimit / 2))
 }
 
 /** When an orphaned worker's open was last logged: a leftover worker may try thousands; they are counted, and logged once a minute. */

@@ -23,10 +23,17 @@ import type { Adoption } from '../redirect/takeover'
 import { ResidentBytes, VcWaiters } from './memory'
 import type { SampleBuffers } from '../chunks/sample-buffers'
 
+/** An open whose sample could not be read (EIO), and the unreadable file it was charged with, when one was. */
+export class UnreadableSample extends FsError {
+  constructor (message: string, readonly charged?: FileId, readonly generation?: number) { super('EIO', message) }
+}
+
 export interface ServedFile {
   /** The file whose bytes these are (differs from the opened one when redirected). */
   readonly file: FileId
   readonly bytes: Buffer
+  /** The epoch state it was answered in (Engine.generation): given back after a new run or a reset began, it belongs to none. */
+  readonly generation?: number
 }
 
 /** Asks the holders of a reclaim; the bytes of a returned file come with it. */
@@ -59,8 +66,21 @@ export class Engine {
 
   /** Answers an open of a sample file with the bytes it is bound to; `exact`: the file itself (see `OpenOptions`). */
   async open (file: FileId, options: { exact?: boolean } = {}): Promise<ServedFile> {
-    return await this.answer(file, undefined, options.exact)
+    try {
+      return { ...await this.answer(file, undefined, options.exact), generation: this.generation }
+    } catch (err) {
+      if (err instanceof UnreadableSample) throw new UnreadableSample(err.message, err.charged, this.generation)
+      throw err
+    }
   }
+
+  /**
+   * Which epoch state this is: it moves on when a new run begins or a reset
+   * starts every VC afresh. What was answered in another one is nobody's
+   * in this one: given back, it is let go (Protocol.returnUnserved would
+   * count it against the wrong epoch).
+   */
+  get generation (): number { return this.protocol.counters.newRuns + this.protocol.counters.resets }
 
   /**
    * Answers another node's open of `file`, then ships it what is in memory
@@ -107,16 +127,14 @@ export class Engine {
         if (outcome.returned === undefined || outcome.returned.file !== returned) throw new Error(`a holder returned file ${returned} without its bytes`)
         return outcome.returned
       }
-      const served = await this.runLoad(decision.plan)
-      if (served === undefined) {
-        throw new FsError('EIO', `cannot read the data for ${this.protocol.layout.files[file].path}`)
-      }
-      return served
+      const outcome = await this.runLoad(decision.plan)
+      if ('file' in outcome) return outcome
+      throw new UnreadableSample(`cannot read the data for ${this.protocol.layout.files[file].path}`, outcome.charged)
     }
   }
 
-  /** Loads a chunk, places it, wakes the opens waiting on its VC. */
-  private async runLoad (plan: LoadPlan): Promise<ServedFile | undefined> {
+  /** Loads a chunk, places it, wakes the opens waiting on its VC; for a demand load, its answer, or the file a failed one was charged with. */
+  private async runLoad (plan: LoadPlan): Promise<ServedFile | { charged?: FileId }> {
     let delivered: Map<FileId, Buffer>
     try {
       delivered = await this.fetchPieces(plan)
@@ -129,7 +147,7 @@ export class Engine {
       this.resident.set(file, delivered.get(file)!)
       delivered.delete(file)
     }
-    let served: ServedFile | undefined
+    let served: ServedFile | { charged?: FileId } = { charged: outcome.charged }
     if (outcome.served !== undefined) {
       const bytes = this.resident.has(outcome.served) ? this.resident.take(outcome.served) : delivered.get(outcome.served)!
       delivered.delete(outcome.served)
@@ -202,6 +220,9 @@ export class Engine {
 
   get takeovers (): number { return this.protocol.counters.takeovers }
 
+  /** How many runs have begun a new epoch here (Protocol.startNewRun): the adapter checks whether one began while an open waited. */
+  get newRuns (): number { return this.protocol.counters.newRuns }
+
   private takeResident (file: FileId): Buffer { return this.resident.take(file) }
 
   private wake (vc: VcId): void { this.waiters.wake(vc) }
@@ -229,8 +250,17 @@ export class Engine {
     return dropped.length
   }
 
+  /** A failed answer whose opener must not count (UnreadableSample.charged): its file is charged to another open (Protocol.uncharge). */
+  uncharge (file: FileId, generation?: number): void {
+    if (generation === undefined || generation === this.generation) this.protocol.uncharge(file)
+  }
+
   /** An answer whose opener went away before it got it: the file waits for another open (Protocol.returnUnserved). */
   giveBack (served: ServedFile): void {
+    if (served.generation !== undefined && served.generation !== this.generation) {
+      this.buffers.give(served.bytes)
+      return
+    }
     if (this.protocol.returnUnserved(served.file) === 'placed') {
       this.resident.set(served.file, served.bytes)
       this.wake(this.protocol.vcOf(served.file))

@@ -10,10 +10,12 @@
  */
 import { constants as fsConstants, promises as fs } from 'node:fs'
 import type { Logger } from 'pino'
-import type { ChangingAttributes, DatasetTree, FileReader } from '../chunks/tree'
+import type { ChangingAttributes, DatasetTree, FileReader, OpenFile } from '../chunks/tree'
 import type { SourceWatch } from '../chunks/source-watch'
 import type { SampleBuffers } from '../chunks/sample-buffers'
-import type { ServedFile } from '../engine/engine'
+import { UnreadableSample, type ServedFile } from '../engine/engine'
+import type { FileId } from '../redirect/layout'
+import { LogRate } from '../util/log-rate'
 import { CONTROL_DIR, isControlPath, RESET_FILE, STATS_FILE } from './control'
 import { errno, errnoOf } from './errno'
 import { HandleTable, RESET_ENTRY, STATS_ENTRY, type Handle } from './handles'
@@ -33,6 +35,8 @@ export interface AdapterOptions {
     open (sample: number, options?: { exact?: boolean }): Promise<ServedFile>
     /** An answer that never reached its opener: the file waits for another open. */
     giveBack (served: ServedFile): void
+    /** A failed open that must not count: the unreadable file it was charged with is charged to another open. */
+    uncharge?: (file: FileId, generation?: number) => void
   }
   /** The pool served samples' bytes were lent from: a released handle's go back to it. */
   buffers: SampleBuffers
@@ -47,6 +51,8 @@ export interface AdapterOptions {
    * orphaned worker of a run that ended.
    */
   beforeSampleOpen?: (thread: number | undefined) => boolean
+  /** How many runs have begun so far (src/runs): one that began while an open waited may have orphaned its opener. */
+  runsBegun?: () => number
   /** Told how long each sample open took here (the metrics' open-wait histogram). */
   afterSampleOpen?: (seconds: number) => void
   /**
@@ -55,6 +61,14 @@ export interface AdapterOptions {
    * lets its readers have is not served from it.
    */
   watch?: SourceWatch
+  /**
+   * How many pass-through files (non-samples, each a descriptor of the
+   * daemon's) may be open at once; past it an open fails with EMFILE, as
+   * it would for the opener at its own limit. Without it, users holding
+   * files open would take every descriptor the daemon has, and with them
+   * its loads, its cache and its log.
+   */
+  passThroughCap?: number
   log: Logger
 }
 
@@ -73,6 +87,10 @@ const EROFS_OPS = ['write', 'create', 'truncate', 'ftruncate', 'unlink', 'rename
 export class FsAdapter {
   readonly handles = new HandleTable()
   readonly counters = { passthroughOpens: 0, failedOpens: 0, changedOthers: 0 }
+  /** Failed opens are counted (stats) each, and logged 60 a minute at most, with how many were not. */
+  private readonly failedOpenLines = new LogRate(60)
+  /** Pass-through files open or being opened (AdapterOptions.passThroughCap). */
+  private passThroughFiles = 0
   /** Set by a backend that caches attributes in the kernel: an entry's attributes changed. */
   onEntryChanged?: (entry: number) => void
   private readonly mountedAt = new Date()
@@ -145,21 +163,40 @@ export class FsAdapter {
     const sample = tree.sampleOf(entry)
     if (sample !== undefined) {
       if (this.options.beforeSampleOpen?.(options.thread) === false) throw new FsError('EIO', 'an orphaned worker of a run that ended')
+      const runs = this.options.runsBegun?.()
+      // A run that began while this open waited (on a load) may have made its opener a worker of one that ended
+      // (its trainer killed): its answer, or the failure it was charged with, is the new run's, and goes back.
+      const orphaned = (): boolean => runs !== undefined && this.options.runsBegun!() !== runs && this.options.beforeSampleOpen?.(options.thread) === false
       const started = process.hrtime.bigint()
-      const served = await this.serveSample(sample, options.exact === true)
+      let served: ServedFile
+      try {
+        served = await this.serveSample(sample, options.exact === true)
+      } catch (err) {
+        if (err instanceof UnreadableSample && err.charged !== undefined && orphaned()) {
+          this.options.samples.uncharge?.(err.charged, err.generation)
+          throw new FsError('EIO', 'an orphaned worker of a run that ended')
+        }
+        throw err
+      }
+      if (orphaned()) {
+        this.options.samples.giveBack(served)
+        throw new FsError('EIO', 'an orphaned worker of a run that ended')
+      }
       this.options.afterSampleOpen?.(Number(process.hrtime.bigint() - started) / 1e9)
       return { kind: 'bytes', entry, bytes: served.bytes, served: served.file }
     }
     await this.refuseChanged(entry, 'EACCES')
+    if (this.passThroughFiles >= (this.options.passThroughCap ?? Infinity)) throw new FsError('EMFILE', 'as many files are open through the mount as the daemon allows')
     this.counters.passthroughOpens++
-    const file = await this.options.files.open(tree.pathOf(entry))
-    if (file.attributesNow !== undefined) {
-      try {
-        this.refresh(entry, await file.attributesNow())
-      } catch (err) {
-        await file.close().catch(() => {})
-        throw err
-      }
+    this.passThroughFiles++
+    let file: OpenFile | undefined
+    try {
+      file = await this.options.files.open(tree.pathOf(entry))
+      if (file.attributesNow !== undefined) this.refresh(entry, await file.attributesNow())
+    } catch (err) {
+      this.passThroughFiles--
+      await file?.close().catch(() => {})
+      throw err
     }
     return { kind: 'passthrough', entry, file }
   }
@@ -216,7 +253,10 @@ export class FsAdapter {
    */
   async release (number: number): Promise<void> {
     const handle = this.handles.remove(number)
-    if (handle?.kind === 'passthrough') await handle.file.close().catch(() => {})
+    if (handle?.kind === 'passthrough') {
+      this.passThroughFiles--
+      await handle.file.close().catch(() => {})
+    }
     if (handle?.kind === 'bytes') this.options.buffers.give(handle.bytes)
   }
 
@@ -239,7 +279,8 @@ export class FsAdapter {
   noteFailedOpen (fusePath: string, err: unknown): void {
     if (errnoOf(err) !== errno('EIO')) return
     this.counters.failedOpens++
-    this.options.log.error({ path: fusePath, err: (err as Error).message }, 'open failed')
+    const line = this.failedOpenLines.take()
+    if (line.log) this.options.log.error({ path: fusePath, err: (err as Error).message, ...(line.held > 0 ? { notLogged: line.held } : {}) }, 'open failed')
   }
 
   /** The operations object for fuse-native. */

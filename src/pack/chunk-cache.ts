@@ -108,6 +108,7 @@ export class ChunkCache {
   static async open (root: string, identity: string, limitBytes: number, chunkLengths: Float64Array, log: Logger): Promise<ChunkCache> {
     const refuse = (why: string): UsageError => new UsageError(`cannot use --cache-dir ${root}: ${why}`)
     const user = process.geteuid?.() ?? 0
+    await checkLinksOnTheWay(path.resolve(root), user, refuse)
     await fs.mkdir(root, { recursive: true, mode: 0o700 }).catch((err: unknown) => { throw refuse(describeSystemError(err)) })
     const real = await fs.realpath(root)
     await checkDirectoriesAbove(real, user, refuse)
@@ -294,6 +295,18 @@ async function checkPrivate (where: string, what: 'file' | 'directory', user: nu
   if (stat.uid !== BigInt(user) && stat.uid !== 0n) throw refuse(`${where} belongs to uid ${stat.uid}, not to this user (uid ${user}) or root`)
   if ((stat.mode & 0o022n) !== 0n) throw refuse(`${where} may be written by ${(stat.mode & 0o002n) !== 0n ? 'anyone' : 'its group'} (mode 0${(stat.mode & 0o7777n).toString(8)}); make it writable by its owner only (chmod go-w)`)
   return stat
+}
+
+/**
+ * A symbolic link on the given path is followed only when this user or root
+ * made it: another's (say /tmp/cache, made before the mount) would choose
+ * where this user's cache, and its key, are written.
+ */
+async function checkLinksOnTheWay (given: string, user: number, refuse: (why: string) => UsageError): Promise<void> {
+  for (let at = given; at !== path.dirname(at); at = path.dirname(at)) {
+    const stat = await fs.lstat(at, { bigint: true }).catch(() => undefined)
+    if (stat?.isSymbolicLink() === true && stat.uid !== BigInt(user) && stat.uid !== 0n) throw refuse(`${at} is a symbolic link of uid ${stat.uid}, not of this user (uid ${user}) or root`)
+  }
 }
 
 /** Each directory above the cache's: this user's or root's, writable by nobody else unless root's and sticky (/tmp). */

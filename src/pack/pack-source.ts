@@ -170,22 +170,53 @@ export class PackSource implements ChunkSource {
 
 /** Non-sample files of a pack, read from others.bin and checked against their CRC-32. */
 export class PackFileReader implements FileReader {
+  /**
+   * The bytes of each non-sample file open now, shared by its opens: a
+   * thousand opens of one file hold it once (each read whole, they held it
+   * a thousand times), so what they hold is bounded by the pack's own
+   * non-sample files.
+   */
+  private readonly held = new Map<number, { bytes: Promise<Buffer>, opens: number }>()
+
   constructor (private readonly pack: PackIndex) {}
 
   async open (relativePath: string): Promise<OpenFile> {
     const entry = this.pack.entryIndex(relativePath)
     if (entry === undefined) throw new FsError('ENOENT', 'no such file')
+    let shared = this.held.get(entry)
+    if (shared === undefined) {
+      shared = { bytes: this.readChecked(entry, relativePath), opens: 0 }
+      this.held.set(entry, shared)
+    }
+    shared.opens++
+    const release = (): void => {
+      if (--shared!.opens === 0 && this.held.get(entry) === shared) this.held.delete(entry)
+    }
+    let bytes: Buffer
+    try {
+      bytes = await shared.bytes
+    } catch (err) {
+      release()
+      // A failed read is not kept: the next open tries again.
+      if (this.held.get(entry) === shared) this.held.delete(entry)
+      throw err
+    }
+    let closed = false
+    return {
+      read: async (buffer, length, position) => bytes.copy(buffer, 0, position, Math.min(position + length, bytes.length)),
+      close: async () => { if (!closed) { closed = true; release() } },
+      native: { bytes }
+    }
+  }
+
+  /** Non-sample files are small (labels, notes): the whole file, checked against its CRC. */
+  private async readChecked (entry: number, relativePath: string): Promise<Buffer> {
     const { arrays } = this.pack
     const size = arrays.size[entry]
-    // Non-sample files are small (labels, notes): check the whole file once at open.
     const bytes = await this.pack.storage.readOthers(arrays.location[entry], size).catch((err: unknown) => {
       throw new FsError('EIO', `cannot read ${relativePath} from the pack: ${(err as Error).message}`, { cause: err })
     })
     if (bytes.length !== size || crc32(bytes) !== arrays.crc[entry]) throw new FsError('EIO', `${relativePath} in the pack is damaged`)
-    return {
-      read: async (buffer, length, position) => bytes.copy(buffer, 0, position, Math.min(position + length, size)),
-      close: async () => {},
-      native: { bytes }
-    }
+    return bytes
   }
 }

@@ -94,6 +94,8 @@ export interface LoadOutcome {
   readonly placed: readonly FileId[]
   /** For a demand load: the file its open is answered with, or undefined when that file could not be read. */
   readonly served?: FileId
+  /** When it could not be read: the unreadable file its open was charged with (consumed for it), if one was. */
+  readonly charged?: FileId
 }
 
 export interface StandbyUpdate {
@@ -390,14 +392,18 @@ export class Protocol {
       }
     }
 
+    let charged: FileId | undefined
     if (plan.requester !== undefined) {
+      // Which file a failed answer is charged with: the one it consumes (only a load that lost files can fail).
+      const unconsumed = delivered.size < plan.files.length ? this.filesRead(plan).concat(plan.files).filter(file => !this.slots.isConsumed(file)) : []
       served = this.answerRequester(plan, delivered)
+      if (served === undefined) charged = unconsumed.find(file => this.slots.isConsumed(file))
       if (served === undefined) this.counters.failedOpens++
       else if (served !== plan.requester) this.counters.redirects++
       if (served !== undefined) this.home.noteServed(served, plan.forNode)
     }
     this.noteMemory()
-    return { placed, served }
+    return { placed, served, charged }
   }
 
   /**
@@ -487,13 +493,27 @@ export class Protocol {
     if (!this.owns(vc) || !this.slots.isConsumed(file)) return 'dropped'
     this.counters.returnedFiles++
     this.home.unserve(file)
-    if (this.slots.isSlotEmpty(vc, offset)) {
+    // Not while a load of its VC is in flight: that load was planned with the slot empty and the file
+    // consumed, and would fill the slot again (strict) or stage a second copy of it (pool, mix).
+    if (this.slots.isSlotEmpty(vc, offset) && !this.slots.isLoading(vc)) {
       this.slots.place(vc, offset, file)
       this.noteMemory()
       return 'placed'
     }
     this.slots.unconsume(file)
     return 'dropped'
+  }
+
+  /**
+   * A failed open was charged with an unreadable file (LoadOutcome.charged)
+   * but its opener must not count (an orphaned worker, refused after its
+   * answer): the file is this epoch's to charge to another open again.
+   */
+  uncharge (file: FileId): void {
+    const vc = this.vcOf(file)
+    if (!this.owns(vc) || !this.slots.isConsumed(file) || this.slots.fileAt(vc, this.offsetOf(file)) === file) return
+    this.slots.unconsume(file)
+    this.counters.failedOpens--
   }
 
   /**

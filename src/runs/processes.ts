@@ -9,7 +9,7 @@
  * and every read may fail (a process that exited, one of another user that
  * a non-root daemon may not inspect): callers treat undefined as "unknown".
  */
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs'
+import { readdirSync, readFileSync, readlinkSync, statSync } from 'node:fs'
 
 export interface ProcessInfo {
   readonly pid: number
@@ -21,6 +21,8 @@ export interface ProcessInfo {
   /** The program it runs (`/proc/<pid>/exe`), or its name when that cannot be read. */
   readonly program: string
   readonly commandLine: readonly string[]
+  /** Whose it is (the owner of `/proc/<pid>`, its effective user), when known. */
+  readonly uid?: number
 }
 
 /** The environment variables by which launchers name a job (run-tracker.ts). */
@@ -87,7 +89,9 @@ export const procTable: ProcessTable = {
     let program: string
     try { program = readlinkSync(`/proc/${pid}/exe`) } catch { program = stat.name }
     const commandLine = (readOrUndefined(`/proc/${pid}/cmdline`) ?? '').split('\0').filter((arg, i, all) => i < all.length - 1 || arg !== '')
-    return { pid, parent: stat.parent, startTime: stat.startTime, alive: stat.alive, program, commandLine }
+    let uid: number | undefined
+    try { uid = statSync(`/proc/${pid}`).uid } catch {}
+    return { pid, parent: stat.parent, startTime: stat.startTime, alive: stat.alive, program, commandLine, uid }
   },
   children (pid) {
     let threads: string[]

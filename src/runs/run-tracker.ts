@@ -135,7 +135,10 @@ function namesOwnRun (table: ProcessTable, child: ProcessInfo, parent: ProcessIn
 /** The run a trainer belongs to: its launcher's job when the environment names one, else the trainer itself. */
 export function runOf (table: ProcessTable, trainer: ProcessInfo, now: number): Run {
   const v = table.launcherVariables(trainer.pid) ?? {}
-  const named = (key: string, global: boolean): Run => ({ key, global, trainers: new Map([[trainer.pid, trainer.startTime]]), description: describe(trainer), startedAt: now })
+  // A job's name is its user's: another user naming the same job (REDIRFS_RUN_ID is in the stats, a rendezvous
+  // address is guessable) starts a run of its own beside it, never joins the victim's and counts as its epochs.
+  const user = trainer.uid === undefined ? '' : ` of uid ${trainer.uid}`
+  const named = (key: string, global: boolean): Run => ({ key: global ? key + user : key, global, trainers: new Map([[trainer.pid, trainer.startTime]]), description: describe(trainer), startedAt: now })
   if (v.REDIRFS_RUN_ID !== undefined && v.REDIRFS_RUN_ID !== '') return named(`REDIRFS_RUN_ID ${v.REDIRFS_RUN_ID}`, true)
   if (v.TORCHELASTIC_RUN_ID !== undefined) {
     const attempt = v.TORCHELASTIC_RESTART_COUNT ?? '0'

@@ -7,7 +7,7 @@ import path from 'node:path'
 import t, { type Test } from 'tap'
 import { readStats } from '../../src/cli/stats-command'
 import { classOf, generateDataset } from '../helpers/dataset'
-import { CLI, CLI_ENV, emptyDir, forceUnmount, isAlive, isMounted, mount, redirfs } from '../helpers/mount'
+import { CLI, CLI_ENV, emptyDir, forceUnmount, isAlive, isMounted, mount, redirfs, waitUntil } from '../helpers/mount'
 import { readEpoch } from '../helpers/readers'
 
 const dataset = generateDataset(4)
@@ -164,10 +164,10 @@ t.test('a killed daemon: umount --force recovers the mountpoint and a remount wo
   await mount(t, dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4')
   const { pid } = await readStats(mountpoint)
   process.kill(pid, 'SIGKILL')
-  for (let i = 0; i < 50 && isAlive(pid); i++) await new Promise(resolve => setTimeout(resolve, 20))
+  await waitUntil(() => !isAlive(pid))
   // A request caught in the kernel's abort of the connection fails ECONNABORTED; every later one, ENOTCONN.
   const code = async (): Promise<string | undefined> => await fs.readdir(mountpoint).then(() => undefined, (err: NodeJS.ErrnoException) => err.code)
-  for (let i = 0; i < 50 && await code() === 'ECONNABORTED'; i++) await new Promise(resolve => setTimeout(resolve, 20))
+  await waitUntil(async () => await code() !== 'ECONNABORTED')
   t.equal(await code(), 'ENOTCONN', 'a dead mount')
   const refused = await redirfs('mount', dataset.root, mountpoint)
   t.match(refused.stderr, /dead mount.*redirfs umount --force/)
@@ -202,7 +202,7 @@ t.test('--foreground stays attached and unmounts cleanly on SIGTERM and SIGINT',
     t.teardown(() => forceUnmount(mountpoint))
     const child = spawn(CLI, ['mount', dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4', '--foreground', '--log-level', 'error'], { stdio: 'ignore', env: CLI_ENV })
     t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
-    for (let i = 0; i < 200 && !isMounted(mountpoint); i++) await new Promise(resolve => setTimeout(resolve, 25))
+    await waitUntil(() => isMounted(mountpoint) || child.exitCode !== null)
     t.ok(isMounted(mountpoint), `${signal}: mounted`)
     const exited = new Promise<number | null>(resolve => child.on('exit', code => resolve(code)))
     child.kill(signal)

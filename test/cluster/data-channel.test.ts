@@ -4,6 +4,7 @@
 // owner once its answer is written. The handler is a small stand-in here;
 // test/cluster/cluster.test.ts runs the real nodes over it.
 import { mkdtempSync, rmSync } from 'node:fs'
+import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import * as grpc from '@grpc/grpc-js'
@@ -31,7 +32,7 @@ const noReclaim = (): ReclaimReply => { throw new Error('no reclaim in this test
 /** File n's bytes: n repeated, `size` of them. */
 const bytesOf = (file: number, size: number): Buffer => Buffer.alloc(size, file % 251)
 
-async function serve (t: Test, handler: DataHandler, credentials?: Credentials, refused: string[] = []): Promise<{ client: (token?: string, as?: Credentials) => DataClient, close: () => void }> {
+async function serve (t: Test, handler: DataHandler, credentials?: Credentials, refused: string[] = []): Promise<{ client: (token?: string, as?: Credentials) => DataClient, close: () => void, port: number }> {
   const own = credentials ?? await loadCredentials({})
   const server = await startDataServer('127.0.0.1', 0, own, TOKEN, handler, statusOf, peer => refused.push(peer), log)
   t.teardown(() => server.close())
@@ -42,7 +43,8 @@ async function serve (t: Test, handler: DataHandler, credentials?: Credentials, 
       t.teardown(() => client.close())
       return client
     },
-    close: () => server.close()
+    close: () => server.close(),
+    port: server.port
   }
 }
 
@@ -134,6 +136,37 @@ t.test('a wrong token is refused, noted, and no read goes through', async t => {
   t.same([err.status, err.details], [grpc.status.UNAUTHENTICATED, 'wrong or missing cluster token'])
   t.equal(refused.length, 1, 'the owner noted the refusal once')
   t.equal(reads, 0)
+})
+
+/** A raw connection to a data server's port, as anyone who can reach it has; resolves with it once connected. */
+async function rawConnection (t: Test, port: number): Promise<{ socket: net.Socket, closed: Promise<void> }> {
+  const socket = net.connect(port, '127.0.0.1')
+  t.teardown(() => { socket.destroy() })
+  socket.on('error', () => {})
+  const closed = new Promise<void>(resolve => socket.on('close', () => resolve()))
+  await new Promise<void>(resolve => socket.on('connect', () => resolve()))
+  return { socket, closed }
+}
+
+t.test('before its hello a connection is closed if it announces more than a hello, and at most 64 such connections are held', async t => {
+  const refused: string[] = []
+  const { client, port } = await serve(t, { reclaim: noReclaim, read: async r => ({ served: { file: r.file, data: Buffer.from('x') }, batch: [], batchNumber: 0, vcEpoch: 0, generation: FIRST_GENERATION }) }, undefined, refused)
+  const big = await rawConnection(t, port)
+  const head = Buffer.alloc(9)
+  head.writeUInt32BE(16 * 2 ** 20 - 1, 0)
+  head.writeUInt8(1, 4)
+  big.socket.write(head)
+  await big.closed
+  t.pass('a 16 MiB hello is closed at its head')
+  const idle = await Promise.all(Array.from({ length: 64 }, async () => await rawConnection(t, port)))
+  const oneMore = await rawConnection(t, port)
+  await oneMore.closed
+  t.pass('the 65th connection that has not said hello is closed at once')
+  for (const connection of idle) connection.socket.destroy()
+  await Promise.all(idle.map(async connection => await connection.closed))
+  const answer = await client().read(request(7), 60_000).answer
+  t.equal(answer.served?.file, 7, 'a peer with the token reads once they are gone')
+  t.same(refused, [], 'none of them was a wrong token')
 })
 
 t.test('an owner that goes away mid-read fails the read as unreachable; a deadline too', async t => {

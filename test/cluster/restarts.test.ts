@@ -81,7 +81,7 @@ t.test('a whole job killed mid-epoch and started again: every node starts one ag
   await killJob(first)
   await runJob(t, cluster.mountpoints, 'second-job', 3)
   const stats = await Promise.all(cluster.mountpoints.map(readStats))
-  t.same(stats.map(s => s.cluster!.generation), [0, 1, 2].map(() => ({ number: 2, key: 'REDIRFS_RUN_ID second-job' })), 'one agreed generation per job')
+  t.same(stats.map(s => s.cluster!.generation), [0, 1, 2].map(() => ({ number: 2, key: 'REDIRFS_RUN_ID second-job of uid 0' })), 'one agreed generation per job')
 })
 
 t.test('a node whose daemon died mid-epoch is mounted again: it rejoins, and the next job is exact cluster-wide', async t => {
@@ -106,5 +106,5 @@ t.test('a node whose daemon died mid-epoch is mounted again: it rejoins, and the
   const stats = await Promise.all(cluster.mountpoints.map(readStats))
   t.same(stats.map(s => s.cluster!.peers.map(p => p.state)), [['self', 'alive', 'alive'], ['alive', 'self', 'alive'], ['alive', 'alive', 'self']], 'every node owns its chunks again')
   t.ok(stats[2].protocol.opens - stats[2].protocol.remoteOpens > 0, 'node 2 served opens of its own chunks')
-  t.same(new Set(stats.map(s => s.cluster!.generation.key)), new Set(['REDIRFS_RUN_ID after-the-rejoin']))
+  t.same(new Set(stats.map(s => s.cluster!.generation.key)), new Set(['REDIRFS_RUN_ID after-the-rejoin of uid 0']))
 })

@@ -24,3 +24,26 @@ t.test('the daemon runs with its soft descriptor limit raised to the hard one', 
   const log = readFileSync(/; log (.*)$/m.exec(stdout)![1], 'utf8').split('\n').filter(Boolean).map(line => JSON.parse(line) as { msg: string, fdLimit?: number })
   t.equal(log.find(line => line.msg === 'mounted')?.fdLimit, 1000, 'and its log says so')
 })
+
+t.test('files held open through the mount take half the daemon\'s descriptors at most: the next open fails with EMFILE, and the mount goes on serving', async t => {
+  const mountpoint = emptyDir()
+  t.teardown(() => forceUnmount(mountpoint))
+  await run('prlimit', ['--nofile=200:200', CLI, 'mount', dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4'], { env: CLI_ENV })
+  const other = [...dataset.others.keys()][0]
+  const held: fs.FileHandle[] = []
+  t.teardown(async () => { for (const file of held) await file.close().catch(() => {}) })
+  let refusal: NodeJS.ErrnoException | undefined
+  for (let i = 0; i < 200 && refusal === undefined; i++) {
+    try { held.push(await fs.open(`${mountpoint}/${other}`, 'r')) } catch (err) { refusal = err as NodeJS.ErrnoException }
+  }
+  t.equal(refusal?.code, 'EMFILE')
+  t.equal(held.length, 100, 'half of 200')
+  t.same(await held[0].readFile(), dataset.others.get(other), 'a file held open reads')
+  t.ok((await fs.readdir(mountpoint)).length > 0, 'the mount lists')
+  const stats = await readStats(mountpoint)
+  t.ok(stats.pid > 0, 'stats answer')
+  await held.pop()!.close()
+  const again = await fs.open(`${mountpoint}/${other}`, 'r')
+  held.push(again)
+  t.same(await again.readFile(), dataset.others.get(other), 'a file closed makes room for another')
+})

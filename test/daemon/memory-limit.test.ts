@@ -8,7 +8,7 @@ import { promisify } from 'node:util'
 import t from 'tap'
 import { readStats } from '../../src/cli/stats-command'
 import { memoryCgroup } from '../helpers/cgroup'
-import { CLI, CLI_ENV, emptyDir, forceUnmount, isAlive, isMounted, redirfs } from '../helpers/mount'
+import { CLI, CLI_ENV, emptyDir, forceUnmount, isAlive, isMounted, redirfs, waitUntil } from '../helpers/mount'
 import { largeSampleTree, MiB } from '../helpers/memory'
 import { readEpoch } from '../helpers/readers'
 
@@ -49,7 +49,7 @@ t.test('a daemon killed by the OOM killer mid-epoch: stats, umount and the log s
   // Now squeeze the group to what the daemon holds, and make it load samples.
   cgroup.setLimit(cgroup.usage() + 2 * MiB)
   await readEpoch(mountpoint, samples, 1).catch(() => {})
-  for (let tries = 0; tries < 200 && isAlive(pid); tries++) await new Promise(resolve => setTimeout(resolve, 50))
+  await waitUntil(() => !isAlive(pid))
   t.notOk(isAlive(pid), 'the kernel killed the daemon')
   const stats = await redirfs('stats', mountpoint)
   t.equal(stats.code, 1)
@@ -78,7 +78,7 @@ t.test('a daemon moved into a memory cgroup after it mounted, then killed by its
   }
   cgroup.setLimit(cgroup.usage() + 2 * MiB)
   await readEpoch(mountpoint, samples, 1).catch(() => {})
-  for (let tries = 0; tries < 200 && isAlive(pid); tries++) await new Promise(resolve => setTimeout(resolve, 50))
+  await waitUntil(() => !isAlive(pid))
   t.notOk(isAlive(pid), 'the kernel killed the daemon')
   const stats = await redirfs('stats', mountpoint)
   t.match(stats.stderr, new RegExp(`was probably killed by the kernel's OOM killer \\(\\d+ kills? in its memory cgroup ${cgroup.dir},`))

@@ -5,7 +5,7 @@
 // redirection itself (an open is never answered with a file the opener
 // could not read). On both FUSE backends.
 import { execFileSync } from 'node:child_process'
-import { chmodSync, mkdirSync, promises as fs, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, linkSync, mkdirSync, promises as fs, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import t from 'tap'
 import { sha1 } from '../helpers/dataset'
@@ -200,6 +200,43 @@ t.test('an ACL on the source directory itself that denies a user keeps them out 
   t.match((await readAsNobody(source, samples))[samples[0]], /^error Permission denied/, 'the source keeps nobody out')
   t.same(Object.values(await readAsNobody(mountpoint, samples)).map(got => got.replace(/ .*/, '')), ['error', 'error'], 'so does the mount')
   t.equal((await fs.stat(mountpoint)).mode & 0o077, 0, 'whose root shows its owner\'s bits only')
+})
+
+t.test('an ACL added after the mount to a directory above the source keeps the user it denies out of what was loaded and what was not', async t => {
+  const base = emptyDir('redirfs-acl-above-')
+  t.teardown(() => rmSync(base, { recursive: true, force: true }))
+  const source = path.join(base, 'data')
+  const cats = writeClass(source, 'cat', 4)
+  const dogs = writeClass(source, 'dog', 4)
+  openToEveryone(base, source)
+  const mountpoint = emptyDir()
+  openToEveryone(mountpoint)
+  await mount(t, source, mountpoint, '--allow-other', '--chunk-size', '8', '--memory', '100K')
+  const read = await readInTwoAsNobody(mountpoint, [...cats, ...dogs], async first => {
+    t.notMatch(Object.values(first)[0], /^error/, 'the first is read')
+    denyNobodyByAcl(base, 0o755)
+  })
+  t.match((await readAsNobody(source, [dogs[0]]))[dogs[0]], /^error Permission denied/, 'the source denies nobody now')
+  t.same(servedTo(read).length, 1, 'so does the mount: neither the cats in memory nor the dogs not yet read')
+})
+
+t.test('a chmod through another hard link of a sample, outside the source, keeps nobody from its bytes in memory', async t => {
+  const base = emptyDir('redirfs-hardlink-')
+  t.teardown(() => rmSync(base, { recursive: true, force: true }))
+  const source = path.join(base, 'data')
+  const cats = writeClass(source, 'cat', 6)
+  mkdirSync(path.join(base, 'elsewhere'))
+  for (const [i, cat] of cats.entries()) linkSync(path.join(source, cat), path.join(base, 'elsewhere', `${i}.jpg`))
+  openToEveryone(base, source)
+  const mountpoint = emptyDir()
+  openToEveryone(mountpoint)
+  await mount(t, source, mountpoint, '--allow-other', '--chunk-size', '8', '--memory', '100K')
+  const read = await readInTwoAsNobody(mountpoint, cats, async first => {
+    t.notMatch(Object.values(first)[0], /^error/, 'the first is read')
+    for (const i of cats.keys()) chmodSync(path.join(base, 'elsewhere', `${i}.jpg`), 0o600)
+  })
+  t.match((await readAsNobody(source, [cats[1]]))[cats[1]], /^error Permission denied/, 'the source denies nobody now')
+  t.equal(servedTo(read).length, 1, 'so does the mount, though the rest were in memory')
 })
 
 t.test('bytes already in memory are not served after a chmod in the source makes them private (the same reader goes on)', async t => {

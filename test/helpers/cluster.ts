@@ -108,7 +108,7 @@ export async function epochWithKill (t: { comment: (message: string) => void }, 
   const stopped = new Set<number>()
   let killed: Promise<void> | undefined
   const settleThenKill = async (): Promise<void> => {
-    const deadline = Date.now() + 30_000
+    const deadline = Date.now() + 120_000
     // The victim's in-flight opens end on their own; then its updates go out within a few sync periods.
     while ((await readStats(mountpoints[victim])).cluster!.unsynced > 0) {
       if (Date.now() > deadline) throw new Error(`node ${victim} never synced its updates to its peers`)

@@ -88,3 +88,15 @@ export function isAlive (pid: number): boolean {
     return false
   }
 }
+
+/**
+ * Waits until `condition` holds, or `ms` (two minutes) passed: a test never
+ * bounds by time what a loaded machine may take longer to do. True when it
+ * holds.
+ */
+export async function waitUntil (condition: () => boolean | Promise<boolean>, ms = 120_000, step = 25): Promise<boolean> {
+  for (const deadline = Date.now() + ms; Date.now() < deadline; await new Promise(resolve => setTimeout(resolve, step))) {
+    if (await condition()) return true
+  }
+  return await condition()
+}

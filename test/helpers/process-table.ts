@@ -15,8 +15,8 @@ export class FakeTable implements ProcessTable {
   /** Threads that are not their process's first. */
   readonly otherThreads = new Map<number, ProcessInfo>()
 
-  add (pid: number, parent: number, commandLine: string[], program = PYTHON, environment: Partial<Record<LauncherVariable, string>> = {}): number {
-    this.processes.set(pid, { pid, parent, startTime: 1000 + pid, alive: true, program, commandLine })
+  add (pid: number, parent: number, commandLine: string[], program = PYTHON, environment: Partial<Record<LauncherVariable, string>> = {}, uid?: number): number {
+    this.processes.set(pid, { pid, parent, startTime: 1000 + pid, alive: true, program, commandLine, uid })
     this.environments.set(pid, environment)
     this.threads.set(pid, pid)
     return pid

@@ -9,7 +9,7 @@ import { promisify } from 'node:util'
 import t from 'tap'
 import { readStats } from '../../src/cli/stats-command'
 import { generateDataset } from '../helpers/dataset'
-import { emptyDir, forceUnmount, isAlive, isMounted } from '../helpers/mount'
+import { emptyDir, forceUnmount, isAlive, isMounted, waitUntil } from '../helpers/mount'
 import { readEpoch } from '../helpers/readers'
 
 const run = promisify(execFile)
@@ -25,8 +25,7 @@ if (!existsSync(INSTALLED)) {
 }
 
 async function gone (pid: number): Promise<boolean> {
-  for (let i = 0; i < 200 && isAlive(pid); i++) await new Promise(resolve => setTimeout(resolve, 50))
-  return !isAlive(pid)
+  return await waitUntil(() => !isAlive(pid))
 }
 
 t.test('mount -t fuse.redirfs with -o options mounts; umount ends the mount and its daemon', async t => {

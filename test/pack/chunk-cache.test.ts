@@ -55,6 +55,17 @@ t.test('a directory above the cache that others may change is refused; a root-ow
   t.ok(await open(root), 'sticky and root\'s: nobody can replace the cache directory in it')
 })
 
+t.test('a --cache-dir that is another user\'s symbolic link is refused: they would choose where the cache and its key go', async t => {
+  const shared = emptyDir('redirfs-cache-')
+  chmodSync(shared, 0o1777)
+  const elsewhere = emptyDir('redirfs-cache-target-')
+  const given = path.join(shared, 'cache')
+  const made = await asNobody('ln', ['-s', elsewhere, given])
+  t.equal(made.code, 0, made.stderr)
+  await t.rejects(open(given), new UsageError(`cannot use --cache-dir ${given}: ${given} is a symbolic link of uid ${NOBODY}, not of this user (uid 0) or root`))
+  t.same(readdirSync(elsewhere), [], 'nothing was written where it led')
+})
+
 t.test('a file in a pack directory that is a link, another user\'s, or writable by others is refused', async t => {
   const plant: Array<[string, (file: string) => void, RegExp]> = [
     ['a link', file => symlinkSync('/etc/passwd', file), /0\.chunk is not a file but a symbolic link/],

@@ -10,11 +10,11 @@ import { readStats } from '../../src/cli/stats-command'
 import { UsageError } from '../../src/errors'
 import { decodeIndex, PACK_MAGIC, type PackArrays } from '../../src/pack/format'
 import { loadPackIndex, packLayout } from '../../src/pack/pack-index'
-import { PackSource } from '../../src/pack/pack-source'
+import { PackFileReader, PackSource } from '../../src/pack/pack-source'
 import { SampleBuffers } from '../../src/chunks/sample-buffers'
-import { segmentName } from '../../src/pack/storage'
+import { DirectoryPackStorage, segmentName } from '../../src/pack/storage'
 import { classOf, generateDataset, sha1, splitClassOf } from '../helpers/dataset'
-import { CLI, CLI_ENV, emptyDir, mount, redirfs } from '../helpers/mount'
+import { CLI, CLI_ENV, emptyDir, mount, redirfs, waitUntil } from '../helpers/mount'
 import { readEpoch, readFileAsTrainer } from '../helpers/readers'
 import { changeAttempts } from '../helpers/read-only'
 
@@ -325,9 +325,7 @@ t.test('an interrupted pack leaves nothing that looks like a pack', async t => {
   t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
   const partial = `${out}.partial-${child.pid}`
   const firstSegment = path.join(partial, segmentName(0))
-  for (let i = 0; i < 2000 && !(existsSync(firstSegment) && statSync(firstSegment).size > 0); i++) {
-    await new Promise(resolve => setTimeout(resolve, 5))
-  }
+  await waitUntil(() => (existsSync(firstSegment) && statSync(firstSegment).size > 0) || child.exitCode !== null, 120_000, 5)
   child.kill('SIGKILL')
   await new Promise(resolve => child.on('exit', resolve))
   t.ok(existsSync(partial), 'the pack was caught mid-way')
@@ -396,4 +394,21 @@ t.test('a pack of data not everyone may read is its owner\'s only; a pack of pub
   const files = (await fs.readdir(closed, { recursive: true })).map(name => path.join(closed, name)).filter(file => statSync(file).isFile())
   t.ok(files.length >= 3)
   t.same(files.map(file => statSync(file).mode & 0o777), files.map(() => 0o600), 'and each of its files 0600')
+})
+
+t.test('opens of one non-sample file of a pack share its bytes: read once while any is open, whatever the number of opens', async t => {
+  let reads = 0
+  const storage = new DirectoryPackStorage(pack)
+  const readOthers = storage.readOthers.bind(storage)
+  storage.readOthers = async (offset, length) => { reads++; return await readOthers(offset, length) }
+  const reader = new PackFileReader(await loadPackIndex(storage))
+  const [other, bytes] = [...dataset.others.entries()].find(([, b]) => b.length > 0)!
+  const opened = await Promise.all(Array.from({ length: 100 }, async () => await reader.open(other)))
+  t.equal(reads, 1, 'one read for a hundred opens')
+  const copy = Buffer.alloc(bytes.length)
+  t.equal(await opened[99].read(copy, bytes.length, 0), bytes.length)
+  t.same(copy, bytes)
+  for (const file of opened) await file.close()
+  await (await reader.open(other)).close()
+  t.equal(reads, 2, 'read again once every open was closed: nothing is kept past its opens')
 })

@@ -346,6 +346,7 @@ class World {
         if (event.kind === 'new') this.engine.startNewRun()
         return true
       },
+      runsBegun: () => this.engine.newRuns,
       watch: this.watch as unknown as SourceWatch
     })
   }
@@ -523,7 +524,7 @@ class World {
     }
     const first = this.jobs.every(other => other === job || other.placed.size === 0)
     if (!first && this.protocol.counters.newRuns !== runsBefore + 1) this.fail(`job ${job.index} began a run after every other ended, and no new epoch started`)
-    // Known (todo test below): an open of a worker left behind, admitted before this run began, takes this run's samples.
+    // Known (todo test below): an open of a worker left behind, admitted before this run began, can still take this run's samples when loads fail.
     if (this.jobs.some(other => other.state === 'killed' && other.openers.some(o => other.alive.has(o.pid) && o.threads.some(th => th.busy)))) this.known('a leftover worker\'s open outstanding as a run begins')
     this.exact = true
     this.runStartedAt = this.now
@@ -542,9 +543,7 @@ class World {
       if (handle.kind !== 'bytes' || handle.served === undefined) this.fail('a sample open was not bound to sample bytes')
       if (claimedFile(handle.bytes) !== handle.served) this.fail(`an open bound to file ${handle.served} got the bytes of file ${claimedFile(handle.bytes)}`)
       if (this.table.info(opener.pid)?.alive !== true) {
-        // The opener went away before the answer reached it: the native server abandons the handle. Known (todo
-        // tests below): a file given back while its VC has a load in flight is held twice, or past --memory.
-        if (this.protocol.slots.isLoading(this.protocol.vcOf(handle.served))) this.known('a file given back while its VC loads')
+        // The opener went away before the answer reached it: the native server abandons the handle.
         this.note(`the answer to ${paths[file]} finds pid ${opener.pid} gone: abandoned`)
         void this.adapter.abandon(number)
         return
@@ -775,7 +774,7 @@ async function runSequence (scenario: Scenario, ops: readonly Op[], checks?: Che
 t.test('random sequences of jobs, kills, failures, chmods and resets: every answer and every lone pass is what the model allows, within --memory', async t => {
   // Every sequence begins with a job, so that most of them read.
   const ops = fc.tuple(startArbitrary, fc.array(opArbitrary, { maxLength: 150, size: 'large' })).map(([start, rest]) => [start, ...rest])
-  await fc.assert(fc.asyncProperty(scenarioArbitrary, ops, async (scenario, ops) => await runSequence(scenario, ops)), { seed: SEED, numRuns: RUNS, path: PATH, endOnFailure: false })
+  await fc.assert(fc.asyncProperty(scenarioArbitrary, ops, async (scenario, ops) => await runSequence(scenario, ops)), { seed: SEED, numRuns: RUNS, path: PATH, endOnFailure: process.env.REDIRFS_MODEL_SHRINK === '0' })
   t.pass(`${RUNS} sequences from seed ${SEED}`)
   t.comment(JSON.stringify(tally))
 })
@@ -809,15 +808,19 @@ t.test('a forked worker of a trainer killed before any of its workers opened is 
   t.equal(await violationOf(small(3), [job(1), kill(true), open(1)]), undefined)
 })
 
-t.test('a worker left behind, whose open was admitted before the next job began, takes none of that job\'s samples', open40(
-  'an open waiting on a load when a new run starts is answered from the new epoch (engine.ts answer, Protocol.startNewRun); every later epoch of the new job drifts by the samples it took'
-), async t => {
+t.test('a worker left behind, whose open was admitted before the next job began, takes none of that job\'s samples', async t => {
   t.equal(await violationOf(small(3), [job(1), open(2), kill(true)]), undefined)
 })
 
-t.test('a file given back (its opener killed mid-open) while its VC loads is held once, within --memory', open40(
-  'Protocol.returnUnserved puts the file back in its slot though a load of its VC is in flight: in strict that load refills the same slot (past --memory), in pool and mix a read for the next epoch stages a second copy of a file the engine holds once (the first buffer is never given back)'
+t.test('workers left behind whose opens wait on failing loads as the next job begins take none of its samples', open40(
+  'two orphaned opens answered once the new run began give their files back (FsAdapter runsBegun), yet the new job is served one file twice: a file given back while a read that holds it is in flight (Protocol.returnUnserved, a failed load\'s charge) is loaded again; found by the random sequences, seed 40'
 ), async t => {
+  const scenario: Scenario = { classes: [4], private: [0, 0, 0, 0], sizes: 'even', chunkSize: 3, memory: 0, mode: 'strict', directory: false, mixBlock: 1, loader: 'redirect', seed: 587002886 }
+  const ops: Op[] = [{ kind: 'start', workers: 0, spawn: false, named: false, ranks: 1, nobody: false, short: false }, { kind: 'open', job: 0, opener: 0, newThread: false, count: 4 }, { kind: 'load', pick: 0, reject: false }, { kind: 'load', pick: 0, reject: true }, { kind: 'load', pick: 0, reject: true }, { kind: 'open', job: 0, opener: 0, newThread: false, count: 4 }, { kind: 'load', pick: 0, reject: false }, { kind: 'load', pick: 0, reject: true }, { kind: 'start', workers: 0, spawn: false, named: false, ranks: 2, nobody: false, short: true }, { kind: 'load', pick: 0, reject: true }, { kind: 'end', job: 7 }, { kind: 'open', job: 0, opener: 0, newThread: false, count: 4 }, { kind: 'load', pick: 0, reject: true }, { kind: 'kill', job: 0, workersStay: false, zombie: false }, { kind: 'load', pick: 0, reject: true }]
+  t.equal(await violationOf(scenario, ops), undefined)
+})
+
+t.test('a file given back (its opener killed mid-open) while its VC loads is held once, within --memory', async t => {
   t.equal(await violationOf(small(2), [job(0), open(2), kill(false)]), undefined, 'strict')
   const pair: Scenario = { ...small(1), classes: [1, 1], mode: 'mix' }
   const load: Op = { kind: 'load', pick: 0, reject: false }

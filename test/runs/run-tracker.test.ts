@@ -82,6 +82,19 @@ t.test('a new run after the last one ended starts a new epoch; its workers and l
   t.same(runs.stats(), { runs: 2, concurrentRuns: 0, current: { key: 'process 300@1300', trainers: [300], trainer: 'pid 300 (python3 train.py)', since: new Date(30).toISOString() }, alongside: [], exact: true, orphanOpens: 0 })
 })
 
+t.test('another user naming the same job (REDIRFS_RUN_ID) begins a run of its own beside it, never joins it', async t => {
+  const table = machine()
+  const runs = new RunTracker(table)
+  table.add(200, 100, TRAIN, PYTHON, { REDIRFS_RUN_ID: 'job1' }, 1000)
+  t.equal(runs.noteOpen(200, 0).kind, 'first')
+  t.equal(runs.stats().current?.key, 'REDIRFS_RUN_ID job1 of uid 1000')
+  table.add(300, 100, TRAIN, PYTHON, { REDIRFS_RUN_ID: 'job1' }, 65534)
+  t.equal(runs.noteOpen(300, 10).kind, 'concurrent')
+  t.equal(runs.stats().exact, false, 'the victim\'s epochs are not called exact')
+  table.add(400, 100, TRAIN, PYTHON, { REDIRFS_RUN_ID: 'job1' }, 1000)
+  t.equal(runs.noteOpen(400, 20).kind, 'same', 'the same user\'s second rank joins')
+})
+
 t.test('a second job while the first still reads is concurrent: not exact until a run starts after both end', async t => {
   const table = machine()
   const runs = new RunTracker(table)

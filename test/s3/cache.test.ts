@@ -12,7 +12,8 @@ import { emptyDir, forceUnmount, mountWith, redirfsWith } from '../helpers/mount
 import { readEpoch } from '../helpers/readers'
 import { createBucket, startS3Server, testStore, type S3Server } from '../helpers/s3-server'
 import { forgeCrc } from '../helpers/crc-forge'
-import { loadPackIndex } from '../../src/pack/pack-index'
+import { INDEX_FILE, loadPackIndex } from '../../src/pack/pack-index'
+import { segmentName } from '../../src/pack/storage'
 import { BucketPackStorage } from '../../src/s3/pack-storage'
 import { parseS3Url } from '../../src/s3/location'
 
@@ -147,4 +148,35 @@ t.test('chunks forged in the cache with the right lengths and CRC-32s are never 
   t.equal(stats.source.cacheForged, forged.length, 'each forged chunk failed its HMAC')
   t.equal(stats.source.corruptChunks, 0, 'and was read from the bucket instead')
   t.equal(stats.protocol.failedOpens, 0)
+})
+
+t.test('a bucket that copies a pack\'s index over forged chunks never feeds the real pack\'s cache (the poisoning attack)', async t => {
+  // Another bucket: the same index.bin, every sample of its segments "PWNED" with the index's CRC-32s.
+  await createBucket(server.endpoint, 'forged')
+  const real = testStore(t, server, 'data')
+  const forger = testStore(t, server, 'forged')
+  const pack = await loadPackIndex(new BucketPackStorage(real, parseS3Url('s3://data/cached.pack')))
+  await forger.put(`cached.pack/${INDEX_FILE}`, await real.getObject(`cached.pack/${INDEX_FILE}`))
+  for (let segment = 0; segment < pack.header.segments; segment++) {
+    const bytes = await real.getObject(`cached.pack/${segmentName(segment)}`)
+    for (let entry = 0; entry < pack.header.entries; entry++) {
+      if (pack.arrays.kind[entry] !== 1 || pack.arrays.chunkSegment[pack.arrays.chunk[entry]] !== segment || pack.arrays.size[entry] < 4) continue
+      const sample = bytes.subarray(pack.arrays.location[entry], pack.arrays.location[entry] + pack.arrays.size[entry])
+      sample.fill('PWNED')
+      forgeCrc(sample, 0, pack.arrays.crc[entry])
+    }
+    await forger.put(`cached.pack/${segmentName(segment)}`, bytes)
+  }
+  const cacheDir = emptyDir('redirfs-cache-')
+  const mountpoint = emptyDir()
+  await mountWith(t, env, 's3://forged/cached.pack', mountpoint, '--memory', '300K', '--cache-dir', cacheDir, '--redirect', 'pool')
+  const served = await readEpoch(mountpoint, dataset.samples, 110)
+  t.ok(served.some(r => !dataset.byContent.has(r.content)), 'the forged bucket serves forged bytes (they pass its index\'s checks)')
+  await forceUnmount(mountpoint)
+  const again = emptyDir()
+  await mountWith(t, env, 's3://data/cached.pack', again, '--memory', '300K', '--cache-dir', cacheDir, '--redirect', 'pool')
+  await epochs(t, again, 1, 120)
+  t.equal(cachedPacks(cacheDir).length, 2, 'each bucket\'s pack has a cache of its own')
+  const stats = await readStats(again)
+  t.ok(Number(stats.source.cacheMisses) >= stats.layout.physicalChunks, 'the real pack met none of the forged chunks: it fetched each of its own')
 })

@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run import code_version  # noqa: E402
+from harness import code_version  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REDIRFS = os.path.join(HERE, "..", "bin", "redirfs")

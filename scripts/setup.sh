@@ -12,9 +12,12 @@ cd "$(dirname "$0")/.."
 #   libfuse2, fuse3                       fuse-native's prebuilt addon links libfuse.so.2; fusermount3
 #   kmod                                  modprobe fuse where /dev/fuse is missing
 #   python3-torch ... python3-sklearn     PyTorch and the loaders the tests read with
-#   util-linux-extra, openssl             the tests' helpers (TLS certificates)
+#   util-linux-extra, openssl, curl       the tests' helpers (TLS certificates; curl: scripts/rgw.sh's readiness check)
 #   python3-imageio, python3-skimage      more loaders the tests read with (without their
 #                                         recommended packages, which are many and unused)
+#   radosgw, ceph-mon, ceph-osd           Ceph's RADOS Gateway, the production S3 server the S3 tests
+#                                         and the object bench run against (scripts/rgw.sh; no ceph-mgr
+#                                         needed, nor the recommended packages)
 #   python3-ffcv, python3-numba           FFCV, the loader the benchmark compares with (its
 #                                         tests too); Debian's python3-ffcv omits numba
 #   pyflakes3, shellcheck, clang-format   npm run lint's checkers for Python, shell and C++
@@ -22,8 +25,8 @@ cd "$(dirname "$0")/.."
 #                                         (clang 14; its ASan/UBSan runtimes and libFuzzer are in
 #                                         libclang-rt-14-dev, only recommended by clang; zlib's
 #                                         CRC-32 is what the crc32 fuzzer checks ours against)
-packages=(build-essential python3 pkg-config libfuse3-dev libfuse2 fuse3 kmod python3-torch python3-torchvision python3-pil python3-numpy python3-opencv python3-sklearn python3-ffcv python3-numba util-linux-extra openssl shellcheck pyflakes3 clang-format clang libclang-rt-14-dev zlib1g-dev)
-lean_packages=(python3-imageio python3-skimage)
+packages=(build-essential python3 pkg-config libfuse3-dev libfuse2 fuse3 kmod python3-torch python3-torchvision python3-pil python3-numpy python3-opencv python3-sklearn python3-ffcv python3-numba util-linux-extra openssl curl shellcheck pyflakes3 clang-format clang libclang-rt-14-dev zlib1g-dev)
+lean_packages=(python3-imageio python3-skimage radosgw ceph-mon ceph-osd)
 missing() {
   for package in "$@"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || echo "$package"

@@ -313,6 +313,11 @@ export class TreeBuilder {
     return paths
   }
 
+  /** Gives an entry added earlier other attributes (a directory whose time is known only once all it holds is). */
+  restat (entry: number, stat: ArrayLike<number>): void {
+    for (let f = 0; f < Listed.fields; f++) this.stats[entry * Listed.fields + f] = stat[f] ?? 0
+  }
+
   /** Leaves an entry out, and everything under it (a directory that could not be listed, or one with nothing to show). */
   remove (entry: number): void { this.removed.add(entry) }
 

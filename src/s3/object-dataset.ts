@@ -27,20 +27,23 @@ import { Listed } from '../chunks/native'
 import { EntryKind, TreeBuilder, type DatasetTree, type FileReader, type OpenFile, type SkippedEntry } from '../chunks/tree'
 import { FsError, UsageError } from '../errors'
 import type { PackInput } from '../pack/writer'
+import { EtagColumn } from './etags'
 import { s3Url, type S3Location } from './location'
 import { StoreError } from './store-error'
-import type { ObjectStore } from './store'
+import type { ObjectInfo, ObjectStore } from './store'
 
 export interface ObjectDataset {
   readonly tree: DatasetTree
   /** The ETag of each tree entry's object, as listed at mount. */
-  readonly etags: readonly string[]
+  readonly etags: EtagColumn
   readonly location: S3Location
 }
 
-/** A stat row as a listing gives it (src/chunks/native.ts, Listed). */
+/** The one stat row a scan fills for each entry in turn (the tree builder copies it): a row per object would be garbage. */
+const fields = new Float64Array(Listed.fields)
+
+/** A stat row as a listing gives it (src/chunks/native.ts, Listed), valid until the next call. */
 function row (mode: number, size: number, modified: Date): Float64Array {
-  const fields = new Float64Array(Listed.fields)
   const ms = modified.getTime()
   const sec = Math.floor(ms / 1000)
   const nsec = (ms - sec * 1000) * 1e6
@@ -60,20 +63,17 @@ const FILE_MODE = 0o100444
 /** Lists `location` and builds the tree a mount shows; a prefix with no objects at all is refused with what to do. */
 export async function scanBucket (store: ObjectStore, location: S3Location, options: ScanOptions = {}): Promise<ObjectDataset> {
   const where = s3Url(location.bucket, location.prefix)
-  const objects = await store.listTree(location.prefix)
-  if (objects.length === 0) {
-    throw new UsageError(`${where} holds no objects: neither a pack (redirfs pack <dir> ${where}) nor an ImageFolder (class directories of samples); check the bucket and prefix`)
-  }
   const extensions = new Set(options.extensions ?? DEFAULT_SAMPLE_EXTENSIONS)
   const builder = new TreeBuilder()
   const skipped: SkippedEntry[] = []
-  const newest = objects.reduce((latest, o) => (o.lastModified > latest ? o.lastModified : latest), new Date(0))
+  let listed = 0
+  let newest = new Date(0)
   const root = builder.add(0, '', EntryKind.Directory, row(DIRECTORY_MODE, 0, newest))
   const directories = new Map<string, number>([['', root]])
   const files = new Set<string>()
   /** Per directory: samples in the bucket, and shown (the include list may hide some). */
   const counts = new Map<string, { found: number, shown: number }>([['', { found: 0, shown: 0 }]])
-  const etagOf = new Map<number, string>()
+  const etagOf = new EtagColumn()
 
   const directory = (relative: string, modified: Date): number | undefined => {
     const known = directories.get(relative)
@@ -88,42 +88,52 @@ export async function scanBucket (store: ObjectStore, location: S3Location, opti
     return entry
   }
 
-  for (const object of objects) {
-    // What the endpoint says is checked as any input: a key outside the prefix asked for, or a size no object has, is left out by name.
+  // Each page as it arrives, in an order that settles a name clash as key order would: the objects beside the
+  // classes first, then each class's keys in order (a name and the names under it are always in one of those).
+  // What the endpoint says is checked as any input: a key outside the prefix asked for, a key listed twice, a
+  // size no object has or a time that is not one, is left out by name.
+  const add = (object: ObjectInfo): void => {
+    listed++
     if (!object.key.startsWith(location.prefix)) {
       skipped.push({ path: object.key, why: `a key outside the prefix ${location.prefix} that the listing of it gave` })
-      continue
+      return
     }
+    if (object.lastModified > newest) newest = object.lastModified
     const relative = object.key.slice(location.prefix.length)
-    if (relative === '') continue
+    if (relative === '') return
     if (!Number.isSafeInteger(object.size) || object.size < 0) {
       skipped.push({ path: relative, why: `a size of ${object.size} in the listing, which no object has` })
-      continue
+      return
+    }
+    // listing-xml.ts reads LastModified as given: one that is not a date would be a NaN time, which no file has.
+    if (Number.isNaN(object.lastModified.getTime())) {
+      skipped.push({ path: relative, why: 'a LastModified in the listing that is not a time' })
+      return
     }
     const isMarker = relative.endsWith('/')
     const parts = (isMarker ? relative.slice(0, -1) : relative).split('/')
     if (parts.some(part => part === '' || part === '.' || part === '..')) {
       skipped.push({ path: relative, why: 'a key that is not a plain path (an empty, "." or ".." part)' })
-      continue
+      return
     }
     if (isMarker) {
       if (directory(parts.join('/'), object.lastModified) === undefined) skipped.push({ path: relative, why: 'a directory marker under the name of a file' })
-      continue
+      return
     }
     if (directories.has(relative)) {
       skipped.push({ path: relative, why: 'an object with the name of a directory' })
-      continue
+      return
     }
     if (files.has(relative)) {
       skipped.push({ path: relative, why: 'a key the listing gave twice' })
-      continue
+      return
     }
     const slash = relative.lastIndexOf('/')
     const parentPath = slash < 0 ? '' : relative.slice(0, slash)
     const parent = directory(parentPath, object.lastModified)
     if (parent === undefined) {
       skipped.push({ path: relative, why: 'inside a name that is also a file' })
-      continue
+      return
     }
     const sample = isSampleFile(relative, object.size, extensions)
     const tally = (field: 'found' | 'shown'): void => {
@@ -133,18 +143,22 @@ export async function scanBucket (store: ObjectStore, location: S3Location, opti
       }
     }
     if (sample) tally('found')
-    if (sample && options.include !== undefined && !options.include.has(relative)) continue
+    if (sample && options.include !== undefined && !options.include.has(relative)) return
     if (sample) tally('shown')
     files.add(relative)
     const entry = builder.add(parent, parts[parts.length - 1], sample ? EntryKind.Sample : EntryKind.Other, row(FILE_MODE, object.size, object.lastModified))
     etagOf.set(entry, object.etag)
   }
+  await store.listTreePages(location.prefix, page => { for (const object of page) add(object) })
+  if (listed === 0) {
+    throw new UsageError(`${where} holds no objects: neither a pack (redirfs pack <dir> ${where}) nor an ImageFolder (class directories of samples); check the bucket and prefix`)
+  }
+  builder.restat(root, row(DIRECTORY_MODE, 0, newest))
   // A class the include list empties is hidden, as a scan hides it: ImageFolder refuses an empty class.
   for (const [relative, { found, shown }] of counts) if (relative !== '' && found > 0 && shown === 0) builder.remove(directories.get(relative)!)
 
   const { tree, added } = finishScan(builder, skipped, { ...options, extensions: [...extensions] })
-  const etags = Array.from({ length: tree.count }, (_, entry) => etagOf.get(added[entry]) ?? '')
-  return { tree, etags, location }
+  return { tree, etags: etagOf.renumbered(added), location }
 }
 
 const keyOf = (dataset: ObjectDataset, entry: number): string => dataset.location.prefix + dataset.tree.pathOf(entry)
@@ -166,7 +180,7 @@ export class ObjectSource implements ChunkSource {
       let target: Buffer | undefined
       try {
         target = this.buffers.take(sample.size) // a file too large for a Buffer fails alone, not its whole load
-        const bytes = await this.store.getObject(keyOf(this.dataset, sample.entry), { ifMatch: etags[sample.entry], expectedLength: sample.size, into: target })
+        const bytes = await this.store.getObject(keyOf(this.dataset, sample.entry), { ifMatch: etags.get(sample.entry), expectedLength: sample.size, into: target })
         delivered.set(id, bytes)
         this.filesRead++
       } catch (err) {
@@ -216,7 +230,7 @@ export function bucketInput (store: ObjectStore, dataset: ObjectDataset): PackIn
       const size = dataset.tree.columns.size[entry]
       const target = buffers.take(size)
       try {
-        return await store.getObject(keyOf(dataset, entry), { ifMatch: dataset.etags[entry], expectedLength: size, into: target })
+        return await store.getObject(keyOf(dataset, entry), { ifMatch: dataset.etags.get(entry), expectedLength: size, into: target })
       } catch (err) {
         buffers.give(target)
         throw err instanceof StoreError && err.kind === 'changed'

@@ -52,7 +52,8 @@ export interface PartTransport {
   createUpload (key: string): Promise<string>
   /** Resolves with the part's ETag. `cancel` gives up on it (the writer is aborting). */
   uploadPart (key: string, uploadId: string, partNumber: number, bytes: Buffer, cancel: AbortSignal): Promise<string>
-  completeUpload (key: string, uploadId: string, etags: readonly string[]): Promise<string>
+  /** Resolves with the object's ETag; `size` is what was written, for checking the object when the answer lacks one. */
+  completeUpload (key: string, uploadId: string, etags: readonly string[], size: number): Promise<string>
   abortUpload (key: string, uploadId: string): Promise<void>
 }
 
@@ -120,7 +121,7 @@ export class MultipartObjectWriter implements ObjectWriter {
     if (this.failure !== undefined) return await this.failed()
     const uploadId = await this.uploadId
     try {
-      const etag = await this.transport.completeUpload(this.key, uploadId, this.etags)
+      const etag = await this.transport.completeUpload(this.key, uploadId, this.etags, this.size)
       this.made = true
       return { etag, size: this.size }
     } catch (err) {

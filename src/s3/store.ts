@@ -35,6 +35,9 @@
  *   body. An idle limit rather than a deadline, so a large part on a slow
  *   link is not cut while it is still moving. Uploads rely on the socket's
  *   own idle timer, which sees the bytes going out too.
+ * - **Listings are read here.** A ListObjectsV2 answer is parsed by
+ *   listing-xml.ts, not the SDK's general deserializer, which at a million
+ *   keys would cost a mount a minute of CPU and a heap full of garbage.
  * - **Quiet, plain requests.** Checksums only where S3 requires them, so
  *   S3-compatible stores that know no CRC headers accept the requests; no
  *   `Expect: 100-continue` (the SDK would send large bodies over a fresh
@@ -46,7 +49,7 @@
  */
 import http from 'node:http'
 import https from 'node:https'
-import type { Readable } from 'node:stream'
+import { Readable } from 'node:stream'
 import { setTimeout as sleep } from 'node:timers/promises'
 import {
   AbortMultipartUploadCommand, CompleteMultipartUploadCommand, CreateMultipartUploadCommand, DeleteObjectCommand,
@@ -58,6 +61,7 @@ import { NodeHttpHandler } from '@smithy/node-http-handler'
 import pLimit from 'p-limit'
 import { clip, UsageError, codeOf } from '../errors'
 import { sortByKey } from './key-order'
+import { ListingError, parseListing, type ListingPage } from './listing-xml'
 import { bucketNameProblem, s3Url } from './location'
 import { MultipartObjectWriter, type ObjectWriter, type ObjectWriterOptions, type PartTransport, type WrittenObject } from './object-writer'
 import { StoreError, TransferFault, firstLine, judge, storeErrorMessage, type Verdict } from './store-error'
@@ -311,9 +315,22 @@ export class ObjectStore {
    * many at a time as `concurrency` allows.
    */
   async listTree (prefix: string): Promise<ObjectInfo[]> {
+    const objects: ObjectInfo[] = []
+    await this.listTreePages(prefix, page => { for (const object of page) objects.push(object) })
+    return sortByKey(objects)
+  }
+
+  /**
+   * `listTree` a page at a time, each handed to `onPage` as it arrives and
+   * not kept: first the objects beside the directories, then each
+   * directory's pages in key order (directories interleaved). A caller
+   * that builds something smaller than the listing from it (a mount's tree
+   * of a million objects) never holds the whole listing at once.
+   */
+  async listTreePages (prefix: string, onPage: (objects: ObjectInfo[]) => void): Promise<void> {
     const top = await this.listPages(prefix, '/')
-    const below = await Promise.all(top.prefixes.map(async directory => (await this.listPages(directory)).objects))
-    return sortByKey(top.objects.concat(...below))
+    onPage(top.objects)
+    await Promise.all(top.prefixes.map(async directory => await this.listPages(directory, undefined, onPage)))
   }
 
   async put (key: string, bytes: Buffer): Promise<WrittenObject> {
@@ -388,12 +405,22 @@ export class ObjectStore {
       this.counters.bytesWritten += bytes.length
       return response.ETag
     }, cancel, false),
-    completeUpload: async (key, uploadId, etags) => await this.run('CompleteMultipartUpload', 'putRequests', key, async attempt => {
-      const response = await this.client.send(new CompleteMultipartUploadCommand({
-        Bucket: this.bucket, Key: key, UploadId: uploadId, MultipartUpload: { Parts: etags.map((ETag, i) => ({ ETag, PartNumber: i + 1 })) }
-      }), { abortSignal: attempt.signal })
-      return response.ETag ?? ''
-    }, undefined, false),
+    completeUpload: async (key, uploadId, etags, size) => {
+      const etag = await this.run('CompleteMultipartUpload', 'putRequests', key, async attempt => {
+        const response = await this.client.send(new CompleteMultipartUploadCommand({
+          Bucket: this.bucket, Key: key, UploadId: uploadId, MultipartUpload: { Parts: etags.map((ETag, i) => ({ ETag, PartNumber: i + 1 })) }
+        }), { abortSignal: attempt.signal })
+        return response.ETag ?? ''
+      }, undefined, false)
+      if (bareEtag(etag) !== '') return etag
+      // Ceph RGW 16.2 answers with an empty ETag (its HEAD and GET give the right one), and a caller may
+      // pin later reads to it (If-Match): ask the object, which must be the size just written.
+      const head = await this.head(key)
+      if (head === undefined || head.size !== size || bareEtag(head.etag) === '') {
+        throw new StoreError('failed', `CompleteMultipartUpload ${s3Url(this.bucket, key)} failed (its answer has no ETag, and the object ${head === undefined ? 'is missing' : `has ${head.size} bytes, not the ${size} written${bareEtag(head.etag) === '' ? ', and no ETag' : ''}`})`)
+      }
+      return head.etag
+    },
     abortUpload: async (key, uploadId) => await this.run('AbortMultipartUpload', 'putRequests', key, async attempt => {
       try {
         await this.client.send(new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId }), { abortSignal: attempt.signal })
@@ -443,32 +470,60 @@ export class ObjectStore {
     }, cancel)
   }
 
-  private async listPages (prefix: string, delimiter?: string): Promise<{ objects: ObjectInfo[], prefixes: string[] }> {
+  /** Every page of a listing, in key order: kept and returned, or each handed to `onPage` instead. */
+  private async listPages (prefix: string, delimiter?: string, onPage?: (objects: ObjectInfo[]) => void): Promise<{ objects: ObjectInfo[], prefixes: string[] }> {
     const objects: ObjectInfo[] = []
     const prefixes: string[] = []
     let token: string | undefined
     const tokens = new Set<string>()
     const failed = (why: string): StoreError => new StoreError('failed', `ListObjectsV2 ${clip(s3Url(this.bucket, prefix))} failed (${why})`)
     do {
-      // Keys URL-encoded where the endpoint honours it (and says so): XML cannot carry every character a key may hold (a carriage return comes back a line feed).
-      const page = await this.run('ListObjectsV2', 'listRequests', prefix, async attempt =>
-        await this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, Delimiter: delimiter, ContinuationToken: token, MaxKeys: this.listPageSize, EncodingType: 'url' }), { abortSignal: attempt.signal }))
-      const key = (listed: string): string => {
-        if (page.EncodingType !== 'url') return listed
-        try { return decodeURIComponent(listed.replace(/\+/g, ' ')) } catch { throw failed(`a key that is not URL-encoded: ${clip(listed)}`) }
-      }
-      for (const object of page.Contents ?? []) {
-        if (object.Key === undefined) continue
-        objects.push({ key: key(object.Key), size: object.Size ?? 0, etag: object.ETag ?? '', lastModified: object.LastModified ?? new Date(0) })
-      }
-      for (const common of page.CommonPrefixes ?? []) if (common.Prefix !== undefined) prefixes.push(key(common.Prefix))
-      token = page.IsTruncated === true ? page.NextContinuationToken : undefined
-      if (page.IsTruncated === true && token === undefined) throw failed('a truncated page without a continuation token')
+      const continuation = token
+      const page = await this.run('ListObjectsV2', 'listRequests', prefix, async attempt => await this.listPage(prefix, delimiter, continuation, attempt))
+      if (onPage !== undefined) onPage(page.objects)
+      else for (const object of page.objects) objects.push(object)
+      for (const common of page.prefixes) prefixes.push(common)
+      token = page.next
+      if (page.truncated && token === undefined) throw failed('a truncated page without a continuation token')
       // An endpoint that hands back a token it gave before would be listed for ever.
       if (token !== undefined && tokens.has(token)) throw failed('a continuation token it gave before: the listing repeats itself')
       if (token !== undefined) tokens.add(token)
     } while (token !== undefined)
     return { objects, prefixes }
+  }
+
+  /**
+   * One ListObjectsV2 request, its answer read by listing-xml.ts rather
+   * than the SDK's deserializer (which costs most of a large mount's CPU):
+   * a step of the SDK's own middleware, just below its deserializer, takes
+   * a successful answer's body, and leaves the deserializer an empty
+   * listing to read. Errors reach the SDK as they came.
+   */
+  private async listPage (prefix: string, delimiter: string | undefined, token: string | undefined, attempt: Attempt): Promise<ListingPage> {
+    // Keys URL-encoded where the endpoint honours it (and says so: listing-xml.ts): XML cannot carry every character a key may hold.
+    const command = new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, Delimiter: delimiter, ContinuationToken: token, MaxKeys: this.listPageSize, EncodingType: 'url' })
+    let page: ListingPage | undefined
+    command.middlewareStack.add(next => async args => {
+      const out = await next(args)
+      const response = out.response as { statusCode?: number, body?: unknown }
+      if (response.statusCode !== 200) return out
+      const body = response.body as Readable
+      attempt.watch(body)
+      const xml = await readAll(body, attempt)
+      try {
+        page = parseListing(xml)
+      } catch (err) {
+        // A key it says is URL-encoded and is not: another try gets the same answer.
+        if (err instanceof ListingError) throw new StoreError('failed', `ListObjectsV2 ${clip(s3Url(this.bucket, prefix))} failed (${err.message})`)
+        throw err
+      }
+      if (page === undefined) throw new TransferFault('short-body', `listing cut short after ${xml.length} bytes`)
+      response.body = Readable.from([EMPTY_LISTING])
+      return out
+    }, { step: 'deserialize', priority: 'low', name: 'redirfsListing' })
+    await this.client.send(command, { abortSignal: attempt.signal })
+    if (page === undefined) throw new StoreError('failed', `ListObjectsV2 ${clip(s3Url(this.bucket, prefix))} failed (an answer without a listing)`)
+    return page
   }
 
   private async checkBucket (): Promise<void> {
@@ -613,6 +668,24 @@ class VersionPin {
     if (this.etag === undefined) this.etag = etag
     else if (bareEtag(etag) !== bareEtag(this.etag)) throw changed()
   }
+}
+
+/** What the SDK's deserializer reads in place of a listing listing-xml.ts has read. */
+const EMPTY_LISTING = Buffer.from('<?xml version="1.0" encoding="UTF-8"?><ListBucketResult></ListBucketResult>')
+
+/** A whole body of unknown length; one that breaks off is a short body, as in readBody. */
+async function readAll (body: Readable, attempt: Attempt): Promise<Buffer> {
+  const chunks: Buffer[] = []
+  try {
+    for await (const chunk of body as AsyncIterable<Buffer>) {
+      attempt.progress()
+      chunks.push(chunk)
+    }
+  } catch (err) {
+    if (attempt.signal.aborted) throw err
+    throw new TransferFault('short-body', `body cut short: ${chunks.reduce((sum, chunk) => sum + chunk.length, 0)} bytes (${codeOf(err) ?? firstLine(String(err))})`)
+  }
+  return Buffer.concat(chunks)
 }
 
 /**

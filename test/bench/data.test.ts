@@ -20,9 +20,9 @@ t.test('a dataset made by another generator version is made again', async t => {
   const { result, log } = await python(t, `${SMALL}
 root, info = bench.ensure_dataset(data, size, classes, 0)
 marker = os.path.join(root, ".complete.json")
-old = json.load(open(marker)); old["generator"] = bench.DATASET_GENERATOR - 1; json.dump(old, open(marker, "w"))
+old = json.load(open(marker)); old["generator"] = harness.DATASET_GENERATOR - 1; json.dump(old, open(marker, "w"))
 bench.ensure_dataset(data, size, classes, 0)
-print(json.dumps(json.load(open(marker))["generator"] == bench.DATASET_GENERATOR))`)
+print(json.dumps(json.load(open(marker))["generator"] == harness.DATASET_GENERATOR))`)
   t.equal(result, true)
   t.match(log, /was made with .*'generator': 0.*generating again/)
 })

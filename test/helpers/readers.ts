@@ -2,8 +2,9 @@
 // in a random order, by several concurrent readers.
 import { promises as fs } from 'node:fs'
 import path from 'node:path'
+import type { Test } from 'tap'
 import { SeededRandom } from '../../src/redirect/random'
-import { sha1 } from './dataset'
+import { sha1, type GeneratedDataset } from './dataset'
 
 export interface ReadSample {
   readonly opened: string
@@ -58,4 +59,22 @@ export async function readEpoch (mountpoint: string, samples: readonly string[],
     }
   }))
   return results
+}
+
+/**
+ * Every sample read once by its path on a mount that serves exactly (off):
+ * the damaged one is EIO; another of its chunk is EIO (read with it) or
+ * intact (read later, checked file by file); every other sample intact.
+ */
+export async function checkDamagedChunk (t: Test, mountpoint: string, dataset: GeneratedDataset, damaged: string, inChunk: ReadonlySet<string>): Promise<void> {
+  for (const relative of dataset.samples) {
+    if (relative === damaged) {
+      await t.rejects(readFileAsTrainer(mountpoint, relative), { code: 'EIO' }, `${relative} is damaged`)
+    } else if (inChunk.has(relative)) {
+      const read = await readFileAsTrainer(mountpoint, relative).catch((err: NodeJS.ErrnoException) => err.code)
+      t.ok(read === 'EIO' || (typeof read === 'object' && dataset.byContent.get(read.content) === relative), `${relative}, of the damaged chunk: EIO or intact`)
+    } else {
+      t.equal(dataset.byContent.get((await readFileAsTrainer(mountpoint, relative)).content), relative)
+    }
+  }
 }

@@ -1,20 +1,27 @@
-// A real S3 endpoint for tests: moto_server on loopback, on a port of its
-// own, stopped in teardown (its process group, whatever the test's
-// outcome). Its environment and the test process's own are cleared of every
-// AWS_* and proxy variable the machine may carry (a profile, a CA bundle,
-// an endpoint) and given fixed keys, a region and the endpoint, so what
+// Real S3 endpoints for tests, each on loopback on ports of its own and
+// stopped in teardown whatever the test's outcome: moto_server, a mock that
+// is quick to start, and Ceph's RADOS Gateway, a production S3 server
+// (scripts/rgw.sh brings a single-node cluster up and down). The S3 tests
+// run against both (`forEachS3Server`): one suite, parameterised by server.
+// Each server's environment and the test process's own are cleared of every
+// AWS_* and proxy variable the machine may carry (a profile, a CA bundle, an
+// endpoint) and given the server's keys, a region and the endpoint, so what
 // reaches the server is only what the test chose.
 //
-// With `authentication`, the server checks signatures and keys as S3 does:
-// an IAM user with full rights is made first (moto allows unsigned set-up
-// requests until told otherwise), then /moto-api/reset-auth turns checking
-// on, and the user's keys are the ones handed out.
-import { spawn, execFile, type ChildProcess } from 'node:child_process'
-import { accessSync, constants, readdirSync, readFileSync, statSync } from 'node:fs'
+// RGW always checks signatures and keys; moto does only with
+// `authentication`: an IAM user with full rights is made first (moto allows
+// unsigned set-up requests until told otherwise), then /moto-api/reset-auth
+// turns checking on, and the user's keys are the ones handed out. (moto
+// 5.2 then rejects the signature of any listing whose prefix or delimiter
+// holds a '/': tests that list keep it off.)
+import { spawn, execFile, execFileSync, type ChildProcess } from 'node:child_process'
+import { accessSync, constants, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs'
 import net from 'node:net'
+import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3'
+import tap, { type Test } from 'tap'
 import { compareKeys } from '../../src/s3/key-order'
 import { ObjectStore, type ObjectStoreOptions } from '../../src/s3/store'
 import { StoreError } from '../../src/s3/store-error'
@@ -23,7 +30,12 @@ interface Teardown { teardown: (fn: () => Promise<void> | void) => void }
 
 export interface Credentials { readonly accessKeyId: string, readonly secretAccessKey: string }
 
+export type S3ServerKind = 'moto' | 'rgw'
+
 export interface S3Server {
+  readonly kind: S3ServerKind
+  /** Whether it checks signatures and keys: RGW always, moto with `authentication`. */
+  readonly checksKeys: boolean
   readonly endpoint: string
   readonly region: string
   readonly credentials: Credentials
@@ -36,6 +48,31 @@ export const TEST_REGION = 'us-east-1'
 export const TEST_CREDENTIALS: Credentials = { accessKeyId: 'redirfs-test-key', secretAccessKey: 'redirfs-test-secret' }
 
 const run = promisify(execFile)
+const RGW_SCRIPT = path.resolve(__dirname, '../../scripts/rgw.sh')
+
+/** The servers the S3 suite runs against: both, or those REDIRFS_S3_SERVERS names (say `moto`, for a quick loop). */
+export const S3_SERVERS: readonly S3ServerKind[] = serversToTest(process.env.REDIRFS_S3_SERVERS)
+
+function serversToTest (setting: string | undefined): S3ServerKind[] {
+  if (setting === undefined || setting.trim() === '') return ['moto', 'rgw']
+  const named = setting.split(',').map(name => name.trim())
+  const unknown = named.filter(name => name !== 'moto' && name !== 'rgw')
+  if (unknown.length > 0) throw new Error(`REDIRFS_S3_SERVERS names ${unknown.join(', ')}: the servers are moto and rgw`)
+  return named as S3ServerKind[]
+}
+
+/**
+ * Declares `suite` once per server of S3_SERVERS, each in a subtest named
+ * after the server, with a server of its own started first (one per test
+ * file and kind) and stopped when the subtest ends.
+ */
+export function forEachS3Server (suite: (t: Test, server: S3Server) => Promise<void> | void, options: { authentication?: boolean } = {}): void {
+  for (const kind of S3_SERVERS) {
+    tap.test(kind, async t => {
+      await suite(t, await startS3Server(t, { ...options, kind }))
+    })
+  }
+}
 
 /** Drops every variable that could steer an AWS client somewhere the test did not choose. */
 export function withoutAwsVariables (env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
@@ -91,8 +128,9 @@ function findOnPath (command: string): string | undefined {
   return undefined
 }
 
-export async function startS3Server (t: Teardown, options: { authentication?: boolean } = {}): Promise<S3Server> {
+export async function startS3Server (t: Teardown, options: { authentication?: boolean, kind?: S3ServerKind } = {}): Promise<S3Server> {
   isolateAwsEnvironment()
+  if (options.kind === 'rgw') return await startRgw(t)
   const command = findOnPath('moto_server')
   if (command === undefined) throw new Error('moto_server not found: the set-up installs moto[server] with pip')
   // A free port can be taken between finding it and moto binding it; then moto exits saying so, and we try another.
@@ -117,8 +155,39 @@ export async function startS3Server (t: Teardown, options: { authentication?: bo
     let credentials = TEST_CREDENTIALS
     if (options.authentication === true) credentials = await enableAuthentication(endpoint)
     const { NODE_OPTIONS: _tapHooks, ...userEnv } = withoutAwsVariables(process.env)
-    return { endpoint, region: TEST_REGION, credentials, env: { ...userEnv, ...testAwsVariables(endpoint, credentials) }, stop }
+    return { kind: 'moto', checksKeys: options.authentication === true, endpoint, region: TEST_REGION, credentials, env: { ...userEnv, ...testAwsVariables(endpoint, credentials) }, stop }
   }
+}
+
+/**
+ * A single-node Ceph RGW under a temporary directory (scripts/rgw.sh):
+ * up takes a few seconds, down well under one. The script is told this
+ * process's pid, so a test process that dies before its teardown takes the
+ * cluster with it.
+ */
+async function startRgw (t: Teardown): Promise<S3Server> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'redirfs-rgw-'))
+  let stopping: Promise<void> | undefined
+  const down = (): void => {
+    try { execFileSync('bash', [RGW_SCRIPT, 'down', dir], { stdio: 'ignore' }) } catch {}
+    rmSync(dir, { recursive: true, force: true })
+  }
+  process.once('exit', down)
+  const stop = async (): Promise<void> => {
+    stopping ??= (async () => {
+      process.removeListener('exit', down)
+      await run('bash', [RGW_SCRIPT, 'down', dir]).catch(() => {})
+      rmSync(dir, { recursive: true, force: true })
+    })()
+    await stopping
+  }
+  t.teardown(stop)
+  const started = await run('bash', [RGW_SCRIPT, 'up', dir, '--owner', String(process.pid), '--memory', String(2 ** 30)], { env: withoutAwsVariables(process.env) })
+    .catch((err: { stderr?: string }) => { throw new Error(`Ceph RGW did not start: ${(err.stderr ?? String(err)).trim()}`) })
+  const { endpoint, accessKeyId, secretAccessKey } = JSON.parse(started.stdout) as { endpoint: string, accessKeyId: string, secretAccessKey: string }
+  const credentials = { accessKeyId, secretAccessKey }
+  const { NODE_OPTIONS: _tapHooks, ...userEnv } = withoutAwsVariables(process.env)
+  return { kind: 'rgw', checksKeys: true, endpoint, region: TEST_REGION, credentials, env: { ...userEnv, ...testAwsVariables(endpoint, credentials) }, stop }
 }
 
 /** Polls until the server answers HTTP (true) or its process ends (false). */
@@ -175,9 +244,9 @@ async function enableAuthentication (endpoint: string): Promise<Credentials> {
   return credentials
 }
 
-export async function createBucket (endpoint: string, name: string, credentials: Credentials = TEST_CREDENTIALS): Promise<void> {
+export async function createBucket (server: Pick<S3Server, 'endpoint' | 'credentials'>, name: string): Promise<void> {
   process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true' // as ObjectStore does
-  const client = new S3Client({ endpoint, region: TEST_REGION, credentials, forcePathStyle: true, maxAttempts: 1 })
+  const client = new S3Client({ endpoint: server.endpoint, region: TEST_REGION, credentials: server.credentials, forcePathStyle: true, maxAttempts: 1 })
   try {
     await client.send(new CreateBucketCommand({ Bucket: name }))
   } finally {

@@ -1,6 +1,7 @@
 // Listing an ImageFolder stored as objects: listTree (one delimited
 // listing, then every first-level directory at once) against a plain full
-// listing, on a tree uploaded from a local directory with the test helper.
+// listing, on a tree uploaded from a local directory with the test helper,
+// on moto and on Ceph RGW.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -9,9 +10,7 @@ import { SeededRandom } from '../../src/redirect/random'
 import { ObjectStore } from '../../src/s3/store'
 import { FAKE_BUCKET, startFakeS3, type FakeBucket, type FakeObject } from '../helpers/fake-s3'
 import { startFaultProxy } from '../helpers/fault-proxy'
-import { createBucket, seededBytes, startS3Server, testStore, uploadTree, type S3Server } from '../helpers/s3-server'
-
-let server: S3Server
+import { createBucket, forEachS3Server, seededBytes, testStore, uploadTree } from '../helpers/s3-server'
 
 /** Files per class; 'dog 🐕' and 'löwe' test key order beyond ASCII. */
 const CLASSES: Record<string, number> = { ant: 80, bee: 1, cat: 120, 'dog 🐕': 50, löwe: 49 }
@@ -40,61 +39,74 @@ function localTree (): { root: string, sizes: Map<string, number> } {
   return { root, sizes }
 }
 
-t.before(async () => { server = await startS3Server(t) })
+forEachS3Server(async (t, server) => {
+  t.test('listTree of a tree uploaded from a directory equals the plain full listing, keys in byte order, sizes and ETags exact', async t => {
+    await createBucket(server, 'tree')
+    const store = testStore(t, server, 'tree', { listPageSize: PAGE })
+    const { root, sizes } = localTree()
+    const uploaded = await uploadTree(store, root, 'data/train/')
+    await store.put('data/trainee.bin', Buffer.from('outside the prefix'))
+    await store.put('other/x.jpg', Buffer.from('outside the prefix'))
+    t.equal(uploaded.length, 303)
 
-t.test('listTree of a tree uploaded from a directory equals the plain full listing, keys in byte order, sizes and ETags exact', async t => {
-  await createBucket(server.endpoint, 'tree')
-  const store = testStore(t, server, 'tree', { listPageSize: PAGE })
-  const { root, sizes } = localTree()
-  const uploaded = await uploadTree(store, root, 'data/train/')
-  await store.put('data/trainee.bin', Buffer.from('outside the prefix'))
-  await store.put('other/x.jpg', Buffer.from('outside the prefix'))
-  t.equal(uploaded.length, 303)
+    const before = store.stats().listRequests
+    const tree = await store.listTree('data/train/')
+    const treeRequests = store.stats().listRequests - before
+    const flat = await store.list('data/train/')
+    const flatRequests = store.stats().listRequests - before - treeRequests
 
-  const before = store.stats().listRequests
-  const tree = await store.listTree('data/train/')
-  const treeRequests = store.stats().listRequests - before
-  const flat = await store.list('data/train/')
-  const flatRequests = store.stats().listRequests - before - treeRequests
+    t.same(tree, flat, 'the same objects, in the same order, with the same sizes, ETags and times')
+    t.same(tree.map(object => object.key), uploaded, 'every uploaded key, in UTF-8 byte order')
+    t.same(tree.map(object => object.size), uploaded.map(key => sizes.get(key.slice('data/train/'.length))), 'sizes as on disk')
+    t.ok(tree.every(object => /^"[0-9a-f]{32}"$/.test(object.etag)), 'ETags as S3 gives them, quoted')
+    // One delimited page (5 directories, 3 files), then per class ceil(files / 50) pages.
+    t.equal(treeRequests, 1 + 2 + 1 + 3 + 1 + 1, 'LIST requests of listTree')
+    t.equal(flatRequests, Math.ceil(303 / PAGE), 'LIST requests of the plain listing')
+  })
 
-  t.same(tree, flat, 'the same objects, in the same order, with the same sizes, ETags and times')
-  t.same(tree.map(object => object.key), uploaded, 'every uploaded key, in UTF-8 byte order')
-  t.same(tree.map(object => object.size), uploaded.map(key => sizes.get(key.slice('data/train/'.length))), 'sizes as on disk')
-  t.ok(tree.every(object => /^"[0-9a-f]{32}"$/.test(object.etag)), 'ETags as S3 gives them, quoted')
-  // One delimited page (5 directories, 3 files), then per class ceil(files / 50) pages.
-  t.equal(treeRequests, 1 + 2 + 1 + 3 + 1 + 1, 'LIST requests of listTree')
-  t.equal(flatRequests, Math.ceil(303 / PAGE), 'LIST requests of the plain listing')
-})
+  t.test('listTree lists every first-level directory at once', async t => {
+    await createBucket(server, 'parallel')
+    const proxy = await startFaultProxy(t, server.endpoint)
+    const store = testStore(t, { ...server, endpoint: proxy.endpoint }, 'parallel')
+    for (const name of ['a', 'b', 'c', 'd', 'e']) await store.put(`p/${name}/1.jpg`, Buffer.from(name))
+    await store.put('p/top.txt', Buffer.from('top'))
+    proxy.inject('hold', { times: 5, match: request => request.kind === 'list' && request.query.get('prefix') !== 'p/' })
+    const listing = store.listTree('p/')
+    // Held listings never answer, so requests in flight can only grow until the test releases them.
+    while (!(proxy.held() >= 1 && store.stats().inFlight === proxy.held())) await new Promise(resolve => setTimeout(resolve, 10))
+    t.equal(proxy.held(), 5, 'the five directories are listed at the same time')
+    proxy.release()
+    t.same((await listing).map(object => object.key), ['p/a/1.jpg', 'p/b/1.jpg', 'p/c/1.jpg', 'p/d/1.jpg', 'p/e/1.jpg', 'p/top.txt'])
+    t.equal(proxy.requests.list, 6)
+  })
 
-t.test('listTree lists every first-level directory at once', async t => {
-  await createBucket(server.endpoint, 'parallel')
-  const proxy = await startFaultProxy(t, server.endpoint)
-  const store = testStore(t, { ...server, endpoint: proxy.endpoint }, 'parallel')
-  for (const name of ['a', 'b', 'c', 'd', 'e']) await store.put(`p/${name}/1.jpg`, Buffer.from(name))
-  await store.put('p/top.txt', Buffer.from('top'))
-  proxy.inject('hold', { times: 5, match: request => request.kind === 'list' && request.query.get('prefix') !== 'p/' })
-  const listing = store.listTree('p/')
-  // Held listings never answer, so requests in flight can only grow until the test releases them.
-  while (!(proxy.held() >= 1 && store.stats().inFlight === proxy.held())) await new Promise(resolve => setTimeout(resolve, 10))
-  t.equal(proxy.held(), 5, 'the five directories are listed at the same time')
-  proxy.release()
-  t.same((await listing).map(object => object.key), ['p/a/1.jpg', 'p/b/1.jpg', 'p/c/1.jpg', 'p/d/1.jpg', 'p/e/1.jpg', 'p/top.txt'])
-  t.equal(proxy.requests.list, 6)
-})
+  t.test('a prefix with nothing under it lists as empty with one request', async t => {
+    await createBucket(server, 'empty-tree')
+    const store = testStore(t, server, 'empty-tree')
+    t.same(await store.listTree('nothing/'), [])
+    t.same(await store.list('nothing/'), [])
+    t.equal(store.stats().listRequests, 2)
+  })
 
-t.test('a prefix with nothing under it lists as empty with one request', async t => {
-  await createBucket(server.endpoint, 'empty-tree')
-  const store = testStore(t, server, 'empty-tree')
-  t.same(await store.listTree('nothing/'), [])
-  t.same(await store.list('nothing/'), [])
-  t.equal(store.stats().listRequests, 2)
-})
+  t.test('the bucket root lists as the empty prefix', async t => {
+    await createBucket(server, 'rooted')
+    const store = testStore(t, server, 'rooted')
+    for (const key of ['z.txt', 'a/1', 'a/b/2', 'b/3']) await store.put(key, Buffer.from(key))
+    t.same((await store.listTree('')).map(object => object.key), ['a/1', 'a/b/2', 'b/3', 'z.txt'])
+  })
 
-t.test('the bucket root lists as the empty prefix', async t => {
-  await createBucket(server.endpoint, 'rooted')
-  const store = testStore(t, server, 'rooted')
-  for (const key of ['z.txt', 'a/1', 'a/b/2', 'b/3']) await store.put(key, Buffer.from(key))
-  t.same((await store.listTree('')).map(object => object.key), ['a/1', 'a/b/2', 'b/3', 'z.txt'])
+  // Listings ask for keys URL-encoded (listing-xml.ts): what each server makes of '+', '%', a space and XML's own characters
+  // (a space may come as %20 or, as S3 writes it, '+'), in keys and in the directories listed on their own.
+  t.test('keys of characters URL encoding and XML both treat specially list exactly and read back', async t => {
+    await createBucket(server, 'odd-keys')
+    const store = testStore(t, server, 'odd-keys', { listPageSize: 2 })
+    const keys = ['d/c/&<>\'".jpg', 'd/c/a b.jpg', 'd/c/a+b.jpg', 'd/c/tab\t.jpg', 'd/c/x%20y%.jpg', 'd/e+f %41/g.jpg', 'd/猫 x/\u{1F600}.jpg']
+    for (const key of keys) await store.put(key, Buffer.from(key))
+    const listed = (await store.listTree('d/')).map(object => object.key)
+    t.same(listed, [...keys].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b))))
+    t.same((await store.list('d/')).map(object => object.key), listed)
+    for (const key of listed) t.equal((await store.getObject(key)).toString(), key, JSON.stringify(key))
+  })
 })
 
 /** A store of the fake endpoint (test/helpers/fake-s3.ts), which lies as told where moto never does (and holds keys moto cannot). */

@@ -64,14 +64,28 @@ Napi::Function Server::Define(Napi::Env env) {
                      });
 }
 
+// A column of the tree: its data, where it is a typed array of `type` with `count` elements; else null, and `sized` false.
+template <typename T>
+static const T* Column(Napi::Object tree, const char* name, napi_typedarray_type type, size_t count, bool* sized) {
+  Napi::Value value = tree.Get(name);
+  if (!value.IsTypedArray() || value.As<Napi::TypedArray>().TypedArrayType() != type || value.As<Napi::TypedArray>().ElementLength() != count) {
+    *sized = false;
+    return nullptr;
+  }
+  return value.As<Napi::TypedArrayOf<T>>().Data();
+}
+
 // new FuseServer(tree, onEvents, { reopenWindowMs, fuseThreads, ownerUid, ownerGid }): tree = the tree's columns (parent, names, nameEnd, firstChild,
 // childCount, kind, mode, uid, gid, nlink, size, atimeSec, mtimeSec, ctimeSec, atimeNsec, mtimeNsec, ctimeNsec) and controlName
 Server::Server(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Server>(info) {
   Napi::Env env = info.Env();
   Napi::Object tree = info[0].As<Napi::Object>();
-  auto u32 = [&](const char* name) { return tree.Get(name).As<Napi::Uint32Array>().Data(); };
-  auto f64 = [&](const char* name) { return tree.Get(name).As<Napi::Float64Array>().Data(); };
-  tree_.count = tree.Get("parent").As<Napi::Uint32Array>().ElementLength();
+  Napi::Value parent = tree.Get("parent");
+  tree_.count = parent.IsTypedArray() ? parent.As<Napi::TypedArray>().ElementLength() : 0;
+  // Every column holds one row per entry, of its type, or the tree is refused (and with it the mount) before any is read.
+  bool sized = true;
+  auto u32 = [&](const char* name) { return Column<uint32_t>(tree, name, napi_uint32_array, tree_.count, &sized); };
+  auto f64 = [&](const char* name) { return Column<double>(tree, name, napi_float64_array, tree_.count, &sized); };
   tree_.parent = u32("parent");
   tree_.nameEnd = u32("nameEnd");
   tree_.firstChild = u32("firstChild");
@@ -80,7 +94,7 @@ Server::Server(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Server>(info) 
   tree_.uid = u32("uid");
   tree_.gid = u32("gid");
   tree_.nlink = u32("nlink");
-  tree_.kind = tree.Get("kind").As<Napi::Uint8Array>().Data();
+  tree_.kind = Column<uint8_t>(tree, "kind", napi_uint8_array, tree_.count, &sized);
   tree_.size = f64("size");
   tree_.atimeSec = f64("atimeSec");
   tree_.mtimeSec = f64("mtimeSec");
@@ -88,7 +102,19 @@ Server::Server(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Server>(info) 
   tree_.atimeNsec = u32("atimeNsec");
   tree_.mtimeNsec = u32("mtimeNsec");
   tree_.ctimeNsec = u32("ctimeNsec");
-  tree_.names = tree.Get("names").As<Napi::Buffer<char>>().Data();
+  Napi::Value names = tree.Get("names");
+  sized = sized && names.IsBuffer();
+  if (sized) {
+    tree_.names = names.As<Napi::Buffer<char>>().Data();
+    tree_.namesLength = names.As<Napi::Buffer<char>>().Length();
+  }
+  const char* problem = sized ? tree_.Problem() : "a column is missing, of another type, or of another length than the others";
+  if (problem != nullptr) {
+    released_ = true;      // JS is told nothing
+    tsfnReleased_ = true;  // and there is no thread-safe function to release (Stop, from the destructor, would release a null one)
+    Napi::TypeError::New(env, std::string("FuseServer: the tree's columns are inconsistent: ") + problem).ThrowAsJavaScriptException();
+    return;
+  }
   treeRef_ = Napi::Persistent(tree);
   // The control directory and its two files follow the tree's inodes.
   controlName_ = tree.Get("controlName").As<Napi::String>().Utf8Value();

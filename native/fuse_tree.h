@@ -2,7 +2,9 @@
 // src/chunks/tree.ts, in place. JS holds them for the mount's life and
 // never changes them. Entry i is inode i + 1 (the root is entry 0, inode
 // 1); a directory's children are consecutive entries sorted by name bytes;
-// each name is followed by a 0 byte.
+// each name is followed by a 0 byte. The server checks the columns once,
+// when it is made (Problem): every lookup, listing and stat after that
+// reads inside them.
 #pragma once
 
 #define FUSE_USE_VERSION 312
@@ -39,6 +41,7 @@ struct Tree {
   const double *size, *atimeSec, *mtimeSec, *ctimeSec;
   const uint32_t *atimeNsec, *mtimeNsec, *ctimeNsec;
   const char* names;
+  size_t namesLength = 0;
 
   const char* Name(size_t e) const { return names + (e == 0 ? 0 : nameEnd[e - 1]); }
   static struct timespec Time(double sec, uint32_t nsec) { return {static_cast<time_t>(sec), static_cast<long>(nsec)}; }
@@ -64,6 +67,31 @@ struct Tree {
         high = middle;
     }
     return 0;
+  }
+
+  // Why the columns cannot be read as a tree, or null: what every operation
+  // relies on, so that columns a bug (or anything else) got wrong are refused
+  // at the mount rather than read out of bounds by a FUSE thread. Names lie
+  // back to back inside `names`, each ending in its 0 byte; each directory's
+  // children are entries of the tree; parents are entries; kinds are known;
+  // times and sizes are numbers a timespec and an off_t hold.
+  const char* Problem() const {
+    if (count == 0 || count > UINT32_MAX) return "the tree has no root, or more entries than inode numbers";
+    if (kind[0] != kDirectory) return "the root is not a directory";
+    uint64_t start = 0;
+    for (size_t e = 0; e < count; e++) {
+      if (nameEnd[e] <= start || nameEnd[e] > namesLength || names[nameEnd[e] - 1] != '\0') return "a name does not end in its 0 byte inside the names";
+      start = nameEnd[e];
+      if (parent[e] >= count) return "a parent is not an entry";
+      if (kind[e] > kOther) return "an entry of an unknown kind";
+      if (kind[e] == kDirectory && static_cast<uint64_t>(firstChild[e]) + childCount[e] > count) return "a directory's children are not entries";
+      if (!(size[e] >= 0 && size[e] < 9223372036854775807.0)) return "a size that is not a file size";
+      for (double sec : {atimeSec[e], mtimeSec[e], ctimeSec[e]}) {
+        if (!(sec > -9223372036854775807.0 && sec < 9223372036854775807.0)) return "a time that is not a time";
+      }
+      if (atimeNsec[e] >= 1000000000 || mtimeNsec[e] >= 1000000000 || ctimeNsec[e] >= 1000000000) return "nanoseconds past a second";
+    }
+    return nullptr;
   }
 
   // An entry's attributes as the scan found them (the size is the path's, not a binding's).

@@ -25,6 +25,7 @@
 // than serving it.
 #include <napi.h>
 
+#include "chunk_pieces.h"
 #include "crc32.h"
 
 #include <dirent.h>
@@ -144,9 +145,7 @@ class ReadAlignedWorker : public Napi::AsyncWorker {
   Napi::Promise Promise() { return deferred_.Promise(); }
 
   void Execute() override {
-    const uint64_t start = offset_ & ~(uint64_t)(kAlignment - 1);
-    const uint64_t end = (offset_ + length_ + kAlignment - 1) & ~(uint64_t)(kAlignment - 1);
-    const size_t size = end - start;
+    const auto [start, size] = chunkpieces::AlignedSpan(offset_, length_, kAlignment);
     allocated_ = size == 0 ? kAlignment : size;
     if (posix_memalign(&base_, kAlignment, allocated_) != 0) {
       errorCode_ = ENOMEM;
@@ -211,10 +210,11 @@ class Targets {
   size_t Count() const { return spans_.size(); }
   char* Data(size_t i) const { return spans_[i].first; }
   size_t Length(size_t i) const { return spans_[i].second; }
+  const std::vector<chunkpieces::Target>& Spans() const { return spans_; }
 
  private:
   Napi::Reference<Napi::Array> keep_;
-  std::vector<std::pair<char*, size_t>> spans_;
+  std::vector<chunkpieces::Target> spans_;
 };
 
 // Reads [offset, offset + length) like ReadAlignedWorker, checks nothing
@@ -237,9 +237,7 @@ class ReadChunkWorker : public Napi::AsyncWorker {
   Napi::Promise Promise() { return deferred_.Promise(); }
 
   void Execute() override {
-    const uint64_t start = offset_ & ~(uint64_t)(kAlignment - 1);
-    const uint64_t end = (offset_ + length_ + kAlignment - 1) & ~(uint64_t)(kAlignment - 1);
-    const size_t size = end - start;
+    const auto [start, size] = chunkpieces::AlignedSpan(offset_, length_, kAlignment);
     size_t capacity = 0;
     char* base = chunkBuffers.Take(size, &capacity);
     if (base == nullptr) {
@@ -261,35 +259,9 @@ class ReadChunkWorker : public Napi::AsyncWorker {
       done += n;
     }
     if (!direct_) posix_fadvise(fd_, start, size, POSIX_FADV_DONTNEED);
-    const char* chunk = base + (offset_ - start);
     available_ = done > offset_ - start ? std::min<uint64_t>(done - (offset_ - start), length_) : 0;
-    // The span's CRC, summed piece by piece and gap by gap while the pieces
-    // come in order; the pieces' own CRCs serve a read of part of a chunk (mix mode's blocks).
-    uint32_t crc = 0;
-    uint64_t summed = 0;
-    if (available_ == length_) {
-      for (const auto& [pieceStart, pieceSize] : pieces_) {
-        size_t i = pieceCrcs_.size();
-        // In integer arithmetic that cannot wrap: a piece must lie inside what was read and fit its target.
-        if (pieceSize > available_ || pieceStart > available_ - pieceSize || i >= targets_.Count() || targets_.Length(i) < pieceSize) break;
-        std::memcpy(targets_.Data(i), chunk + pieceStart, pieceSize);
-        uint32_t pieceCrc = crc32fast::Crc32(0, chunk + pieceStart, pieceSize);
-        if (pieceStart >= summed && summed != UINT64_MAX) {
-          crc = Append(Append(crc, crc32fast::Crc32(0, chunk + summed, pieceStart - summed), pieceStart - summed), pieceCrc, pieceSize);
-          summed = pieceStart + pieceSize;
-        } else {
-          summed = UINT64_MAX;  // out of order: the span is summed whole below
-        }
-        pieceCrcs_.push_back(pieceCrc);
-      }
-    }
-    crc_ = summed <= available_ ? Append(crc, crc32fast::Crc32(0, chunk + summed, available_ - summed), available_ - summed) : crc32fast::Crc32(0, chunk, available_);
+    crc_ = chunkpieces::CopyPieces(base + (offset_ - start), available_, length_, pieces_, targets_.Spans(), &pieceCrcs_);
     chunkBuffers.Give(base, capacity);
-  }
-
-  // The CRC of a run followed by `length` bytes whose own CRC is `next`.
-  static uint32_t Append(uint32_t crc, uint32_t next, uint64_t length) {
-    return length == 0 ? crc : static_cast<uint32_t>(crc32_combine64(crc, next, static_cast<z_off64_t>(length)));
   }
 
   void OnOK() override {
@@ -447,7 +419,7 @@ class ReadFilesWorker : public Napi::AsyncWorker {
           result.error = path + ": out of memory";
           break;
         }
-        if (result.own == nullptr) std::memcpy(own, target, result.size);
+        if (result.own == nullptr && result.size > 0) std::memcpy(own, target, result.size);  // an empty target may have no memory (null)
         result.own = into = own;
         result.ownCapacity = capacity = bigger;
       }
@@ -477,16 +449,8 @@ class ReadFilesWorker : public Napi::AsyncWorker {
   std::vector<FileResult> results_;
 };
 
-// A byte offset, length or count from JS: a whole number from 0 to 2^53. Anything else (negative,
-// fractional, NaN, infinite) is refused before any arithmetic on it, which is unsigned here: a
-// negative double cast to uint64_t wraps, and a wrapped bound lets a read past its buffer.
-bool ByteCount(double number, uint64_t* out) {
-  if (!(number >= 0 && number <= 9007199254740992.0) || number != static_cast<double>(static_cast<uint64_t>(number))) return false;
-  *out = static_cast<uint64_t>(number);
-  return true;
-}
-
-bool ByteCount(const Napi::Value& value, uint64_t* out) { return value.IsNumber() && ByteCount(value.As<Napi::Number>().DoubleValue(), out); }
+// Offsets, lengths and pieces from JS are checked as whole numbers before any arithmetic (chunk_pieces.h).
+bool ByteCount(const Napi::Value& value, uint64_t* out) { return value.IsNumber() && chunkpieces::ByteCount(value.As<Napi::Number>().DoubleValue(), out); }
 
 Napi::Value ReadAligned(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
@@ -519,12 +483,12 @@ Napi::Value ReadChunk(const Napi::CallbackInfo& info) {
   Napi::Float64Array flat = info[4].As<Napi::Float64Array>();
   std::vector<std::pair<uint64_t, uint64_t>> pieces;
   for (size_t i = 0; i + 1 < flat.ElementLength(); i += 2) {
-    uint64_t start, size;
-    if (!ByteCount(flat[i], &start) || !ByteCount(flat[i + 1], &size) || start > length || size > length - start) {
+    std::pair<uint64_t, uint64_t> piece;
+    if (!chunkpieces::PieceInside(flat[i], flat[i + 1], length, &piece)) {
       Napi::RangeError::New(env, "readChunk: every piece must lie inside the range read").ThrowAsJavaScriptException();
       return env.Undefined();
     }
-    pieces.emplace_back(start, size);
+    pieces.push_back(piece);
   }
   auto* worker =
       new ReadChunkWorker(env, info[0].As<Napi::Number>().Int32Value(), offset, length, info[3].As<Napi::Boolean>().Value(), std::move(pieces), info[5].As<Napi::Array>());

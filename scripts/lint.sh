@@ -13,4 +13,4 @@ done
 npx eslint .
 shellcheck scripts/*.sh mount-scripts/* .ci/run
 pyflakes3 bench/*.py scripts/*.py test/*/*.py
-clang-format --dry-run --Werror native/*.cc native/*.h
+clang-format --dry-run --Werror native/*.cc native/*.h native/fuzz/*.cc

@@ -21,7 +21,11 @@ cd "$(dirname "$0")/.."
 #   python3-ffcv, python3-numba           FFCV, the loader the benchmark compares with (its
 #                                         tests too); Debian's python3-ffcv omits numba
 #   pyflakes3, shellcheck, clang-format   npm run lint's checkers for Python, shell and C++
-packages=(build-essential python3 pkg-config libfuse3-dev libfuse2 fuse3 kmod python3-torch python3-torchvision python3-pil python3-numpy python3-opencv python3-sklearn python3-ffcv python3-numba util-linux-extra openssl curl shellcheck pyflakes3 clang-format)
+#   clang, libclang-rt-14-dev, zlib1g-dev npm run build:asan / test:asan and the native fuzzers
+#                                         (clang 14; its ASan/UBSan runtimes and libFuzzer are in
+#                                         libclang-rt-14-dev, only recommended by clang; zlib's
+#                                         CRC-32 is what the crc32 fuzzer checks ours against)
+packages=(build-essential python3 pkg-config libfuse3-dev libfuse2 fuse3 kmod python3-torch python3-torchvision python3-pil python3-numpy python3-opencv python3-sklearn python3-ffcv python3-numba util-linux-extra openssl curl shellcheck pyflakes3 clang-format clang libclang-rt-14-dev zlib1g-dev)
 lean_packages=(python3-imageio python3-skimage radosgw ceph-mon ceph-osd)
 missing() {
   for package in "$@"; do

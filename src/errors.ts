@@ -79,3 +79,20 @@ export function systemErrorMessage (err: unknown): string | undefined {
   const doing = syscall !== undefined ? `${syscall}${path !== undefined ? ` ${path}` : ''}` : (path ?? 'the operation')
   return `cannot ${doing}: ${describeSystemError(err)}`
 }
+
+/**
+ * Text for a user's terminal, on one line: control characters (line breaks,
+ * escape sequences a terminal would act on) and the Unicode line separators
+ * written as \uXXXX. Paths, keys and names are the user's or a store's, and
+ * may hold any of them.
+ */
+export function printable (text: string): string {
+  // eslint-disable-next-line no-control-regex -- control characters are what it looks for
+  return text.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, c => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
+}
+
+/** A value from outside (a path, a key, a line of a list) in a message: printable, and cut short past `most` characters, never kilobytes of it. */
+export function clip (text: string, most = 120): string {
+  const shown = printable(text)
+  return shown.length > most ? `${shown.slice(0, most - 3)}...` : shown
+}

@@ -51,15 +51,29 @@ export const enum Expected { mtimeSec, mtimeNsec, dev, ino, mode, uid, gid, fiel
 /** A chunk (or a run of it) as read: its length and CRC-32, how many pieces were copied into their targets, and their CRC-32s (none when the read is short). */
 export interface ChunkRead { length: number, crc: number, copied: number, fileCrcs: number[] }
 
-const ADDON = path.resolve(__dirname, '../../native/build/Release/redirfs_native.node')
+/**
+ * Where a native addon (`redirfs_native`, `redirfs_fuse`) is: native/build/,
+ * or with REDIRFS_NATIVE_BUILD=build-asan the build with AddressSanitizer and
+ * UndefinedBehaviorSanitizer (npm run build:asan, in native/build-asan/; see
+ * docs/development.md). Only a build directory of this package's native/
+ * can be named: the variable chooses a build, never a path to load code from.
+ */
+export function addonPath (name: 'redirfs_native' | 'redirfs_fuse'): string {
+  const build = process.env.REDIRFS_NATIVE_BUILD ?? ''
+  if (build === '' || build === 'build') return path.resolve(__dirname, '../../native/build/Release', `${name}.node`)
+  if (!/^build-[a-z0-9]+$/.test(build)) throw new UsageError(`REDIRFS_NATIVE_BUILD names a build directory of native/ (build, build-asan), not '${build}'`)
+  return path.resolve(__dirname, '../../native', build, 'build/Release', `${name}.node`)
+}
+
 let binding: NativeBinding | undefined
 
 export function native (): NativeBinding {
   if (binding === undefined) {
+    const addon = addonPath('redirfs_native')
     try {
-      binding = require(ADDON) as NativeBinding
+      binding = require(addon) as NativeBinding
     } catch (err) {
-      throw new UsageError(`the native chunk reader is not built (${ADDON}: ${(err as Error).message.split('\n')[0]}); run: npm run setup`)
+      throw new UsageError(`the native chunk reader is not built (${addon}: ${(err as Error).message.split('\n')[0]}); run: npm run setup`)
     }
   }
   return binding

@@ -20,7 +20,7 @@
 import { constants, promises as fs, type BigIntStats } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { UsageError } from '../errors'
+import { clip, UsageError } from '../errors'
 import type { GroupDepth } from '../redirect/grouping'
 import { directoriesDownTo, linkRefusal, reachableMode, type DirectoryAccess } from './access'
 import { Listed, native } from './native'
@@ -214,7 +214,7 @@ export function finishScan (builder: TreeBuilder, skipped: SkippedEntry[], optio
   if (options.include !== undefined) skipped.push(...unusableIncludes(options.include, builder))
   if (skipped.length > 0 && options.skipUnservable !== true) {
     skipped.sort((a, b) => (a.path < b.path ? -1 : 1))
-    const named = skipped.slice(0, NAMED_IN_MESSAGE).map(entry => `${entry.path} (${entry.why})`).join(', ')
+    const named = skipped.slice(0, NAMED_IN_MESSAGE).map(entry => `${clip(entry.path, 80)} (${entry.why})`).join(', ')
     const more = skipped.length > NAMED_IN_MESSAGE ? `, and ${skipped.length - NAMED_IN_MESSAGE} more` : ''
     throw new UsageError(`${skipped.length} entr${skipped.length === 1 ? 'y' : 'ies'} of the source${options.include !== undefined ? ' or the include list' : ''} cannot be served: ${named}${more}; ` +
       `fix or remove ${skipped.length === 1 ? 'it' : 'them'}, or pass --skip-unservable to leave ${skipped.length === 1 ? 'it' : 'them'} out`)

@@ -2,10 +2,10 @@
  * The redirfs command line. Every failure a user can cause ends in one
  * line on stderr and a non-zero exit, never a stack trace.
  */
-import { Command, InvalidArgumentError, Option } from 'commander'
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander'
 import path from 'node:path'
 import { defaultFuseThreads, FUSE_BACKENDS, type ClusterConfig, type FuseBackend, type MountConfig, type S3Config } from '../daemon/config'
-import { isForUser, systemErrorMessage, UsageError } from '../errors'
+import { isForUser, printable, systemErrorMessage, UsageError } from '../errors'
 import { REDIRECT_MODES, type RedirectMode } from '../redirect/protocol'
 import { SingleBar, Presets } from 'cli-progress'
 import { verifyPack } from '../pack/verify'
@@ -26,7 +26,8 @@ import { unmount } from './umount-command'
 import { expandOptionLists } from './mount-options'
 import { formatClusterSimulationTable, formatSimulationTable, runClusterSimulations, runSimulations } from './simulate-command'
 
-const program = new Command()
+/** The command line, as commander has it (its commands and options are what fuzz/cli.fuzz.ts draws from). */
+export const program = new Command()
 
 function wholeNumber (what: string, min: number, max: number) {
   return (text: string): number => {
@@ -54,8 +55,10 @@ program
     'an open of a sample may be answered with another unconsumed sample of the same class that is already in memory,\n' +
     'so the disk is read only in large chunks. Every sample is still seen exactly once per epoch.')
   // A usage error is one line, as every other error: what is wrong, and where help is.
-  .configureOutput({ outputError: (text, write) => write(`redirfs: ${text.replace(/^error: /, '').trim().replace(/\s*\n\s*/g, ' ')} (run with --help for usage)\n`) })
+  .configureOutput({ outputError: (text, write) => write(`redirfs: ${printable(text.replace(/^error: /, '').trim().replace(/\s*\n\s*/g, ' '))} (run with --help for usage)\n`) })
   .version((require('../../package.json') as { version: string }).version, '-V, --version', 'print the version of redirfs')
+  // Commander ends through main (its error, below) rather than by exiting the process: the CLI also runs in-process (fuzz/cli.fuzz.ts).
+  .exitOverride()
 
 /** Shared by mount, pack and verify: how a bucket is reached (credentials and region come from the standard AWS chain). */
 function s3Options (command: Command): Command {
@@ -199,7 +202,7 @@ const pack = program.command('pack')
       extensions: parseExtensions(options.extensions),
       groupDepth: options.groupDepth,
       skipUnservable: options.skipUnservable,
-      onWarning: message => process.stderr.write(`redirfs: warning: ${message}\n`)
+      onWarning: message => process.stderr.write(`redirfs: warning: ${printable(message)}\n`)
     }
     const stores: ObjectStore[] = []
     const storeFor = (bucket: string): ObjectStore => {
@@ -381,8 +384,15 @@ export async function main (argv: string[]): Promise<void> {
   try {
     await program.parseAsync(expandOptionLists(argv, mount))
   } catch (err) {
+    // Commander's own end (--help, --version, a bad option or argument): it has said what it had to; its exit code stands.
+    // (An InvalidArgumentError is one only once commander has caught and reported it, as a CommanderError of its own.)
+    if (err instanceof CommanderError && !(err instanceof InvalidArgumentError)) {
+      process.exitCode = err.exitCode
+      return
+    }
     const message = isForUser(err) ? err.message : systemErrorMessage(err) ?? `unexpected error: ${(err as Error).message}`
-    process.stderr.write(`redirfs: ${message}\n`)
+    // One line whatever the message holds: a path or a key may have a line break, or a terminal's escape sequence, in it.
+    process.stderr.write(`redirfs: ${printable(message)}\n`)
     process.exitCode = 1
   }
 }

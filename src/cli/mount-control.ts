@@ -69,8 +69,11 @@ export async function redirfsMountAt (mountpoint: string): Promise<MountRecord> 
  * The reset file resets only when opened non-blocking (src/fs/adapter.ts).
  */
 export async function readControlFile (mountpoint: string, name: 'stats' | 'reset', keys: Readonly<Record<string, 'number' | 'string' | 'object'>>): Promise<Record<string, unknown>> {
-  const mount = await redirfsMountAt(mountpoint)
-  const text = await readControlText(mountpoint, mount, name)
+  return parseControl(mountpoint, name, await readControlText(mountpoint, name), keys)
+}
+
+/** What a control file's text holds: a JSON object with `keys` of their types; a one-line error for anything else (fuzz/stats.fuzz.ts sends it anything). */
+export function parseControl (mountpoint: string, name: 'stats' | 'reset', text: string, keys: Readonly<Record<string, 'number' | 'string' | 'object'>>): Record<string, unknown> {
   let parsed: unknown
   try { parsed = JSON.parse(text) } catch {}
   const object = typeof parsed === 'object' && parsed !== null ? parsed as Record<string, unknown> : undefined
@@ -107,7 +110,9 @@ try {
 
 interface ReaderOutput { dev?: number, text?: string, code?: string, message?: string }
 
-async function readControlText (mountpoint: string, mount: MountRecord, name: 'stats' | 'reset'): Promise<string> {
+/** The text of `<mnt>/.redirfs/<name>` of a proven redirfs mount. */
+export async function readControlText (mountpoint: string, name: 'stats' | 'reset'): Promise<string> {
+  const mount = await redirfsMountAt(mountpoint)
   const child = spawn(process.execPath, ['-e', READER, path.join(mountpoint, '.redirfs', name), name === 'reset' ? 'nonblock' : ''], { stdio: ['ignore', 'pipe', 'ignore'], detached: true, env: {} })
   const output = await new Promise<string | undefined>((resolve, reject) => {
     let text = ''

@@ -1,6 +1,7 @@
 /** `redirfs stats`: the daemon's counters, read from `<mnt>/.redirfs/stats`. */
-import { readControlFile, unreadable } from './mount-control'
+import { parseControl, readControlText, unreadable } from './mount-control'
 import { formatSize } from '../util/size'
+import { printable, UsageError } from '../errors'
 import type { ClusterStats, MountStats } from '../stats'
 import type { RunStats } from '../runs/run-tracker'
 
@@ -8,21 +9,99 @@ import type { RunStats } from '../runs/run-tracker'
 const STATS_KEYS = { dataset: 'string', mountpoint: 'string', mode: 'string', layout: 'object', memory: 'object', protocol: 'object', source: 'object', fs: 'object' } as const
 
 export async function readStats (mountpoint: string): Promise<MountStats> {
-  return await readControlFile(mountpoint, 'stats', STATS_KEYS) as unknown as MountStats
+  return parseStats(mountpoint, await readControlText(mountpoint, 'stats'))
+}
+
+/** The stats in the text of a mount's stats file; a one-line error when it is not a JSON object with every section. */
+export function parseStats (mountpoint: string, text: string): MountStats {
+  return parseControl(mountpoint, 'stats', text, STATS_KEYS) as unknown as MountStats
 }
 
 /** `formatStats` of what a mount answered: one it cannot format (another version's, deeper than its keys) is one line too. */
 export function formatStatsOf (mountpoint: string, stats: MountStats): string {
   try {
-    return formatStats(stats)
-  } catch {
+    return formatStats(stats, mountpoint)
+  } catch (err) {
+    if (err instanceof UsageError) throw err
     throw unreadable(mountpoint, 'stats', 'its fields are not of this version\'s shape')
   }
 }
 
 const percent = (part: number, whole: number): string => whole === 0 ? '-' : `${(100 * part / whole).toFixed(1)}%`
 
-export function formatStats (s: MountStats): string {
+/** A type per field, a list of one shape (`[shape]`), or an object's fields (`name?` when optional); `record`: names to numbers or text. */
+type Shape = 'number' | 'string' | 'boolean' | 'record' | [Shape] | { readonly [field: string]: Shape }
+const N = 'number'
+const T = 'string'
+const PROTOCOL_READ = ['opens', 'remoteOpens', 'memoryHits', 'waitedOpens', 'failedOpens', 'redirects', 'chunkLoads', 'readaheadLoads', 'filesLoaded', 'wastedFiles',
+  'wastedBytes', 'rollovers', 'resets', 'newRuns', 'residentBytes', 'inflightBytes', 'peakResidentBytes', 'prefetchShipped', 'reclaims', 'reclaimedFiles', 'lostHeldFiles']
+
+/** What `formatStats` reads, checked before it reads any: a daemon of another version is named in one line, never a TypeError. */
+const STATS_SHAPE: Shape = {
+  pid: N,
+  dataset: T,
+  mountpoint: T,
+  mode: T,
+  chunkSize: N,
+  seed: N,
+  uptimeSeconds: N,
+  layout: { samples: N, groups: N, someGroups: [T], grouping: T, skippedEntries: N, physicalChunks: N, virtualChunks: N, datasetBytes: N },
+  memory: { budgetBytes: N, sampleBufferBytes: N, idleSampleBufferBytes: N },
+  protocol: Object.fromEntries(PROTOCOL_READ.map(field => [field, N])),
+  source: 'record',
+  fs: { openHandles: N, passthroughOpens: N },
+  'runs?': { runs: N, 'current?': { key: T, trainer: T }, alongside: [{ trainer: T }], exact: 'boolean', 'orphanOpens?': N },
+  'cluster?': {
+    node: N,
+    nodes: N,
+    storage: T,
+    'tls?': 'boolean',
+    listen: T,
+    dataPort: N,
+    generation: { number: N, key: T },
+    peers: [{ node: N, address: T, state: T }],
+    unsynced: N,
+    ...Object.fromEntries(['remoteRequests', 'remoteOpens', 'prefetchUsed', 'remoteSamplesReceived', 'prefetchReceived', 'mirrorBytes', 'peakMirrorBytes', 'givenBack',
+      'peersLost', 'peersRejoined', 'takeovers'].map(field => [field, N]))
+  }
+}
+
+const IS = { number: (v: unknown) => typeof v === 'number', string: (v: unknown) => typeof v === 'string', boolean: (v: unknown) => typeof v === 'boolean' }
+
+/** Where `value` is not of `shape` (a field's path and what it is not), or undefined. */
+function mismatch (value: unknown, shape: Shape, at: string): string | undefined {
+  if (shape === 'record') {
+    const table = typeof value === 'object' && value !== null && !Array.isArray(value)
+    return table && Object.values(value).every(v => typeof v === 'number' || typeof v === 'string') ? undefined : `${at} is not a table of numbers and text`
+  }
+  if (typeof shape === 'string') return IS[shape](value) ? undefined : `${at} is not ${shape === 'string' ? 'text' : `a ${shape}`}`
+  if (Array.isArray(shape)) {
+    if (!Array.isArray(value)) return `${at} is not a list`
+    for (let i = 0; i < value.length; i++) {
+      const wrong = mismatch(value[i], shape[0], `${at}[${i}]`)
+      if (wrong !== undefined) return wrong
+    }
+    return undefined
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return `${at === '' ? 'the stats' : at} is not an object`
+  for (const [key, inner] of Object.entries(shape)) {
+    const name = key.replace(/\?$/, '')
+    const field = Object.hasOwn(value, name) ? (value as Record<string, unknown>)[name] : undefined
+    if (key.endsWith('?') && field === undefined) continue
+    const wrong = mismatch(field, inner, at === '' ? name : `${at}.${name}`)
+    if (wrong !== undefined) return wrong
+  }
+  return undefined
+}
+
+/**
+ * The stats as the table `redirfs stats` prints, one line per row (text from
+ * the daemon, a path with a line break in it, stays on its row). Stats of
+ * another shape than this version's are refused in one line.
+ */
+export function formatStats (s: MountStats, mountpoint: string): string {
+  const wrong = mismatch(s, STATS_SHAPE, '')
+  if (wrong !== undefined) throw new UsageError(`${mountpoint} answered stats that redirfs cannot show (${wrong}); is its daemon another version? remount it, or print them with --json`)
   const p = s.protocol
   // In a cluster, `protocol.opens` also counts opens this node answered for others.
   const opens = s.cluster !== undefined ? p.opens - p.remoteOpens + s.cluster.remoteOpens : p.opens
@@ -45,7 +124,7 @@ export function formatStats (s: MountStats): string {
     ['files', `${s.fs.openHandles} open handles, ${s.fs.passthroughOpens} pass-through opens`],
     ...(s.cluster !== undefined ? clusterRows(s, s.cluster) : [])
   ]
-  return rows.map(([k, v]) => `${k.padEnd(10)} ${v}`).join('\n')
+  return rows.map(([k, v]) => `${k.padEnd(10)} ${printable(v)}`).join('\n')
 }
 
 function runsRow (r: RunStats): [string, string] {

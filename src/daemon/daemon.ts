@@ -96,7 +96,8 @@ async function checkMountpoint (mountpoint: string, source: string): Promise<voi
   if (mountpoint !== source && (await fs.readdir(mountpoint)).length > 0) throw new UsageError(`mountpoint ${mountpoint} is not empty (mount over the source itself, or use an empty directory)`)
 }
 
-interface OpenedDataset {
+/** A dataset opened for a mount: its tree, where its bytes come from, and how it is laid out. */
+export interface OpenedDataset {
   tree: DatasetTree
   files: FileReader
   source: ChunkSource
@@ -159,7 +160,7 @@ async function cacheIdentity (config: MountConfig, indexIdentity: string): Promi
 }
 
 /** A pack, in a directory or a bucket: its layout was fixed when it was written. */
-async function openPack (config: MountConfig, buffers: SampleBuffers, log: Logger, storage: PackStorage = new DirectoryPackStorage(config.source)): Promise<OpenedDataset> {
+export async function openPack (config: MountConfig, buffers: SampleBuffers, log: Logger, storage: PackStorage = new DirectoryPackStorage(config.source)): Promise<OpenedDataset> {
   if (config.includeFile !== undefined) throw new UsageError('--include does not apply to a pack: pack the subset instead (redirfs pack --include <list>)')
   const pack = await loadPackIndex(storage)
   if (config.chunkSizeGiven && config.chunkSize !== pack.header.chunkSize) {
@@ -286,16 +287,28 @@ function clusterShape (config: MountConfig, dataset: OpenedDataset): ClusterShap
   return { nodes, node: cluster.node as NodeId, storage: dataset.shard !== undefined ? 'sharded' : 'shared', peers }
 }
 
+/**
+ * The layout a mount of `dataset` computes on `nodes` nodes within
+ * `memoryBytes`, checked against a pack's chunks (`checkLayout`); refused in
+ * one line when the memory cannot hold a chunk of every group. Every read of
+ * a pack is of a chunk of this layout (fuzz/pack-index.fuzz.ts reads them all).
+ */
+export function mountLayout (dataset: OpenedDataset, memoryBytes: number, nodes: number): Layout {
+  const { tree, chunkSize } = dataset
+  const chunking = cutPhysicalChunks(tree.samples, chunkSize, dataset.layoutSeed)
+  const busiest = nodes === 1 ? undefined : Math.max(...groupsPerHome(chunking, nodes))
+  const memory = planMemory(tree.samples, chunkSize, memoryBytes, busiest)
+  if (memoryBytes < memory.minimumBytes) throw memoryTooSmall(memoryBytes, dataset, chunking, busiest, memory)
+  const layout = buildLayout(tree.samples, { chunkSize, seed: dataset.layoutSeed, vcCount: memory.vcCount, nodes, chunking })
+  dataset.checkLayout?.(layout)
+  return layout
+}
+
 async function serve (config: MountConfig, dataset: OpenedDataset, buffers: SampleBuffers, log: Logger): Promise<RunningMount> {
   const { tree, chunkSize } = dataset
   const shape = clusterShape(config, dataset)
-  const chunking = cutPhysicalChunks(tree.samples, chunkSize, dataset.layoutSeed)
-  const busiest = shape.nodes === 1 ? undefined : Math.max(...groupsPerHome(chunking, shape.nodes))
-  const memory = planMemory(tree.samples, chunkSize, config.memoryBytes, busiest)
-  if (config.memoryBytes < memory.minimumBytes) throw memoryTooSmall(config.memoryBytes, dataset, chunking, busiest, memory)
+  const layout = mountLayout(dataset, config.memoryBytes, shape.nodes)
   let memoryLimit = checkMemoryLimit(config, tree.count)
-  const layout = buildLayout(tree.samples, { chunkSize, seed: dataset.layoutSeed, vcCount: memory.vcCount, nodes: shape.nodes, chunking })
-  dataset.checkLayout?.(layout)
   // A directory reads files one by one, so mix may take each from any chunk; a pack reads blocks, a few per load.
   const mixBlock = config.mixBlock ?? (dataset.checkLayout !== undefined ? Math.max(1, Math.ceil(chunkSize / 4)) : 1)
   const protocol = new Protocol(layout, { mode: config.mode, memoryBytes: config.memoryBytes, seed: config.seed, node: shape.node, prefetch: config.cluster?.prefetch, mixBlock })

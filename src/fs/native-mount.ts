@@ -11,8 +11,8 @@
  * known by one number on both sides.
  */
 import { execFile } from 'node:child_process'
-import path from 'node:path'
 import type { DatasetTree } from '../chunks/tree'
+import { addonPath } from '../chunks/native'
 import { UsageError } from '../errors'
 import type { FsAdapter } from './adapter'
 import { CONTROL_DIR, RESET_FILE, STATS_FILE } from './control'
@@ -45,13 +45,12 @@ interface OpenRecord { request: number, inode: number, flags: number, thread: nu
 type ServerClass = new (tree: object, onEvents: OnEvents, options: { reopenWindowMs: number, fuseThreads: number, ownerUid: number, ownerGid: number }) => NativeServer
 interface Addon { FuseServer: ServerClass, openRecord: OpenRecord }
 
-const ADDON = path.resolve(__dirname, '../../native/build/Release/redirfs_fuse.node')
-
 /** The native server's addon, or a one-line reason why it cannot be used. */
 export function loadNativeServer (): Addon {
   try {
-    return require(ADDON) as Addon
+    return require(addonPath('redirfs_fuse')) as Addon
   } catch (err) {
+    if (err instanceof UsageError) throw err
     throw new UsageError(`the native FUSE server is not built (${(err as Error).message.split('\n')[0]}); run: npm run setup (it needs Debian's libfuse3-dev), or mount with --fuse-backend fuse-native`)
   }
 }

@@ -33,7 +33,7 @@
  * message to re-pack, never misread.
  */
 import { crc32 } from 'node:zlib'
-import { UsageError } from '../errors'
+import { clip, UsageError } from '../errors'
 
 export const PACK_MAGIC = Buffer.from('RDXPACK\0', 'latin1')
 export const PACK_VERSION = 4
@@ -237,10 +237,13 @@ const S_IFREG = 0o100000
  * increasing order (so no two are one), of clean components, the root
  * first; every sample lies inside its chunk and every chunk's files fill it
  * exactly; chunks are aligned, inside their segment, in order and disjoint;
- * non-sample files lie back to back in others.bin; counts match the header.
+ * non-sample files lie back to back in others.bin; counts match the header;
+ * times are within a Date's range (what the FUSE server and fuse-native
+ * hold), and a shard's chunks of other nodes have length 0 exactly.
  */
 function inconsistency ({ header, arrays: a, paths }: DecodedIndex): string | undefined {
-  const held = (c: number): boolean => header.nodes === undefined || a.chunkLength[c] > 0
+  // A shard holds its node's chunks; another node's have length 0 exactly (what the pack source and verify skip), any other length is checked.
+  const held = (c: number): boolean => header.nodes === undefined || a.chunkLength[c] !== 0
   let previous = ''
   let samples = 0
   let sampleBytes = 0
@@ -260,7 +263,7 @@ function inconsistency ({ header, arrays: a, paths }: DecodedIndex): string | un
     if (kind === EntryKind.Directory ? type !== S_IFDIR : (kind !== EntryKind.Sample && kind !== EntryKind.Other) || type !== S_IFREG) return `entry ${name()} has kind ${kind} and mode 0${a.mode[i].toString(8)}, which do not go together`
     if ((a.mode[i] & ~(S_IFMT | 0o7777)) !== 0) return `entry ${name()} has mode 0${a.mode[i].toString(8)}`
     if (i === 0 && kind !== EntryKind.Directory) return 'its root is not a directory'
-    if (a.atimeNsec[i] >= 1e9 || a.mtimeNsec[i] >= 1e9 || a.ctimeNsec[i] >= 1e9 || !Number.isFinite(a.atimeMs[i] + a.mtimeMs[i] + a.ctimeMs[i])) return `entry ${name()} has times that are not times`
+    if (a.atimeNsec[i] >= 1e9 || a.mtimeNsec[i] >= 1e9 || a.ctimeNsec[i] >= 1e9 || !isTime(a.atimeMs[i]) || !isTime(a.mtimeMs[i]) || !isTime(a.ctimeMs[i])) return `entry ${name()} has times that are not times`
     const size = a.size[i]
     if (!Number.isSafeInteger(size) || size < 0) return `entry ${name()} has size ${size}`
     if (kind !== EntryKind.Sample) {
@@ -290,7 +293,8 @@ function inconsistency ({ header, arrays: a, paths }: DecodedIndex): string | un
     const [offset, length, segment] = [a.chunkOffset[c], a.chunkLength[c], a.chunkSegment[c]]
     if (files[c] > header.chunkSize) return `chunk ${c} has ${files[c]} files, more than the chunk size ${header.chunkSize}`
     if (!held(c)) continue
-    if (!Number.isSafeInteger(offset) || !Number.isSafeInteger(length) || offset < 0 || offset % CHUNK_ALIGNMENT !== 0) return `chunk ${c} is at ${offset}, not on a ${CHUNK_ALIGNMENT}-byte boundary of its segment`
+    if (!Number.isSafeInteger(length) || length < 0) return `chunk ${c} has length ${length}`
+    if (!Number.isSafeInteger(offset) || offset < 0 || offset % CHUNK_ALIGNMENT !== 0) return `chunk ${c} is at ${offset}, not on a ${CHUNK_ALIGNMENT}-byte boundary of its segment`
     if (files[c] === 0 || filled[c] !== length) return `chunk ${c} is ${length} bytes, its ${files[c]} files hold ${filled[c]}`
     if (segment >= header.segments) return `chunk ${c} is in segment ${segment}, of ${header.segments}`
     if (offset > 0 && offset + length > header.segmentSize) return `chunk ${c} ends at ${offset + length}, past its segment's size ${header.segmentSize}`
@@ -303,10 +307,8 @@ function inconsistency ({ header, arrays: a, paths }: DecodedIndex): string | un
   return undefined
 }
 
-/** A value from a damaged index, short enough for one line. */
-function clip (text: string): string {
-  return text.length > 120 ? `${text.slice(0, 117)}...` : text
-}
+/** A time in milliseconds that a Date holds (±100,000,000 days), and so a timespec and fuse-native. */
+const isTime = (ms: number): boolean => Math.abs(ms) <= 8.64e15
 
 function u32 (value: number): Buffer {
   const b = Buffer.alloc(4)

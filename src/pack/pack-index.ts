@@ -6,12 +6,12 @@
 import { createHash } from 'node:crypto'
 import { promises as fs } from 'node:fs'
 import path from 'node:path'
-import { describeSystemError, isForUser, UsageError } from '../errors'
+import { clip, describeSystemError, isForUser, UsageError } from '../errors'
 import { Listed } from '../chunks/native'
 import { DatasetTree, EntryKind as TreeKind, secondsOf, TreeBuilder } from '../chunks/tree'
 import { decodeIndex, EntryKind, PACK_MAGIC, type PackArrays, type PackHeader } from './format'
 import { DirectoryPackStorage, INDEX_FILE, OTHERS_FILE, SEGMENTS_DIR, type PackStorage } from './storage'
-import type { Layout } from '../redirect/layout'
+import { buildLayout, type Layout } from '../redirect/layout'
 
 export { INDEX_FILE, OTHERS_FILE }
 
@@ -66,7 +66,7 @@ export async function loadPackIndex (where: string | PackStorage): Promise<PackI
     const relative = pathOf(i)
     const slash = relative.lastIndexOf('/')
     const parent = i === 0 ? 0 : directories.get(slash < 0 ? '' : relative.slice(0, slash))
-    if (parent === undefined || (i === 0) !== (relative === '')) throw new UsageError(`${file} is damaged: ${relative} has no parent directory`)
+    if (parent === undefined || (i === 0) !== (relative === '')) throw new UsageError(`${file} is damaged: ${clip(relative)} has no parent directory`)
     stat[Listed.mode] = arrays.mode[i]; stat[Listed.size] = arrays.size[i]; stat[Listed.uid] = arrays.uid[i]; stat[Listed.gid] = arrays.gid[i]
     stat[Listed.nlink] = arrays.kind[i] === EntryKind.Directory ? 2 : 1
     stat[Listed.atimeSec] = secondsOf(arrays.atimeMs[i], arrays.atimeNsec[i]); stat[Listed.atimeNsec] = arrays.atimeNsec[i]
@@ -99,6 +99,16 @@ export async function loadPackIndex (where: string | PackStorage): Promise<PackI
 }
 
 /**
+ * The layout a mount computes from a pack's index, as far as its chunks go:
+ * which files each physical chunk holds, in which order (the memory a mount
+ * has decides only how chunks share virtual chunks, not this).
+ */
+export function packLayout (pack: PackIndex): Layout {
+  const { header } = pack
+  return buildLayout(pack.tree.samples, { chunkSize: header.chunkSize, seed: header.seed, vcCount: Number.MAX_SAFE_INTEGER, nodes: header.nodes })
+}
+
+/**
  * Checks that the layout computed from a pack's index is the one its chunks
  * were written in: each PC is the pack's chunk of that number, and its files,
  * in the layout's order, lie back to back from the chunk's start to its end.
@@ -110,16 +120,14 @@ export function checkPackLayout (pack: PackIndex, layout: Layout): void {
   const mismatch = (why: string): UsageError => new UsageError(`${pack.storage.where}/${INDEX_FILE} does not match the layout computed from it (${why}; written by another version of redirfs, or damaged); repack it`)
   layout.pcs.forEach((pc, c) => {
     let end = arrays.chunkOffset[c]
-    const held = header.nodes === undefined || arrays.chunkLength[c] > 0
+    const held = header.nodes === undefined || arrays.chunkLength[c] !== 0
     for (const id of pc.files) {
       const entry = pack.sampleEntry[id]
-      if (arrays.chunk[entry] !== c) throw mismatch(`${clipped(pack.path(entry))} is in chunk ${arrays.chunk[entry]}, the layout puts it in ${c}`)
+      if (arrays.chunk[entry] !== c) throw mismatch(`${clip(pack.path(entry))} is in chunk ${arrays.chunk[entry]}, the layout puts it in ${c}`)
       if (!held) continue
-      if (arrays.location[entry] !== end) throw mismatch(`${clipped(pack.path(entry))} is at ${arrays.location[entry]} in chunk ${c}, the layout's order puts it at ${end}`)
+      if (arrays.location[entry] !== end) throw mismatch(`${clip(pack.path(entry))} is at ${arrays.location[entry]} in chunk ${c}, the layout's order puts it at ${end}`)
       end += arrays.size[entry]
     }
     if (held && end !== arrays.chunkOffset[c] + arrays.chunkLength[c]) throw mismatch(`chunk ${c}'s files end at ${end}, the chunk at ${arrays.chunkOffset[c] + arrays.chunkLength[c]}`)
   })
 }
-
-const clipped = (text: string): string => text.length > 120 ? `${text.slice(0, 117)}...` : text

@@ -2,8 +2,8 @@
  * Chunk source for a pack: one read per request (an aligned O_DIRECT read
  * on a filesystem, a ranged GET in a bucket: storage.ts), from the first
  * file asked for to the last, checked before any byte of it is served
- * (against the chunk's CRC-32 when it is the whole chunk, else file by
- * file). A read that is short (truncated file) or fails a checksum
+ * (against the chunk's CRC-32 when it is the whole chunk, and file by
+ * file always). A read that is short (truncated file) or fails a checksum
  * delivers nothing: every open that would have been given one of its files
  * gets EIO, and it is logged and counted. The native reader copies the requested files out of the chunk
  * on the thread pool, so bytes the protocol does not place never reach JS.
@@ -45,8 +45,8 @@ export class PackSource implements ChunkSource {
   /**
    * Reads the requested files with one read: the whole chunk, checked
    * against the chunk's CRC-32, when they span it (strict, pool); else just
-   * the run from the first to the last (a mix block), each file checked
-   * against its own CRC-32.
+   * the run from the first to the last (a mix block); each file checked
+   * against its own CRC-32 either way.
    */
   async fetch (request: ChunkRequest, useCache = true): Promise<Map<FileId, Buffer>> {
     const { arrays } = this.pack
@@ -96,9 +96,13 @@ export class PackSource implements ChunkSource {
       ? `truncated (${read.length} of ${length} bytes)`
       : read.copied < pieces.length
         ? `only ${read.copied} of its ${pieces.length} files copied`
-        : wholeChunk
-          ? (read.crc !== arrays.chunkCrc[request.pc] ? 'checksum mismatch' : undefined)
-          : (entries.some((entry, i) => read.fileCrcs[i] !== arrays.crc[entry]) ? 'checksum mismatch in a block' : undefined)
+        : wholeChunk && read.crc !== arrays.chunkCrc[request.pc]
+          ? 'checksum mismatch'
+          // Each file's own CRC too, whole chunk or block (the reader sums every piece anyway): a chunk whose bytes are right but
+          // whose files' boundaries the index moved must not serve one file's bytes under another's name.
+          : entries.some((entry, i) => read.fileCrcs[i] !== arrays.crc[entry])
+            ? `checksum mismatch in ${wholeChunk ? 'a file' : 'a block'}`
+            : undefined
     if (problem !== undefined && fromCache) {
       // Never serve a cached chunk that fails its check: it goes, and the bucket is asked again, past the cache (a disk
       // that damages what it holds would otherwise have the chunk fetched and dropped for ever).

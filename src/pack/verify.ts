@@ -1,12 +1,13 @@
 /**
  * `redirfs verify`: checks every chunk and every file of a pack against
  * its checksums and says what is wrong, by chunk and by file. A pack in a
- * bucket is read as the mount reads it, a ranged GET per chunk.
+ * bucket is read as the mount reads it, a ranged GET per chunk. First, what
+ * a mount checks of the index itself: a pack verify calls intact mounts.
  */
 import { crc32 } from 'node:zlib'
 import { groupOf } from '../redirect/grouping'
 import { EntryKind } from './format'
-import { loadPackIndex } from './pack-index'
+import { checkPackLayout, loadPackIndex, packLayout } from './pack-index'
 import { segmentName, type PackStorage } from './storage'
 
 export interface VerifyReport {
@@ -24,6 +25,7 @@ export async function verifyPack (where: string | PackStorage, onProgress?: (don
 
   let done = 0
   try {
+    checkPackLayout(pack, packLayout(pack))
     for (let c = 0; c < header.chunks; c++) {
       const length = arrays.chunkLength[c]
       // A shard holds only its node's chunks; the others have length 0.

@@ -15,7 +15,17 @@
  * numeric references for characters XML cannot carry raw); servers send
  * no CDATA. An answer that does not end its `<ListBucketResult>` was cut
  * short: `undefined`, for the store to retry.
+ *
+ * The store asks for keys URL-encoded (`encoding-type=url`, as S3
+ * recommends: XML 1.0 cannot carry every character a key may hold, and
+ * XML readers take a raw carriage return for a line feed). An answer that
+ * says `<EncodingType>url</EncodingType>` has its keys and prefixes decoded
+ * (S3 writes a space as `+`); one that does not (a server that ignores the
+ * request) is read as XML text. A key the answer says is URL-encoded and is
+ * not cannot be named: the page is refused (`ListingError`), never listed
+ * under another name.
  */
+import { clip } from '../errors'
 
 export interface ListedObject {
   readonly key: string
@@ -33,6 +43,11 @@ export interface ListingPage {
   readonly truncated: boolean
 }
 
+/** A listing that cannot be read as S3 documents it: the store refuses it in one line. */
+export class ListingError extends Error {
+  override name = 'ListingError'
+}
+
 const ESCAPE = /&(?:(amp|lt|gt|quot|apos)|#(\d+)|#x([0-9a-fA-F]+));/g
 const NAMED: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'" }
 
@@ -41,6 +56,17 @@ export function unescapeXml (text: string): string {
   if (!text.includes('&')) return text
   return text.replace(ESCAPE, (_, name: string | undefined, decimal: string | undefined, hex: string | undefined) =>
     name !== undefined ? NAMED[name] : String.fromCodePoint(decimal !== undefined ? Number(decimal) : parseInt(hex!, 16)))
+}
+
+/** A key as an answer with `<EncodingType>url</EncodingType>` writes it, decoded: '+' is a space, '%XX' a byte of UTF-8. */
+export function decodeListedKey (listed: string): string {
+  const spaced = listed.includes('+') ? listed.replace(/\+/g, ' ') : listed
+  if (!spaced.includes('%')) return spaced
+  try {
+    return decodeURIComponent(spaced)
+  } catch {
+    throw new ListingError(`a key that is not URL-encoded: ${clip(listed)}`)
+  }
 }
 
 /** Where the first `<name>` element's text lies within [from, to) of `xml`: [start, end), or undefined. */
@@ -77,15 +103,23 @@ function * blocks (xml: Buffer, name: string): Generator<[number, number]> {
 
 const END = Buffer.from('</ListBucketResult>')
 
-/** One page of a ListObjectsV2 answer (UTF-8); undefined when the document is cut short or is not a listing. */
+/**
+ * One page of a ListObjectsV2 answer (UTF-8); undefined when the document
+ * is cut short or is not a listing. Throws a `ListingError` for a key the
+ * answer says is URL-encoded and is not.
+ */
 export function parseListing (xml: Buffer): ListingPage | undefined {
   let last = xml.length
   while (last > 0 && (xml[last - 1] === 0x0a || xml[last - 1] === 0x0d || xml[last - 1] === 0x20 || xml[last - 1] === 0x09)) last--
   if (last < END.length || !xml.subarray(last - END.length, last).equals(END)) return undefined
+  // Its own element, where keys are (URL-encoded, they hold no '<'): no key can be taken for it.
+  const encoded = text(xml, 'EncodingType') === 'url'
+  const named = (listed: string): string => encoded ? decodeListedKey(listed) : listed
   const objects: ListedObject[] = []
   for (const [start, end] of blocks(xml, 'Contents')) {
-    const key = text(xml, 'Key', start, end)
-    if (key === undefined) continue
+    const listed = text(xml, 'Key', start, end)
+    if (listed === undefined) continue
+    const key = named(listed)
     const size = element(xml, 'Size', start, end)
     const modified = text(xml, 'LastModified', start, end)
     objects.push({
@@ -98,7 +132,7 @@ export function parseListing (xml: Buffer): ListingPage | undefined {
   const prefixes: string[] = []
   for (const [start, end] of blocks(xml, 'CommonPrefixes')) {
     const prefix = text(xml, 'Prefix', start, end)
-    if (prefix !== undefined) prefixes.push(prefix)
+    if (prefix !== undefined) prefixes.push(named(prefix))
   }
   const truncated = text(xml, 'IsTruncated') === 'true'
   return { objects, prefixes, truncated, next: truncated ? text(xml, 'NextContinuationToken') : undefined }

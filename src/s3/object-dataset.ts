@@ -90,11 +90,26 @@ export async function scanBucket (store: ObjectStore, location: S3Location, opti
 
   // Each page as it arrives, in an order that settles a name clash as key order would: the objects beside the
   // classes first, then each class's keys in order (a name and the names under it are always in one of those).
+  // What the endpoint says is checked as any input: a key outside the prefix asked for, a key listed twice, a
+  // size no object has or a time that is not one, is left out by name.
   const add = (object: ObjectInfo): void => {
     listed++
+    if (!object.key.startsWith(location.prefix)) {
+      skipped.push({ path: object.key, why: `a key outside the prefix ${location.prefix} that the listing of it gave` })
+      return
+    }
     if (object.lastModified > newest) newest = object.lastModified
     const relative = object.key.slice(location.prefix.length)
     if (relative === '') return
+    if (!Number.isSafeInteger(object.size) || object.size < 0) {
+      skipped.push({ path: relative, why: `a size of ${object.size} in the listing, which no object has` })
+      return
+    }
+    // listing-xml.ts reads LastModified as given: one that is not a date would be a NaN time, which no file has.
+    if (Number.isNaN(object.lastModified.getTime())) {
+      skipped.push({ path: relative, why: 'a LastModified in the listing that is not a time' })
+      return
+    }
     const isMarker = relative.endsWith('/')
     const parts = (isMarker ? relative.slice(0, -1) : relative).split('/')
     if (parts.some(part => part === '' || part === '.' || part === '..')) {
@@ -107,6 +122,10 @@ export async function scanBucket (store: ObjectStore, location: S3Location, opti
     }
     if (directories.has(relative)) {
       skipped.push({ path: relative, why: 'an object with the name of a directory' })
+      return
+    }
+    if (files.has(relative)) {
+      skipped.push({ path: relative, why: 'a key the listing gave twice' })
       return
     }
     const slash = relative.lastIndexOf('/')
@@ -158,13 +177,14 @@ export class ObjectSource implements ChunkSource {
     const { tree, etags } = this.dataset
     await Promise.all(request.files.map(async id => {
       const sample = tree.samples[id]
-      const target = this.buffers.take(sample.size)
+      let target: Buffer | undefined
       try {
+        target = this.buffers.take(sample.size) // a file too large for a Buffer fails alone, not its whole load
         const bytes = await this.store.getObject(keyOf(this.dataset, sample.entry), { ifMatch: etags.get(sample.entry), expectedLength: sample.size, into: target })
         delivered.set(id, bytes)
         this.filesRead++
       } catch (err) {
-        this.buffers.give(target)
+        if (target !== undefined) this.buffers.give(target)
         if (err instanceof StoreError && err.kind === 'changed') this.changedFiles.add(id)
         else this.readErrors++
         this.log.error({ file: sample.path, err: (err as Error).message }, 'cannot serve sample object')

@@ -59,9 +59,9 @@ import {
 import { loadConfig, NODE_REGION_CONFIG_FILE_OPTIONS, NODE_REGION_CONFIG_OPTIONS } from '@smithy/core/config'
 import { NodeHttpHandler } from '@smithy/node-http-handler'
 import pLimit from 'p-limit'
-import { UsageError, codeOf } from '../errors'
+import { clip, UsageError, codeOf } from '../errors'
 import { sortByKey } from './key-order'
-import { parseListing, type ListingPage } from './listing-xml'
+import { ListingError, parseListing, type ListingPage } from './listing-xml'
 import { bucketNameProblem, s3Url } from './location'
 import { MultipartObjectWriter, type ObjectWriter, type ObjectWriterOptions, type PartTransport, type WrittenObject } from './object-writer'
 import { StoreError, TransferFault, firstLine, judge, storeErrorMessage, type Verdict } from './store-error'
@@ -475,6 +475,8 @@ export class ObjectStore {
     const objects: ObjectInfo[] = []
     const prefixes: string[] = []
     let token: string | undefined
+    const tokens = new Set<string>()
+    const failed = (why: string): StoreError => new StoreError('failed', `ListObjectsV2 ${clip(s3Url(this.bucket, prefix))} failed (${why})`)
     do {
       const continuation = token
       const page = await this.run('ListObjectsV2', 'listRequests', prefix, async attempt => await this.listPage(prefix, delimiter, continuation, attempt))
@@ -482,7 +484,10 @@ export class ObjectStore {
       else for (const object of page.objects) objects.push(object)
       for (const common of page.prefixes) prefixes.push(common)
       token = page.next
-      if (page.truncated && token === undefined) throw new StoreError('failed', `ListObjectsV2 ${s3Url(this.bucket, prefix)} failed (a truncated page without a continuation token)`)
+      if (page.truncated && token === undefined) throw failed('a truncated page without a continuation token')
+      // An endpoint that hands back a token it gave before would be listed for ever.
+      if (token !== undefined && tokens.has(token)) throw failed('a continuation token it gave before: the listing repeats itself')
+      if (token !== undefined) tokens.add(token)
     } while (token !== undefined)
     return { objects, prefixes }
   }
@@ -495,7 +500,8 @@ export class ObjectStore {
    * listing to read. Errors reach the SDK as they came.
    */
   private async listPage (prefix: string, delimiter: string | undefined, token: string | undefined, attempt: Attempt): Promise<ListingPage> {
-    const command = new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, Delimiter: delimiter, ContinuationToken: token, MaxKeys: this.listPageSize })
+    // Keys URL-encoded where the endpoint honours it (and says so: listing-xml.ts): XML cannot carry every character a key may hold.
+    const command = new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, Delimiter: delimiter, ContinuationToken: token, MaxKeys: this.listPageSize, EncodingType: 'url' })
     let page: ListingPage | undefined
     command.middlewareStack.add(next => async args => {
       const out = await next(args)
@@ -504,13 +510,19 @@ export class ObjectStore {
       const body = response.body as Readable
       attempt.watch(body)
       const xml = await readAll(body, attempt)
-      page = parseListing(xml)
+      try {
+        page = parseListing(xml)
+      } catch (err) {
+        // A key it says is URL-encoded and is not: another try gets the same answer.
+        if (err instanceof ListingError) throw new StoreError('failed', `ListObjectsV2 ${clip(s3Url(this.bucket, prefix))} failed (${err.message})`)
+        throw err
+      }
       if (page === undefined) throw new TransferFault('short-body', `listing cut short after ${xml.length} bytes`)
       response.body = Readable.from([EMPTY_LISTING])
       return out
     }, { step: 'deserialize', priority: 'low', name: 'redirfsListing' })
     await this.client.send(command, { abortSignal: attempt.signal })
-    if (page === undefined) throw new StoreError('failed', `ListObjectsV2 ${s3Url(this.bucket, prefix)} failed (an answer without a listing)`)
+    if (page === undefined) throw new StoreError('failed', `ListObjectsV2 ${clip(s3Url(this.bucket, prefix))} failed (an answer without a listing)`)
     return page
   }
 

@@ -2,7 +2,7 @@ import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { crc32 } from 'node:zlib'
 import t from 'tap'
-import { ChunkFile, native } from '../../src/chunks/native'
+import { addonPath, ChunkFile, native } from '../../src/chunks/native'
 import { SeededRandom } from '../../src/redirect/random'
 import { emptyDir } from '../helpers/mount'
 
@@ -120,6 +120,22 @@ t.test('readPieces copies no piece into a target too small for it', async t => {
   t.equal(chunk.copied, 1, 'the first fits, the second does not: it and any after are not copied')
 })
 
+// An empty Buffer has no memory (a null pointer), which memcpy must never be given, even to copy nothing: npm run test:asan
+// (UndefinedBehaviorSanitizer) reports it. Found by the chunk reader's fuzzer (native/fuzz/chunk_pieces_fuzzer.cc).
+t.test('readPieces copies a piece of no bytes into an empty target, and counts it', async t => {
+  const chunkFile = ChunkFile.open(file)
+  t.teardown(() => chunkFile.close())
+  const chunk = await chunkFile.readPieces(0, 100, [{ start: 40, size: 0 }, { start: 40, size: 10 }], [Buffer.alloc(0), Buffer.alloc(10)])
+  t.same([chunk.copied, chunk.fileCrcs], [2, [0, crc32(bytes.subarray(40, 50))]])
+  t.equal(chunk.crc, crc32(bytes.subarray(0, 100)))
+})
+
+// The same for readFiles: a file read with an empty target goes into a buffer of its own, and nothing is copied from the target.
+t.test('readFiles reads a file whose target is empty whole into a buffer of its own', async t => {
+  const [result] = await native().readFiles([file], [Buffer.alloc(0)])
+  t.same(result, bytes)
+})
+
 t.test('readPieces refuses a range or piece that is not a whole number inside what is read, before reading anything', async t => {
   const chunkFile = ChunkFile.open(file)
   t.teardown(() => chunkFile.close())
@@ -142,4 +158,18 @@ t.test('discard frees a Buffer that is its memory\'s only view, and leaves share
   const small = Buffer.from('pooled by Node')
   t.equal(native().discard(small), false, 'Node\'s small-buffer pool is shared')
   t.equal(small.toString(), 'pooled by Node')
+})
+
+t.test('REDIRFS_NATIVE_BUILD chooses a build directory of native/ (the sanitizers\' build), never another path', async t => {
+  const before = process.env.REDIRFS_NATIVE_BUILD
+  t.teardown(() => { if (before === undefined) delete process.env.REDIRFS_NATIVE_BUILD; else process.env.REDIRFS_NATIVE_BUILD = before })
+  const native = path.resolve(__dirname, '../../native')
+  delete process.env.REDIRFS_NATIVE_BUILD
+  t.equal(addonPath('redirfs_native'), path.join(native, 'build/Release/redirfs_native.node'))
+  process.env.REDIRFS_NATIVE_BUILD = 'build-asan'
+  t.equal(addonPath('redirfs_fuse'), path.join(native, 'build-asan/build/Release/redirfs_fuse.node'))
+  for (const other of ['../../tmp', '/tmp/x', 'build-asan/../..', 'elsewhere']) {
+    process.env.REDIRFS_NATIVE_BUILD = other
+    t.throws(() => addonPath('redirfs_native'), /REDIRFS_NATIVE_BUILD names a build directory of native\/ \(build, build-asan\)/, other)
+  }
 })

@@ -94,6 +94,18 @@ t.test('an include list line that names nothing the mount can show is named, nev
   t.equal(warnings.length, 4)
 })
 
+// Found by the include list fuzzer (fuzz/include-list.fuzz.ts): a line of kilobytes made a refusal of kilobytes, and a carriage return broke it.
+t.test('an include list line is named in a refusal cut short and with its control characters written out', async t => {
+  const root = makeTree()
+  t.teardown(() => rmSync(root, { recursive: true, force: true }))
+  const long = `cat/${'x'.repeat(5000)}.jpg`
+  const err = await scanTree(root, { include: new Set([long, 'cat/a\rb.jpg']) }).then(() => new Error('accepted'), (e: unknown) => e as Error)
+  t.type(err, UsageError)
+  t.match(err.message, /^2 entries of the source or the include list cannot be served: include list: cat\/a\\u000db\.jpg \(not a sample/)
+  t.match(err.message, /include list: cat\/x{50,}\.\.\. \(not a sample/)
+  t.ok(err.message.length < 500, `${err.message.length} characters`)
+})
+
 t.test('with an include list, a class whose samples are all left out is hidden; a directory that never held samples stays', async t => {
   const root = makeTree()
   t.teardown(() => rmSync(root, { recursive: true, force: true }))

@@ -76,6 +76,13 @@ t.test('figures are rounded: a mean file size in whole bytes', async t => {
   t.notMatch(result.stderr, /\d\.\d{3,}/, 'no long fractions')
 })
 
+t.test('a path with a line break or a terminal escape in it is named on one line, written out', async t => {
+  const result = await redirfs('stats', '/nonexistent/a\nb\u001b[2J')
+  t.equal(result.code, 1)
+  oneLine(t, result.stderr)
+  t.equal(result.stderr, 'redirfs: /nonexistent/a\\u000ab\\u001b[2J is not a redirfs mount\n')
+})
+
 t.test('a user and password in an S3 endpoint are refused, never printed or logged', async t => {
   const mountpoint = emptyDir()
   t.teardown(() => forceUnmount(mountpoint))

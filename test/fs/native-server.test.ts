@@ -18,7 +18,7 @@ import { readFileAsTrainer } from '../helpers/readers'
 import { SampleBuffers } from '../../src/chunks/sample-buffers'
 import { scanTree } from '../../src/chunks/scan'
 import { FsAdapter } from '../../src/fs/adapter'
-import { mountNative } from '../../src/fs/native-mount'
+import { loadNativeServer, mountNative } from '../../src/fs/native-mount'
 import type { FileId } from '../../src/redirect/layout'
 import type { MountStats } from '../../src/stats'
 import type { MountedFilesystem } from '../../src/fs/backend'
@@ -136,7 +136,8 @@ print(json.dumps(out))`
 const cats = dataset.samples.filter(p => classOf(p) === 'cat')
 
 t.test('a thread that re-opens the sample it just closed gets the same bytes, and consumes one sample', async t => {
-  const mountpoint = await nativeMount(t, '--redirect', 'pool')
+  // A window that a slow machine keeps (the thread reads the stats between its opens; under the sanitizers, on a loaded machine, that took over 50 ms).
+  const mountpoint = await nativeMount(t, '--redirect', 'pool', '--reopen-window', '2000')
   const [first, again, stat] = await inOneThread(mountpoint, [['open', cats[0]], ['open', cats[0]], ['stat', cats[0]]])
   t.ok(dataset.byContent.has(first.sha1!), 'a whole sample')
   t.equal(again.sha1, first.sha1, 'the same bytes again')
@@ -248,6 +249,22 @@ t.test('a buffered reader takes a sample in one read: its block size holds the b
   // One read brings the whole sample; Python then asks twice for more before it takes the end as the end.
   // With a 4 KiB block the same loop made 7 to 29 reads of these samples.
   t.equal(Number(after.reads) - Number(baseline.reads) - statsReads, 3 * files.length, 'three FUSE reads per sample: the bytes, and the end twice')
+})
+
+t.test('the native server refuses a tree whose columns contradict themselves, before any FUSE thread reads them', async t => {
+  const { FuseServer } = loadNativeServer()
+  const { columns } = await scanTree(dataset.root)
+  const make = (changed: Partial<Record<keyof typeof columns, unknown>>): { close: () => void } =>
+    new FuseServer({ ...columns, ...changed, controlName: 'x' }, () => {}, { reopenWindowMs: 0, fuseThreads: 1, ownerUid: 0, ownerGid: 0 }) as unknown as { close: () => void }
+  make({}).close()
+  const altered = <T extends Uint32Array | Float64Array>(column: T, entry: number, value: number): T => { const copy = column.slice() as T; copy[entry] = value; return copy }
+  const crafted: Array<[string, Partial<Record<keyof typeof columns, unknown>>, RegExp]> = [
+    ['a directory with more children than the tree has entries', { childCount: altered(columns.childCount, 0, 2 ** 32 - 1) }, /a directory's children are not entries/],
+    ['a name that ends past the names', { nameEnd: altered(columns.nameEnd, columns.nameEnd.length - 1, columns.names.length + 5) }, /a name does not end in its 0 byte inside the names/],
+    ['a time no timespec holds', { mtimeSec: altered(columns.mtimeSec, 1, 1e300) }, /a time that is not a time/],
+    ['a column shorter than the others', { size: columns.size.subarray(1) }, /a column is missing, of another type, or of another length/]
+  ]
+  for (const [what, changed, why] of crafted) t.throws(() => make(changed), why, what)
 })
 
 t.test('a file held open through a lazy unmount outlives the closed server safely: its reads and its release reach nothing freed', async t => {

@@ -98,7 +98,11 @@ t.test('every inconsistency of a crafted index is refused with one line naming i
     ['sample bytes the header does not count', (_, h) => { h.sampleBytes = 1 }, 'its samples hold 205 bytes, its header says 1'],
     ['a negative size', a => { a.size[1] = -1 }, 'entry "cat" has size -1'],
     ['times that are not times', a => { a.mtimeNsec[2] = 2e9 }, 'entry "cat/a.jpg" has times that are not times'],
-    ['a setuid bit beyond the mode', a => { a.mode[2] = 0o1100644 }, 'entry "cat/a.jpg" has mode 01100644']
+    ['a setuid bit beyond the mode', a => { a.mode[2] = 0o1100644 }, 'entry "cat/a.jpg" has mode 01100644'],
+    // Found by the pack index fuzzer (fuzz/pack-index.fuzz.ts): the FUSE server cannot hold this time; a shard's chunk of
+    // negative length was taken for another node's (unchecked), and its samples were read wherever the index put them.
+    ['a time past what a Date holds', a => { a.mtimeMs[2] = 1e300 }, 'entry "cat/a.jpg" has times that are not times'],
+    ['a shard\'s chunk of negative length', (a, h) => { h.nodes = 2; h.node = 0; a.chunkLength[0] = -1 }, 'sample "cat/a.jpg" (102 bytes at 4096) is not inside its chunk 0 (-1 bytes at 4096)']
   ]
   for (const [what, change, why] of crafted) {
     const { bytes } = index(change)

@@ -4,12 +4,14 @@ import { promises as fs, existsSync, readFileSync, readdirSync, statSync } from 
 import path from 'node:path'
 import { promisify } from 'node:util'
 import { crc32 } from 'node:zlib'
+import pino from 'pino'
 import t from 'tap'
 import { readStats } from '../../src/cli/stats-command'
 import { UsageError } from '../../src/errors'
 import { decodeIndex, PACK_MAGIC, type PackArrays } from '../../src/pack/format'
-import { loadPackIndex } from '../../src/pack/pack-index'
-import { PackFileReader } from '../../src/pack/pack-source'
+import { loadPackIndex, packLayout } from '../../src/pack/pack-index'
+import { PackFileReader, PackSource } from '../../src/pack/pack-source'
+import { SampleBuffers } from '../../src/chunks/sample-buffers'
 import { DirectoryPackStorage, segmentName } from '../../src/pack/storage'
 import { classOf, generateDataset, sha1, splitClassOf } from '../helpers/dataset'
 import { CLI, CLI_ENV, emptyDir, mount, redirfs, waitUntil } from '../helpers/mount'
@@ -150,7 +152,8 @@ t.test('a crafted index whose sample starts before its chunk is refused by mount
   }
 })
 
-t.test('a crafted index whose files lie in their chunk in another order than the layout\'s is refused at mount', async t => {
+// verify refused it too since the pack index fuzzer (fuzz/pack-index.fuzz.ts) found verify calling such a pack intact.
+t.test('a crafted index whose files lie in their chunk in another order than the layout\'s is refused by mount and verify', async t => {
   const crafted = await craftedCopy('crafted-order', arrays => {
     // The last file moved to the chunk's start, the others after it: each still inside, together still filling it.
     const files = chunkZero(arrays)
@@ -158,9 +161,28 @@ t.test('a crafted index whose files lie in their chunk in another order than the
     let at = arrays.location[files[0]]
     for (const entry of [last, ...files.slice(0, -1)]) { arrays.location[entry] = at; at += arrays.size[entry] }
   })
-  const result = await redirfs('mount', crafted, emptyDir())
-  t.equal(result.code, 1)
-  t.match(result.stderr, /index.bin does not match the layout computed from it \(.+ is at \d+ in chunk 0, the layout's order puts it at \d+; .*\); repack it/)
+  for (const command of [['mount', crafted, emptyDir()], ['verify', crafted]]) {
+    const result = await redirfs(...command)
+    t.equal(result.code, 1, command[0])
+    t.match(result.stderr, /index.bin does not match the layout computed from it \(.+ is at \d+ in chunk 0, the layout's order puts it at \d+; .*\); repack it/, command[0])
+  }
+})
+
+// Found by the pack index fuzzer: a whole chunk was checked against the chunk's CRC only, so its right bytes were served cut at the index's boundaries.
+t.test('a crafted index that moves the boundary between two files of a chunk has neither served: every file is checked against its own CRC', async t => {
+  const crafted = await craftedCopy('crafted-boundary', arrays => {
+    const [first, second] = chunkZero(arrays)
+    arrays.size[first] += 10
+    arrays.size[second] -= 10
+    arrays.location[second] += 10
+  })
+  const index = await loadPackIndex(crafted)
+  const files = packLayout(index).pcs[0].files
+  const source = new PackSource(index, new SampleBuffers(), pino({ level: 'silent' }))
+  t.teardown(async () => { await source.close() })
+  t.equal((await source.fetch({ pc: 0, files })).size, 0, 'the whole chunk')
+  t.equal((await source.fetch({ pc: 0, files: files.slice(0, 2) })).size, 0, 'a block of the two')
+  t.equal(source.stats().corruptChunks, 2)
 })
 
 t.test('an index larger than any pack index may be is refused by its size, before it is read', async t => {

@@ -1,8 +1,9 @@
 // Reading a ListObjectsV2 answer (src/s3/listing-xml.ts): objects with
 // their key, size, ETag and time, common prefixes apart from the request's
-// own prefix, the continuation, escaped text, and an answer cut short.
+// own prefix, the continuation, escaped text, keys URL-encoded, and an
+// answer cut short.
 import t from 'tap'
-import { parseListing, unescapeXml } from '../../src/s3/listing-xml'
+import { ListingError, parseListing, unescapeXml } from '../../src/s3/listing-xml'
 
 const answer = (body: string): Buffer => Buffer.from(`<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">${body}</ListBucketResult>\n`)
 
@@ -46,4 +47,21 @@ t.test('an answer cut short, or one that is not a listing, reads as nothing', as
   t.equal(parseListing(whole.subarray(0, whole.length / 2)), undefined)
   t.equal(parseListing(whole.subarray(0, whole.lastIndexOf('</ListBucketResult>'))), undefined)
   t.equal(parseListing(Buffer.from('<?xml version="1.0"?><Error><Code>NoSuchBucket</Code></Error>')), undefined)
+})
+
+// The store asks for keys URL-encoded (store.ts, listPage), as S3 recommends: XML cannot carry every character a key may hold.
+t.test('keys and prefixes of an answer that says they are URL-encoded are decoded; of one that does not, read as text', async t => {
+  const page = parseListing(answer(`<EncodingType>url</EncodingType><IsTruncated>true</IsTruncated>${contents('d/cat/a%0D%0Ab+c%2Bd%20%26.jpg', 1, '"x"')}` +
+    '<CommonPrefixes><Prefix>d/%E7%8C%AB/</Prefix></CommonPrefixes><NextContinuationToken>a+b%2F</NextContinuationToken>'))
+  t.equal(page?.objects[0].key, 'd/cat/a\r\nb c+d &.jpg')
+  t.same(page?.prefixes, ['d/猫/'])
+  t.equal(page?.next, 'a+b%2F', 'the token is not a key: as it came')
+  const plain = parseListing(answer(`<IsTruncated>false</IsTruncated>${contents('d/a+b%20.jpg', 1, '"x"')}`))
+  t.equal(plain?.objects[0].key, 'd/a+b%20.jpg')
+})
+
+t.test('a key the answer says is URL-encoded and is not refuses the page, naming it in one line', async t => {
+  t.throws(() => parseListing(answer(`<EncodingType>url</EncodingType><IsTruncated>false</IsTruncated>${contents('d/a.jpg%E0%A4%A', 1, '"x"')}`)),
+    new ListingError('a key that is not URL-encoded: d/a.jpg%E0%A4%A'))
+  t.throws(() => parseListing(answer('<EncodingType>url</EncodingType><IsTruncated>false</IsTruncated><CommonPrefixes><Prefix>d/%ZZ/</Prefix></CommonPrefixes>')), ListingError)
 })

@@ -61,6 +61,9 @@ const STATS_SHAPE: Shape = {
     generation: { number: N, key: T },
     peers: [{ node: N, address: T, state: T }],
     unsynced: N,
+    'quorum?': 'boolean',
+    'ownedVirtualChunks?': N,
+    'fenced?': N,
     ...Object.fromEntries(['remoteRequests', 'remoteOpens', 'prefetchUsed', 'remoteSamplesReceived', 'prefetchReceived', 'mirrorBytes', 'peakMirrorBytes', 'givenBack',
       'peersLost', 'peersRejoined', 'takeovers'].map(field => [field, N]))
   }

@@ -73,5 +73,5 @@ t.test('a mount that never answers its control files is one line, not a hang', a
 t.test('stats answered in a shape this version does not write is one line', async t => {
   const fake = await againstFakeMount(0, LOOKALIKE, ['stats'])
   t.equal(fake.results[0]?.code, 1)
-  t.match(fake.results[0]?.stderr, /^redirfs: \S+ answered stats that redirfs cannot read \(its fields are not of this version's shape\); is its daemon another version\? remount it\n$/)
+  t.match(fake.results[0]?.stderr, /^redirfs: \S+ answered stats that redirfs cannot show \(pid is not a number\); is its daemon another version\? remount it, or print them with --json\n$/, 'naming the first field that is not as this version writes it')
 })

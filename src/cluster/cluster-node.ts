@@ -209,7 +209,7 @@ export class ClusterNode {
   /** Listens, then handshakes with every peer; throws a one-line reason on any mismatch. */
   async start (): Promise<void> {
     const { credentials, token } = this.membership.options
-    this.server = await startPeerServer(this.options.listen, credentials, token, this.service, this.log, this.options.dataPort)
+    this.server = await startPeerServer(this.options.listen, credentials, token, this.service, this.log, this.layout.files.length, this.options.dataPort)
     try {
       await this.membership.handshakeAll()
     } catch (err) {

@@ -14,7 +14,7 @@ import { PeerRefusal } from './call-error'
 import { startDataServer, type StatusOf } from './data-channel'
 import { TOKEN_METADATA, tokenMatches, type Credentials } from './security'
 import type { PeerHandlers } from './generated/redirfs/v1/Peer'
-import { CHANNEL_OPTIONS, peerService, type HandshakeReply, type HandshakeRequest, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type StatsReply, type SyncReply, type SyncRequest, type TakeoverStateReply, type TakeoverStateRequest, type Generation, type RenewRequest, type RenewReply } from './wire'
+import { CHANNEL_OPTIONS, peerService, requestLimit, type HandshakeReply, type HandshakeRequest, type ReadReply, type ReadRequest, type ReclaimReply, type ReclaimRequest, type StatsReply, type SyncReply, type SyncRequest, type TakeoverStateReply, type TakeoverStateRequest, type Generation, type RenewRequest, type RenewReply } from './wire'
 
 export interface PeerHandler {
   /** The server adds where its data channel listens. */
@@ -39,9 +39,12 @@ export interface RunningPeerServer {
   close (): Promise<void>
 }
 
-/** `dataPort`: where the data channel listens on the same host; 0, any free port. */
-export async function startPeerServer (listen: PeerAddress, credentials: Credentials, token: string, handler: PeerHandler, log: Logger, dataPort = 0): Promise<RunningPeerServer> {
-  const server = new grpc.Server(CHANNEL_OPTIONS)
+/**
+ * `samples`: the files of the layout, which bound the requests taken (`requestLimit`);
+ * `dataPort`: where the data channel listens on the same host; 0, any free port.
+ */
+export async function startPeerServer (listen: PeerAddress, credentials: Credentials, token: string, handler: PeerHandler, log: Logger, samples: number, dataPort = 0): Promise<RunningPeerServer> {
+  const server = new grpc.Server({ ...CHANNEL_OPTIONS, 'grpc.max_receive_message_length': requestLimit(samples) })
   let refusedLogged = 0
   const refusedCall = (call: string, peer: string): void => {
     // One line per refusal, up to a point: a misconfigured peer retries a lot.

@@ -82,9 +82,14 @@ export class Sync {
         for (const update of standby) this.engine.resendStandby(update.vc as VcId)
         return
       }
-      const served = this.unsentNotices.get(peer) ?? []
+      // As many notices as the layout has files at most, the rest at the next round: a peer takes
+      // no request larger than its layout can need (wire.ts, requestLimit), and a peer out of reach
+      // for epochs leaves more queued.
+      const queued = this.unsentNotices.get(peer) ?? []
+      const served = queued.slice(0, this.layout.files.length)
       if (standby.length === 0 && served.length === 0) return
-      this.unsentNotices.delete(peer)
+      if (queued.length > served.length) this.unsentNotices.set(peer, queued.slice(served.length))
+      else this.unsentNotices.delete(peer)
       this.syncing.add(peer)
       try {
         await this.membership.client(peer).sync({ generation: this.membership.generation, node, standby, served })

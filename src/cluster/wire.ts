@@ -119,6 +119,20 @@ export const CHANNEL_OPTIONS: grpc.ChannelOptions = {
   'grpc.max_reconnect_backoff_ms': 1000
 }
 
+/**
+ * The largest request a node's peer service takes, for a layout of
+ * `samples` files. A request is read whole before its token is checked, so
+ * the cap is what a stranger can make a node hold per call: as small as
+ * the largest honest request allows. Those are a takeover's or a sync's
+ * lists of files, each file named at most a few times (a varint of up to
+ * 5 bytes, with the node it served; a sync sends as many served notices
+ * as there are files at most, sync.ts), so under 48 bytes per sample,
+ * above a floor for the rest.
+ */
+export function requestLimit (samples: number): number {
+  return Math.min(CHANNEL_OPTIONS['grpc.max_receive_message_length'] as number, 4 * 2 ** 20 + 48 * samples)
+}
+
 export function encodeOffsets (offsets: Iterable<number>, capacity: number): Buffer {
   const bits = Buffer.alloc(Math.ceil(capacity / 8))
   for (const offset of offsets) bits[offset >> 3] |= 1 << (offset & 7)

@@ -18,7 +18,7 @@ import { PeerClient } from '../../src/cluster/peer-client'
 import { PeerRefusal } from '../../src/cluster/call-error'
 import { startPeerServer, type PeerHandler } from '../../src/cluster/peer-server'
 import { loadCredentials, type Credentials } from '../../src/cluster/security'
-import { decodeOffsets, encodeOffsets, PROTOCOL_VERSION } from '../../src/cluster/wire'
+import { decodeOffsets, encodeOffsets, peerService, peerStub, PROTOCOL_VERSION, requestLimit } from '../../src/cluster/wire'
 import { UsageError } from '../../src/errors'
 import { makeCertificates } from '../helpers/certificates'
 import { generateDataset } from '../helpers/dataset'
@@ -48,7 +48,7 @@ const handler: PeerHandler = {
 }
 
 async function serve (t: Test, credentials: Credentials): Promise<PeerClient> {
-  const server = await startPeerServer({ host: '127.0.0.1', port: 0, text: '127.0.0.1:0' }, credentials, TOKEN, handler, log)
+  const server = await startPeerServer({ host: '127.0.0.1', port: 0, text: '127.0.0.1:0' }, credentials, TOKEN, handler, log, 10)
   t.teardown(() => server.close())
   const client = new PeerClient(parseAddress(`127.0.0.1:${server.port}`, 'peer'), credentials, TOKEN, 3000, new SampleBuffers())
   t.teardown(() => client.close())
@@ -67,11 +67,41 @@ t.test('calls go through with the token; refusals and malformed requests get the
   t.equal(await statusOf(client.reclaim({ node: 0, vc: 0, giveBack: false, offsets: [], generation: null }, ping)), grpc.status.INTERNAL, 'a handler bug is INTERNAL, not a crash')
 })
 
+t.test('a request larger than the layout can need is refused before its token is looked at; one a big layout can need is not', async t => {
+  const credentials = await loadCredentials({})
+  // A sync naming files past what 10 files' layout could ever send, and no token: a stranger's.
+  const served = Array.from({ length: Math.ceil(requestLimit(10) / 8) }, (_, file) => ({ vc: 1, file, batch: 1 }))
+  const statusAt = async (samples: number): Promise<grpc.status | undefined> => {
+    const server = await startPeerServer({ host: '127.0.0.1', port: 0, text: '127.0.0.1:0' }, credentials, TOKEN, handler, log, samples)
+    t.teardown(() => server.close())
+    const stub = peerStub(`127.0.0.1:${server.port}`, credentials.client)
+    t.teardown(() => stub.close())
+    return await new Promise(resolve => stub.sync({ node: 0, standby: [], served, generation: null }, (err: grpc.ServiceError | null) => resolve(err?.code)))
+  }
+  t.equal(await statusAt(10), grpc.status.RESOURCE_EXHAUSTED, 'refused for its size')
+  t.equal(await statusAt(1_000_000), grpc.status.UNAUTHENTICATED, 'taken in, then refused for the token it lacks')
+})
+
+t.test('the largest sync a node sends fits what its peers take: a standby copy of every file and as many served notices', async t => {
+  for (const samples of [1, 1000, 3_000_000]) {
+    // The widest numbers each field can hold for that layout (every varint at its longest).
+    const files = Array.from({ length: samples }, () => samples - 1)
+    const sync = {
+      generation: { number: 2 ** 32 - 1, key: 'k'.repeat(64) },
+      node: 2 ** 32 - 1,
+      standby: [{ vc: 2 ** 32 - 1, epoch: 2 ** 32 - 1, servedFiles: files, servedNodes: files.map(() => 2 ** 32 - 1) }],
+      served: files.map(file => ({ vc: 2 ** 32 - 1, file, batch: Number.MAX_SAFE_INTEGER }))
+    }
+    const bytes = peerService().Sync.requestSerialize(sync).length
+    t.ok(bytes <= requestLimit(samples), `${samples} files: ${bytes} bytes within ${requestLimit(samples)}`)
+  }
+})
+
 t.test('a port another program holds: the node refuses to start, saying the port is in use', async t => {
   const holder = await new Promise<net.Server>(resolve => { const server = net.createServer().listen(0, '127.0.0.1', () => resolve(server)) })
   t.teardown(() => { holder.close() })
   const port = (holder.address() as net.AddressInfo).port
-  const error = await startPeerServer(parseAddress(`127.0.0.1:${port}`, '--listen'), await loadCredentials({}), TOKEN, handler, log).then(async server => { await server.close() }, (err: unknown) => err)
+  const error = await startPeerServer(parseAddress(`127.0.0.1:${port}`, '--listen'), await loadCredentials({}), TOKEN, handler, log, 10).then(async server => { await server.close() }, (err: unknown) => err)
   t.ok(error instanceof UsageError, 'a usage error, not a crash')
   t.match((error as Error).message, `cannot listen on 127.0.0.1:${port}: the port is in use`)
 })
@@ -80,7 +110,7 @@ t.test('a data port another program holds: the node refuses to start, naming --d
   const holder = await new Promise<net.Server>(resolve => { const server = net.createServer().listen(0, '127.0.0.1', () => resolve(server)) })
   t.teardown(() => { holder.close() })
   const port = (holder.address() as net.AddressInfo).port
-  const error = await startPeerServer({ host: '127.0.0.1', port: 0, text: '127.0.0.1:0' }, await loadCredentials({}), TOKEN, handler, log, port).then(async server => { await server.close() }, (err: unknown) => err)
+  const error = await startPeerServer({ host: '127.0.0.1', port: 0, text: '127.0.0.1:0' }, await loadCredentials({}), TOKEN, handler, log, 10, port).then(async server => { await server.close() }, (err: unknown) => err)
   t.ok(error instanceof UsageError, 'a usage error, not a crash')
   t.match((error as Error).message, `cannot listen for the data channel on port ${port} of 127.0.0.1: the port is in use; give --data-port a free port`)
 })
@@ -96,14 +126,14 @@ t.test('a peer back after it was down for a while answers the next call within t
   const credentials = await loadCredentials({})
   const [port] = await freePorts(1)
   const address = parseAddress(`127.0.0.1:${port}`, 'peer')
-  const first = await startPeerServer(address, credentials, TOKEN, handler, log)
+  const first = await startPeerServer(address, credentials, TOKEN, handler, log, 10)
   const client = new PeerClient(address, credentials, TOKEN, 3000, new SampleBuffers())
   t.teardown(() => client.close())
   t.equal(JSON.parse((await client.stats()).json).ok, true, 'answered while up')
   await first.close()
   // Down for a while, and called meanwhile: every try to reconnect fails (grpc-js's default backoff grows to minutes).
   for (let call = 0; call < 5; call++) t.ok(await statusOf(client.stats()) !== undefined, `call ${call} while it is down fails`)
-  const again = await startPeerServer(address, credentials, TOKEN, handler, log)
+  const again = await startPeerServer(address, credentials, TOKEN, handler, log, 10)
   t.teardown(() => again.close())
   t.equal(JSON.parse((await client.stats()).json).ok, true, 'back up: the next call is answered within the peer timeout')
 })

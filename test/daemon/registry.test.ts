@@ -4,8 +4,7 @@ import { chownSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync 
 import path from 'node:path'
 import t from 'tap'
 import { CLI_ENV, emptyDir } from '../helpers/mount'
-import { asNobody, NOBODY, openToEveryone } from '../helpers/unprivileged'
-import { CLI } from '../helpers/mount'
+import { cliAsNobody, NOBODY, openToEveryone } from '../helpers/unprivileged'
 
 const source = emptyDir('redirfs-reg-src-')
 mkdirSync(path.join(source, 'cat'))
@@ -18,7 +17,7 @@ async function mountAsNobody (tmp: string, mountpoint: string): Promise<{ code: 
   const env: NodeJS.ProcessEnv = { ...CLI_ENV, TMPDIR: tmp }
   delete env.XDG_RUNTIME_DIR
   delete env.REDIRFS_RUNTIME_DIR
-  return await asNobody(process.execPath, [CLI, 'mount', source, mountpoint], env)
+  return await cliAsNobody(['mount', source, mountpoint], env)
 }
 
 t.test('a runtime directory another user made is refused, with what to do', async t => {

@@ -6,18 +6,20 @@
 // this machine keeps /dev/fuse to root and /etc/fuse.conf without
 // user_allow_other: so all of it runs in a mount namespace of its own in
 // which /dev/fuse is 0666 and user_allow_other is set, as on a stock
-// system. The fake, its mount and those changes end with the namespace.
+// system; and the checkout is bound where nobody can load fuse-native from
+// it (unprivileged.ts, CHECKOUT_VIEW). The fake, its mount and those
+// changes end with the namespace.
 import { execFile } from 'node:child_process'
 import { chownSync } from 'node:fs'
 import { promisify } from 'node:util'
 import { CLI, CLI_ENV, emptyDir, type CliResult } from './mount'
-import { NOBODY } from './unprivileged'
+import { CHECKOUT, CHECKOUT_VIEW, inCheckoutView, NOBODY } from './unprivileged'
 
 const run = promisify(execFile)
 
 /** The fake, with fuse-native: `answer` is what its control files hold, or 'hang' for opens it never answers. */
 const FAKE = `
-const Fuse = require(${JSON.stringify(require.resolve('fuse-native'))})
+const Fuse = require(${JSON.stringify(inCheckoutView(require.resolve('fuse-native')))})
 const [mountpoint, answer] = process.argv.slice(1)
 const now = new Date()
 const dir = { mtime: now, atime: now, ctime: now, nlink: 1, size: 4096, mode: 0o40755, uid: process.getuid(), gid: process.getgid() }
@@ -40,6 +42,7 @@ private=$(mktemp -d)
 mount -t tmpfs -o mode=0755 tmpfs "$private"
 mknod -m 0666 "$private/fuse" c 10 229 && mount --bind "$private/fuse" /dev/fuse
 echo user_allow_other > "$private/fuse.conf" && mount --bind "$private/fuse.conf" /etc/fuse.conf
+mount --bind "$CHECKOUT" "$CHECKOUT_VIEW"
 setpriv --pdeathsig=SIGKILL --reuid="$owner" --regid="$owner" --clear-groups /usr/bin/env -u NODE_OPTIONS "$NODE" -e "$FAKE" "$mountpoint" "$answer" &
 fake=$!
 for _ in $(seq 200); do grep -q " $mountpoint " /proc/self/mountinfo && break; sleep 0.05; done
@@ -69,7 +72,7 @@ export async function againstFakeMount (owner: number | 'nobody', answer: string
   const mountpoint = emptyDir('redirfs-fake-')
   chownSync(mountpoint, uid, uid)
   const { stdout } = await run('unshare', ['--mount', '--propagation', 'private', 'bash', '-c', SCRIPT, 'fake', mountpoint, String(uid), answer, ...commands], {
-    env: { ...CLI_ENV, NODE: process.execPath, CLI, FAKE },
+    env: { ...CLI_ENV, NODE: process.execPath, CLI, FAKE, CHECKOUT, CHECKOUT_VIEW },
     timeout: 150_000,
     killSignal: 'SIGKILL'
   })

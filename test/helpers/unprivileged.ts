@@ -14,14 +14,37 @@ export const AS_NOBODY = ['setpriv', `--reuid=${NOBODY}`, `--regid=${NOBODY}`, '
 
 export interface Outcome { code: number, stdout: string, stderr: string }
 
+/**
+ * The checkout as nobody sees it. A clone may sit under a directory closed
+ * to other users (CI's may be under /root, which is 0700), where nobody
+ * could not load the CLI; so a command of nobody's that runs the checkout's
+ * code runs in a mount namespace of its own, in which the checkout is bound
+ * onto this directory, which anyone may pass through. The binding ends with
+ * the namespace: outside it the directory stays empty.
+ */
+export const CHECKOUT = path.resolve(__dirname, '../..')
+export const CHECKOUT_VIEW = emptyDir('redirfs-checkout-')
+chmodSync(CHECKOUT_VIEW, 0o755)
+
+/** Where nobody finds a file of the checkout, in CHECKOUT_VIEW; a file elsewhere, where it is. */
+export function inCheckoutView (file: string): string {
+  const relative = path.relative(CHECKOUT, file)
+  return relative.startsWith('..') ? file : path.join(CHECKOUT_VIEW, relative)
+}
+
+/** Runs the rest of a command line in a mount namespace where CHECKOUT_VIEW shows the checkout. */
+const WITH_CHECKOUT_VIEW = ['unshare', '--mount', '--propagation', 'private', '/bin/sh', '-c', 'mount --bind "$0" "$1" && shift && exec "$@"', CHECKOUT, CHECKOUT_VIEW]
+
 /** Nobody's own runtime directory for this test process (root's is not theirs to use), removed at exit. */
 const NOBODY_RUNTIME_DIR = emptyDir('redirfs-run-nobody-')
 chownSync(NOBODY_RUNTIME_DIR, NOBODY, NOBODY)
 
-export async function asNobody (command: string, args: string[], given: NodeJS.ProcessEnv = CLI_ENV): Promise<Outcome> {
+/** `command` as nobody; `checkout`: in CHECKOUT_VIEW's namespace, for a command that runs the checkout's code. */
+export async function asNobody (command: string, args: string[], given: NodeJS.ProcessEnv = CLI_ENV, checkout = false): Promise<Outcome> {
   const env = given.REDIRFS_RUNTIME_DIR === RUNTIME_DIR ? { ...given, REDIRFS_RUNTIME_DIR: NOBODY_RUNTIME_DIR } : given
+  const [first, ...rest] = [...(checkout ? WITH_CHECKOUT_VIEW : []), ...AS_NOBODY, command, ...args]
   try {
-    const { stdout, stderr } = await run(AS_NOBODY[0], [...AS_NOBODY.slice(1), command, ...args], { timeout: 120_000, env, maxBuffer: 16 * 2 ** 20 })
+    const { stdout, stderr } = await run(first, rest, { timeout: 120_000, env, maxBuffer: 16 * 2 ** 20 })
     return { code: 0, stdout, stderr }
   } catch (err) {
     const e = err as { code?: number, stdout?: string, stderr?: string }
@@ -78,9 +101,14 @@ export async function readInTwoAsNobody (root: string, paths: readonly string[],
   }
 }
 
-/** The redirfs CLI as nobody. */
+/** The redirfs CLI as nobody, from CHECKOUT_VIEW. */
 export async function redirfsAsNobody (...args: string[]): Promise<Outcome> {
-  return await asNobody(process.execPath, [CLI, ...args])
+  return await cliAsNobody(args)
+}
+
+/** The redirfs CLI as nobody with an environment of the caller's, from CHECKOUT_VIEW. */
+export async function cliAsNobody (args: string[], env: NodeJS.ProcessEnv = CLI_ENV): Promise<Outcome> {
+  return await asNobody(process.execPath, [inCheckoutView(CLI), ...args], env, true)
 }
 
 const READER = `

@@ -5,6 +5,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
+import { readStats } from '../../src/cli/stats-command'
+import type { MountStats } from '../../src/stats'
 
 const run = promisify(execFile)
 export const CLI = path.resolve(__dirname, '../../bin/redirfs')
@@ -87,6 +89,24 @@ export function isAlive (pid: number): boolean {
   } catch {
     return false
   }
+}
+
+/**
+ * The mount's stats once its reads in flight are done (readahead, a
+ * chunk's write to the disk cache): two reads 300 ms apart that agree on
+ * the protocol's and the source's counters. For a test that compares
+ * counts taken at two moments.
+ */
+export async function settledStats (mountpoint: string): Promise<MountStats> {
+  const moving = (a: MountStats, b: MountStats): boolean => JSON.stringify([a.protocol, a.source]) !== JSON.stringify([b.protocol, b.source])
+  let last = await readStats(mountpoint)
+  for (const deadline = Date.now() + 60_000; Date.now() < deadline;) {
+    await new Promise(resolve => setTimeout(resolve, 300))
+    const now = await readStats(mountpoint)
+    if (!moving(last, now)) return now
+    last = now
+  }
+  throw new Error(`the stats of ${mountpoint} still moved after a minute`)
 }
 
 /**

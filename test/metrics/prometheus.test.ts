@@ -13,7 +13,7 @@ import parse from 'parse-prometheus-text-format'
 import { readStats } from '../../src/cli/stats-command'
 import { metricsConnectionCap } from '../../src/metrics/prometheus'
 import { generateDataset } from '../helpers/dataset'
-import { CLI, CLI_ENV, emptyDir, forceUnmount, mount, redirfs } from '../helpers/mount'
+import { CLI, CLI_ENV, emptyDir, forceUnmount, mount, redirfs, settledStats } from '../helpers/mount'
 import { readEpoch } from '../helpers/readers'
 
 const run = promisify(execFile)
@@ -37,8 +37,7 @@ t.test('a scrape shows what redirfs stats shows, by Prometheus conventions', asy
   const mountpoint = emptyDir()
   await mount(t, dataset.root, mountpoint, '--memory', '300K', '--chunk-size', '4', '--metrics', '0')
   for (let epoch = 0; epoch < 2; epoch++) await readEpoch(mountpoint, dataset.samples, epoch)
-  await new Promise(resolve => setTimeout(resolve, 300)) // readahead settles
-  const stats = await readStats(mountpoint)
+  const stats = await settledStats(mountpoint)
   t.match(stats.metrics, /^http:\/\/127\.0\.0\.1:\d+\/metrics$/, 'on loopback, at the port it was given')
   const families = await scrape(stats.metrics!)
   const after = await readStats(mountpoint)

@@ -10,7 +10,7 @@ import path from 'node:path'
 import t, { type Test } from 'tap'
 import { readStats } from '../../src/cli/stats-command'
 import { generateDataset } from '../helpers/dataset'
-import { emptyDir, forceUnmount, mountWith, redirfsWith } from '../helpers/mount'
+import { emptyDir, forceUnmount, mountWith, redirfsWith, settledStats } from '../helpers/mount'
 import { readEpoch } from '../helpers/readers'
 import { createBucket, forEachS3Server, testStore } from '../helpers/s3-server'
 import { forgeCrc } from '../helpers/crc-forge'
@@ -44,17 +44,17 @@ forEachS3Server(async (t, server) => {
     const mountpoint = emptyDir()
     await mountWith(t, env, 's3://data/cached.pack', mountpoint, '--memory', '300K', '--cache-dir', cacheDir, '--redirect', 'pool')
     await epochs(t, mountpoint, 1, 10)
-    const first = await readStats(mountpoint)
+    const first = await settledStats(mountpoint)
     t.ok(Number(first.source.cacheMisses) > 0, 'the first epoch fetched chunks from the bucket')
     await epochs(t, mountpoint, 2, 20)
-    const later = await readStats(mountpoint)
+    const later = await settledStats(mountpoint)
     t.equal(later.source.getRequests, first.source.getRequests, 'no GET after the first epoch')
     t.ok(Number(later.source.cacheHits) > 0)
     await forceUnmount(mountpoint)
     const again = emptyDir()
     await mountWith(t, env, 's3://data/cached.pack', again, '--memory', '300K', '--cache-dir', cacheDir, '--redirect', 'mix')
     await epochs(t, again, 1, 30)
-    const remounted = await readStats(again)
+    const remounted = await settledStats(again)
     t.equal(remounted.source.getRequests, 2, 'after a remount the bucket is asked only for the index (its first bytes, then all of it)')
   })
 

@@ -246,7 +246,7 @@ export class Protocol {
     const offset = this.offsetOf(file)
     if (this.slots.fileAt(vc, offset) === file) return { kind: 'serve', file: this.slots.take(vc, offset) }
     if (this.slots.isLoading(vc)) return { kind: 'wait', vc }
-    if (this.slots.allConsumed(vc)) this.rollOver(vc)
+    if (this.loadedOut(vc)) this.rollOver(vc)
     return { kind: 'load', plan: this.planLoad(vc, pcOfFile(this.layout, file), { requester: file, exact: true, forNode: asking.forNode }) }
   }
 
@@ -262,13 +262,24 @@ export class Protocol {
     const fromStaged = (): boolean => !this.stagedForNextEpoch.has(vc) && this.slots.takeStaged(vc, file)
     if (fromStaged()) return { kind: 'serve', file }
     if (this.slots.fileAt(vc, this.offsetOf(file)) !== file && !this.slots.isLoading(vc) && this.slots.isConsumed(file)) {
-      if (this.slots.allConsumed(vc)) {
+      if (this.loadedOut(vc)) {
         this.rollOver(vc)
         if (fromStaged()) return { kind: 'serve', file }
       }
       if (this.slots.isConsumed(file)) this.counters.exactRepeats++
     }
     return this.loadOwnFile(file, asking)
+  }
+
+  /**
+   * Nothing of the VC's epoch is left to load, and nothing loaded waits in
+   * a slot: an exact open that needs a load may end the epoch. One of a
+   * file served already, while others still wait, is a repeat within it:
+   * rolled over then, the epoch would lose the files waiting, and the next
+   * serve them as its own.
+   */
+  private loadedOut (vc: VcId): boolean {
+    return this.slots.allConsumed(vc) && this.slots.validSlots(vc) === 0
   }
 
   /**

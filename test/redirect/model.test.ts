@@ -699,7 +699,7 @@ class World {
 
   private checkPass (job: Job, pass: PassState): void {
     if (!pass.clean || pass.abandoned || this.knownMet.size > 0) return
-    // Known (todo test below): with both kinds of open, a repeat can go uncounted, and the epochs after it drift.
+    // Known (todo test below): with exact opens among the others, the passes after a repeat drift.
     if (this.checks.steer && this.scenario.loader === 'mixed') return
     const violations = passViolations({ samples: pass.order.map(file => this.dataset.paths[file]), answers: pass.answers, failing: pass.failing, exactRepeats: this.protocol.counters.exactRepeats - pass.repeatsAtStart })
     if (violations.length > 0) this.fail(`job ${job.index}, pass ${job.passes}, read alone: ${violations.join('; ')}`)
@@ -827,10 +827,15 @@ t.test('a file given back (its opener killed mid-open) while its VC loads is hel
   t.equal(await violationOf(pair, [job(0), open(2), { ...load, reject: true }, load, open(2), kill(false), load, load, load]), undefined, 'mix')
 })
 
-t.test('an exact open of a file already served this epoch is counted as a repeat, and later epochs stay exact', open40(
-  'Protocol.decideExact rolls the VC over when every file is loaded though one still waits in a slot: the repeat is not counted, and that file is carried into the next epoch'
-), async t => {
+t.test('an exact open of a file already served this epoch is counted as a repeat, and later epochs stay exact', async t => {
   t.equal(await violationOf(small(5, { loader: 'mixed', seed: 721412059 }), [job(0, { short: true }), job(0), open(1), { kind: 'load', pick: 0, reject: true }, open(4)]), undefined)
+})
+
+t.test('after an exact open repeats a served file, the passes that follow serve each sample once', open40(
+  'a trainer that opens some paths exactly (stat first) and others not gets a file twice when an exact open repeats one served this epoch; the VC\'s epoch then ends a file later than the trainer\'s pass, and every later pass begins with the last one\'s leftover (each VC epoch still serves each file once); found by the random sequences, seed 2'
+), async t => {
+  const scenario: Scenario = { classes: [4, 2], private: [0, 1, 0, 0], sizes: 'even', chunkSize: 1, memory: 0, mode: 'strict', directory: false, mixBlock: 1, loader: 'mixed', seed: 1 }
+  t.equal(await violationOf(scenario, [job(0)]), undefined)
 })
 
 t.test('samples of uneven sizes stay within the smallest --memory the mount accepts', open40(

@@ -170,12 +170,15 @@ export class Protocol {
   private readonly failedPcs = new Set<PcId>()
   /** VCs whose staged chunk was read for their next epoch: it waits for the rollover. */
   private readonly stagedForNextEpoch = new Set<VcId>()
+  /** Per VC, exact opens this epoch of a file it had served already (see `exactMayEndEpoch`). */
+  private readonly repeatsThisEpoch: Uint32Array
   readonly node: NodeId
   /** What this node keeps as the home of the VCs it answers for: ledger, reclaims, batches, epochs, ownership, standby copy. */
   readonly home: HomeSide
 
   constructor (readonly layout: Layout, readonly options: ProtocolOptions) {
     this.slots = new SlotTable(layout)
+    this.repeatsThisEpoch = new Uint32Array(layout.vcs.length)
     this.random = new SeededRandom(options.seed ^ 0x5eed ^ ((options.node ?? 0) * 0x9e3779b1))
     this.node = options.node ?? 0 as NodeId
     this.policy = policyFor(options.mode, this.core(), Math.max(1, options.mixBlock ?? 1))
@@ -240,13 +243,18 @@ export class Protocol {
     return decision
   }
 
-  /** The file itself, from memory if its chunk brought it there, else by loading its chunk (off, and any exact open). */
-  private loadOwnFile (file: FileId, asking: Asking): OpenDecision {
+  /**
+   * The file itself, from memory if its chunk brought it there, else by
+   * loading its chunk (off, and any exact open). Off ends the VC's epoch
+   * when nothing of it is left to load; an exact open has decided that
+   * already (`decideExact`).
+   */
+  private loadOwnFile (file: FileId, asking: Asking, endsEpoch = (vc: VcId): boolean => this.slots.allConsumed(vc)): OpenDecision {
     const vc = this.vcOf(file)
     const offset = this.offsetOf(file)
     if (this.slots.fileAt(vc, offset) === file) return { kind: 'serve', file: this.slots.take(vc, offset) }
     if (this.slots.isLoading(vc)) return { kind: 'wait', vc }
-    if (this.loadedOut(vc)) this.rollOver(vc)
+    if (endsEpoch(vc)) this.rollOver(vc)
     return { kind: 'load', plan: this.planLoad(vc, pcOfFile(this.layout, file), { requester: file, exact: true, forNode: asking.forNode }) }
   }
 
@@ -262,24 +270,34 @@ export class Protocol {
     const fromStaged = (): boolean => !this.stagedForNextEpoch.has(vc) && this.slots.takeStaged(vc, file)
     if (fromStaged()) return { kind: 'serve', file }
     if (this.slots.fileAt(vc, this.offsetOf(file)) !== file && !this.slots.isLoading(vc) && this.slots.isConsumed(file)) {
-      if (this.loadedOut(vc)) {
+      if (this.exactMayEndEpoch(vc)) {
         this.rollOver(vc)
         if (fromStaged()) return { kind: 'serve', file }
       }
-      if (this.slots.isConsumed(file)) this.counters.exactRepeats++
+      if (this.slots.isConsumed(file)) {
+        this.counters.exactRepeats++
+        this.repeatsThisEpoch[vc]++
+      }
     }
-    return this.loadOwnFile(file, asking)
+    return this.loadOwnFile(file, asking, () => false)
   }
 
   /**
-   * Nothing of the VC's epoch is left to load, and nothing loaded waits in
-   * a slot: an exact open that needs a load may end the epoch. One of a
-   * file served already, while others still wait, is a repeat within it:
-   * rolled over then, the epoch would lose the files waiting, and the next
-   * serve them as its own.
+   * Whether an exact open that needs a load may end the VC's epoch: nothing
+   * of it is left to load, and nothing it loaded waits to be served (in a
+   * slot, a chunk staged for this epoch, a mirror). Ended while files
+   * wait, the epoch would lose them and the next serve them as its own:
+   * the exact open is a repeat within this epoch (a trainer mixing exact
+   * and other opens). But a trainer that never opens some files (a subset,
+   * drop_last) leaves them waiting for good, and each later exact open
+   * would read its file alone: so once this epoch's repeats outnumber the
+   * files waiting, the epoch ends anyway, carrying them into the next.
    */
-  private loadedOut (vc: VcId): boolean {
-    return this.slots.allConsumed(vc) && this.slots.validSlots(vc) === 0
+  private exactMayEndEpoch (vc: VcId): boolean {
+    if (!this.slots.allConsumed(vc)) return false
+    const staged = this.stagedForNextEpoch.has(vc) ? 0 : this.slots.staged(vc)?.length ?? 0
+    const waiting = this.slots.validSlots(vc) + staged + this.home.filesHeld(vc).length
+    return this.repeatsThisEpoch[vc] >= waiting
   }
 
   /**
@@ -288,6 +306,7 @@ export class Protocol {
    * reclaim) stay consumed: they will be served in the epoch that starts.
    */
   private rollOver (vc: VcId): void {
+    this.repeatsThisEpoch[vc] = 0
     this.home.endEpoch(vc)
     // A chunk staged for this epoch holds files served in the one ending; they stay consumed below, now as this epoch's.
     this.stagedForNextEpoch.delete(vc)
@@ -484,6 +503,7 @@ export class Protocol {
 
   /** One VC starts afresh: nothing in memory, every file loadable. Returns the files dropped. */
   private resetVc (vc: VcId): FileId[] {
+    this.repeatsThisEpoch[vc] = 0
     const dropped = this.slots.resetVc(vc)
     this.home.resetVc(vc)
     this.stagedForNextEpoch.delete(vc)
@@ -534,6 +554,7 @@ export class Protocol {
    * the new epoch.
    */
   reset (): FileId[] {
+    this.repeatsThisEpoch.fill(0)
     const dropped = this.slots.reset()
     this.stagedForNextEpoch.clear()
     this.failedPcs.clear()

@@ -25,7 +25,7 @@ import type { Logger } from 'pino'
 import { FsError, UsageError } from '../errors'
 import type { SampleBuffers } from '../chunks/sample-buffers'
 import type { ClusterStats } from '../stats'
-import type { Engine, Reclaimer, RequestAnswer, ServedFile } from '../engine/engine'
+import type { Engine, OpenOptions, Reclaimer, RequestAnswer, ServedFile } from '../engine/engine'
 import { RemoteReader, type OwnerReply } from '../engine/remote-reader'
 import { allVcs, vcOfFile, type FileId, type Layout, type NodeId, type VcId } from '../redirect/layout'
 import type { MirrorTable, RemoteRequest } from '../redirect/mirror'
@@ -243,7 +243,7 @@ export class ClusterNode {
    * remote VC's home cannot be asked for it yet, so such an open is
    * answered as any other (and logged once).
    */
-  async open (file: FileId, options: { exact?: boolean } = {}): Promise<ServedFile> {
+  async open (file: FileId, options: OpenOptions = {}): Promise<ServedFile> {
     this.readHere = true
     const deadline = performance.now() + OPEN_WAIT_MS
     for (;;) {

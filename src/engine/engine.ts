@@ -28,6 +28,29 @@ export class UnreadableSample extends FsError {
   constructor (message: string, readonly charged?: FileId, readonly generation?: number) { super('EIO', message) }
 }
 
+/**
+ * An open whose opener no longer wants an answer (an orphaned worker of a
+ * run that ended, `OpenOptions.wanted`): what it was answered with went
+ * back before any other open decided.
+ */
+export class OrphanedOpen extends FsError {
+  constructor () { super('EIO', 'an orphaned worker of a run that ended') }
+}
+
+export interface OpenOptions {
+  /** The file itself (see the protocol's `OpenOptions`). */
+  readonly exact?: boolean
+  /**
+   * Whether the opener still wants an answer, asked when one is ready. An
+   * answer the opener no longer wants goes back (its file to its slot, or
+   * the charge of an unreadable one undone) before the opens waiting on
+   * the same VC decide: decided first, they would take that file for one
+   * this epoch already served, and end the epoch early (strict) or read it
+   * again.
+   */
+  readonly wanted?: () => boolean
+}
+
 export interface ServedFile {
   /** The file whose bytes these are (differs from the opened one when redirected). */
   readonly file: FileId
@@ -65,9 +88,9 @@ export class Engine {
   }
 
   /** Answers an open of a sample file with the bytes it is bound to; `exact`: the file itself (see `OpenOptions`). */
-  async open (file: FileId, options: { exact?: boolean } = {}): Promise<ServedFile> {
+  async open (file: FileId, options: OpenOptions = {}): Promise<ServedFile> {
     try {
-      return { ...await this.answer(file, undefined, options.exact), generation: this.generation }
+      return { ...await this.answer(file, undefined, options.exact, options.wanted), generation: this.generation }
     } catch (err) {
       if (err instanceof UnreadableSample) throw new UnreadableSample(err.message, err.charged, this.generation)
       throw err
@@ -100,16 +123,20 @@ export class Engine {
     return { served, batch: files.map(id => ({ file: id, bytes: this.takeResident(id) })), batchNumber: batch, vcEpoch: this.protocol.epochOf(vc) }
   }
 
-  private async answer (file: FileId, requester?: MirrorReport, exact = false): Promise<ServedFile> {
+  private async answer (file: FileId, requester?: MirrorReport, exact = false, wanted?: () => boolean): Promise<ServedFile> {
     let reclaimed: VcId | undefined // a reclaim that got nothing back: its holders' answers are fresh for this one decision
     for (let retry = false; ; retry = true) {
       const decision = this.protocol.open(file, { retry, requester, exact, holdersConfirmed: reclaimed !== undefined })
       if (reclaimed !== undefined) this.wake(reclaimed) // only now: the opens parked on the VC decide after this one
       reclaimed = undefined
       if (decision.kind === 'serve') {
-        const bytes = this.takeResident(decision.file)
+        const served = { file: decision.file, bytes: this.takeResident(decision.file) }
+        if (wanted !== undefined && !wanted()) {
+          this.giveBack(served)
+          throw new OrphanedOpen()
+        }
         this.startReadahead(this.protocol.vcOf(file))
-        return { file: decision.file, bytes }
+        return served
       }
       if (decision.kind === 'wait') {
         await this.waiters.wait(decision.vc)
@@ -127,14 +154,19 @@ export class Engine {
         if (outcome.returned === undefined || outcome.returned.file !== returned) throw new Error(`a holder returned file ${returned} without its bytes`)
         return outcome.returned
       }
-      const outcome = await this.runLoad(decision.plan)
+      const outcome = await this.runLoad(decision.plan, wanted)
       if ('file' in outcome) return outcome
+      if ('unwanted' in outcome) throw new OrphanedOpen()
       throw new UnreadableSample(`cannot read the data for ${this.protocol.layout.files[file].path}`, outcome.charged)
     }
   }
 
-  /** Loads a chunk, places it, wakes the opens waiting on its VC; for a demand load, its answer, or the file a failed one was charged with. */
-  private async runLoad (plan: LoadPlan): Promise<ServedFile | { charged?: FileId }> {
+  /**
+   * Loads a chunk, places it, wakes the opens waiting on its VC; for a
+   * demand load, its answer, or the file a failed one was charged with, or
+   * that its opener no longer wanted it (`OpenOptions.wanted`).
+   */
+  private async runLoad (plan: LoadPlan, wanted?: () => boolean): Promise<ServedFile | { charged?: FileId } | { unwanted: true }> {
     let delivered: Map<FileId, Buffer>
     try {
       delivered = await this.fetchPieces(plan)
@@ -147,11 +179,17 @@ export class Engine {
       this.resident.set(file, delivered.get(file)!)
       delivered.delete(file)
     }
-    let served: ServedFile | { charged?: FileId } = { charged: outcome.charged }
+    let served: ServedFile | { charged?: FileId } | { unwanted: true } = { charged: outcome.charged }
     if (outcome.served !== undefined) {
       const bytes = this.resident.has(outcome.served) ? this.resident.take(outcome.served) : delivered.get(outcome.served)!
       delivered.delete(outcome.served)
       served = { file: outcome.served, bytes }
+    }
+    if (plan.requester !== undefined && wanted !== undefined && !wanted()) {
+      // Before the wake below: see OpenOptions.wanted.
+      if ('file' in served) this.giveBack(served)
+      else if (outcome.charged !== undefined) this.protocol.uncharge(outcome.charged)
+      served = { unwanted: true }
     }
     // Read but neither placed nor served (a load for the next epoch that a reset overtook): their buffers serve the next load.
     for (const bytes of delivered.values()) this.buffers.give(bytes)

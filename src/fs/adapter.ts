@@ -32,7 +32,8 @@ export interface AdapterOptions {
   statfsPath: string
   /** Answers an open of a sample: the engine, or in a cluster the node that routes it. */
   samples: {
-    open (sample: number, options?: { exact?: boolean }): Promise<ServedFile>
+    /** `wanted`: whether the opener still wants an answer, asked when one is ready (the engine's `OpenOptions`). */
+    open (sample: number, options?: { exact?: boolean, wanted?: () => boolean }): Promise<ServedFile>
     /** An answer that never reached its opener: the file waits for another open. */
     giveBack (served: ServedFile): void
     /** A failed open that must not count: the unreadable file it was charged with is charged to another open. */
@@ -165,12 +166,13 @@ export class FsAdapter {
       if (this.options.beforeSampleOpen?.(options.thread) === false) throw new FsError('EIO', 'an orphaned worker of a run that ended')
       const runs = this.options.runsBegun?.()
       // A run that began while this open waited (on a load) may have made its opener a worker of one that ended
-      // (its trainer killed): its answer, or the failure it was charged with, is the new run's, and goes back.
+      // (its trainer killed): its answer, or the failure it was charged with, is the new run's, and goes back:
+      // the engine does it as soon as the answer is ready (`wanted`); a source that does not ask, here after.
       const orphaned = (): boolean => runs !== undefined && this.options.runsBegun!() !== runs && this.options.beforeSampleOpen?.(options.thread) === false
       const started = process.hrtime.bigint()
       let served: ServedFile
       try {
-        served = await this.serveSample(sample, options.exact === true)
+        served = await this.serveSample(sample, options.exact === true, () => !orphaned())
       } catch (err) {
         if (err instanceof UnreadableSample && err.charged !== undefined && orphaned()) {
           this.options.samples.uncharge?.(err.charged, err.generation)
@@ -210,8 +212,8 @@ export class FsAdapter {
    * load that finds a file changed fails the open it was for: each such
    * file costs one open, and is lost to the epoch.
    */
-  private async serveSample (sample: number, exact: boolean): Promise<ServedFile> {
-    const served = await this.options.samples.open(sample, { exact })
+  private async serveSample (sample: number, exact: boolean, wanted: () => boolean): Promise<ServedFile> {
+    const served = await this.options.samples.open(sample, { exact, wanted })
     const watch = this.options.watch
     if (watch === undefined) return served
     const answered = this.options.tree.samples[served.file].entry

@@ -524,7 +524,7 @@ class World {
     }
     const first = this.jobs.every(other => other === job || other.placed.size === 0)
     if (!first && this.protocol.counters.newRuns !== runsBefore + 1) this.fail(`job ${job.index} began a run after every other ended, and no new epoch started`)
-    // Known (todo test below): an open of a worker left behind, admitted before this run began, can still take this run's samples when loads fail.
+    // Known (todo test below): a file a killed job's open gives back after its VC staged the next epoch's chunk is loaded again past --memory.
     if (this.jobs.some(other => other.state === 'killed' && other.openers.some(o => other.alive.has(o.pid) && o.threads.some(th => th.busy)))) this.known('a leftover worker\'s open outstanding as a run begins')
     this.exact = true
     this.runStartedAt = this.now
@@ -812,9 +812,7 @@ t.test('a worker left behind, whose open was admitted before the next job began,
   t.equal(await violationOf(small(3), [job(1), open(2), kill(true)]), undefined)
 })
 
-t.test('workers left behind whose opens wait on failing loads as the next job begins take none of its samples', open40(
-  'two orphaned opens answered once the new run began give their files back (FsAdapter runsBegun), yet the new job is served one file twice: a file given back while a read that holds it is in flight (Protocol.returnUnserved, a failed load\'s charge) is loaded again; found by the random sequences, seed 40'
-), async t => {
+t.test('workers left behind whose opens wait on failing loads as the next job begins take none of its samples', async t => {
   const scenario: Scenario = { classes: [4], private: [0, 0, 0, 0], sizes: 'even', chunkSize: 3, memory: 0, mode: 'strict', directory: false, mixBlock: 1, loader: 'redirect', seed: 587002886 }
   const ops: Op[] = [{ kind: 'start', workers: 0, spawn: false, named: false, ranks: 1, nobody: false, short: false }, { kind: 'open', job: 0, opener: 0, newThread: false, count: 4 }, { kind: 'load', pick: 0, reject: false }, { kind: 'load', pick: 0, reject: true }, { kind: 'load', pick: 0, reject: true }, { kind: 'open', job: 0, opener: 0, newThread: false, count: 4 }, { kind: 'load', pick: 0, reject: false }, { kind: 'load', pick: 0, reject: true }, { kind: 'start', workers: 0, spawn: false, named: false, ranks: 2, nobody: false, short: true }, { kind: 'load', pick: 0, reject: true }, { kind: 'end', job: 7 }, { kind: 'open', job: 0, opener: 0, newThread: false, count: 4 }, { kind: 'load', pick: 0, reject: true }, { kind: 'kill', job: 0, workersStay: false, zombie: false }, { kind: 'load', pick: 0, reject: true }]
   t.equal(await violationOf(scenario, ops), undefined)
@@ -836,6 +834,14 @@ t.test('after an exact open repeats a served file, the passes that follow serve 
 ), async t => {
   const scenario: Scenario = { classes: [4, 2], private: [0, 1, 0, 0], sizes: 'even', chunkSize: 1, memory: 0, mode: 'strict', directory: false, mixBlock: 1, loader: 'mixed', seed: 1 }
   t.equal(await violationOf(scenario, [job(0)]), undefined)
+})
+
+t.test('a file given back by a killed job\'s open, once its VC has read ahead for the next epoch, is loaded again within --memory', open40(
+  'the answer abandoned by a killed trainer goes back (Protocol.returnUnserved) after its VC, served out, staged a chunk for its next epoch: the file is this epoch\'s again, and the demand load that reads it comes on top of the staged chunk, past --memory; found by the random sequences, seed 40'
+), async t => {
+  const scenario: Scenario = { classes: [1, 3], private: [1, 0, 0, 0], sizes: 'even', chunkSize: 1, memory: 0, mode: 'mix', directory: false, mixBlock: 1, loader: 'redirect', seed: 0 }
+  const ops: Op[] = [job(0, { short: true }), job(0), { kind: 'open', job: 3, opener: 0, newThread: false, count: 1 }, { kind: 'load', pick: 0, reject: false }, { kind: 'open', job: 0, opener: 0, newThread: false, count: 1 }, { kind: 'load', pick: 0, reject: false }, { kind: 'open', job: 0, opener: 0, newThread: false, count: 3 }, kill(false), { kind: 'load', pick: 0, reject: false }, { kind: 'load', pick: 1, reject: false }]
+  t.equal(await violationOf(scenario, ops), undefined)
 })
 
 t.test('samples of uneven sizes stay within the smallest --memory the mount accepts', open40(

@@ -499,7 +499,7 @@ export class Membership {
         if (waiting.size === 0) resolve()
       }
       this.onRefusedHere = settle
-      for (const node of [...waiting]) {
+      const ask = (node: NodeId): void => {
         const client = this.client(node)
         client.handshake(request, this.options.startupTimeoutMs).then(reply => {
           if (!waiting.has(node)) return
@@ -512,9 +512,14 @@ export class Membership {
         }, err => {
           if (!waiting.has(node)) return
           if (this.isDead(node)) { settle(); return }
+          // Its channel was replaced meanwhile, which fails the calls on the old one ("Channel closed before
+          // call started"): another incarnation of that node called us (a remount, or another node given its
+          // --node). That is no answer from it: ask again on the new channel.
+          if (this.client(node) !== client) { ask(node); return }
           reject(this.handshakeError(node, err))
         })
       }
+      for (const node of [...waiting]) ask(node)
       settle()
     }).finally(() => { this.onRefusedHere = undefined })
     this.started = true

@@ -31,19 +31,22 @@ for (let i = 0; i < lines.length; i++) {
   const diag = []
   if (lines[i + 1]?.trim() === '---') {
     const block = []
-    for (let j = i + 2; j < lines.length && lines[j].trim() !== '...'; j++) block.push(lines[j])
+    let j = i + 2
+    for (; j < lines.length && lines[j].trim() !== '...'; j++) block.push(lines[j])
     diag.push(...briefly(block))
+    i = j // what the block quotes (a diff of TAP, say) is not TAP
   }
   failures.push({ path: within, line: body, diag })
 }
 
 /** A failure's YAML, in brief: where it failed, and each key but the stack and the source quoted. */
 function briefly (block) {
-  const base = Math.min(...block.map(indentOf))
+  const base = Math.min(...block.filter(line => line.trim() !== '').map(indentOf))
   const where = {}
   const kept = []
   let key = ''
   for (const line of block) {
+    if (line.trim() === '') continue
     const top = indentOf(line) === base
     if (top) key = line.trim().split(':')[0]
     if (key === 'at') {

@@ -20,8 +20,8 @@ suite() { # LABEL TAP-ARGS...
   if [ -t 1 ]; then npx tap "$@"; return; fi
   local log; log=$(mktemp "/tmp/redirfs-$label-XXXXXX.tap")
   local status=0
-  npx tap "$@" | tee "$log" || status=$?
-  [ "$status" = 0 ] || node scripts/tap-failures.mjs "$log"
+  npx tap --reporter=tap "$@" | tee "$log" || status=$?
+  [ "$status" = 0 ] || node scripts/tap-failures.mjs "$log" || true
   rm -f "$log"
   return "$status"
 }

@@ -22,6 +22,10 @@ const LOG = `TAP version 14
             lineNumber: 12
           stack: |
             Test.<anonymous> (test/a.test.ts:12:5)
+          source: |
+            t.equal(found, 2)
+        
+            not ok 9 - a line of TAP the source quotes
           ...
         1..2
     not ok 1 - one thing # time=3ms
@@ -40,7 +44,7 @@ not ok 1 - test/a.test.ts # time=100ms
 not ok 2 - test/b.test.ts # time=1ms
 `
 
-t.test('each failed assertion is listed once, under its subtests, with where it failed and what was found', async t => {
+t.test('each failed assertion is listed once, under its subtests, with where it failed and what was found, not what its diagnostics quote', async t => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'redirfs-tap-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
   writeFileSync(path.join(dir, 'run.tap'), LOG)

@@ -123,14 +123,14 @@ export const CHANNEL_OPTIONS: grpc.ChannelOptions = {
  * The largest request a node's peer service takes, for a layout of
  * `samples` files. A request is read whole before its token is checked, so
  * the cap is what a stranger can make a node hold per call: as small as
- * the largest honest request allows. Those are a takeover's or a sync's
- * lists of files, each file named at most a few times (a varint of up to
- * 5 bytes, with the node it served; a sync sends as many served notices
- * as there are files at most, sync.ts), so under 48 bytes per sample,
- * above a floor for the rest.
+ * the largest honest request allows. Those are a sync's lists (each file
+ * in at most one standby copy, with the node it served, and in at most one
+ * served notice: sync.ts sends as many as there are files at most; with
+ * one VC per file, every id at its widest, about 53 bytes a file) and a
+ * takeover's, smaller; so 64 bytes a sample, above a floor for the rest.
  */
 export function requestLimit (samples: number): number {
-  return Math.min(CHANNEL_OPTIONS['grpc.max_receive_message_length'] as number, 4 * 2 ** 20 + 48 * samples)
+  return Math.min(CHANNEL_OPTIONS['grpc.max_receive_message_length'] as number, 4 * 2 ** 20 + 64 * samples)
 }
 
 export function encodeOffsets (offsets: Iterable<number>, capacity: number): Buffer {

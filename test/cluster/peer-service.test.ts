@@ -83,17 +83,20 @@ t.test('a request larger than the layout can need is refused before its token is
 })
 
 t.test('the largest sync a node sends fits what its peers take: a standby copy of every file and as many served notices', async t => {
-  for (const samples of [1, 1000, 3_000_000]) {
-    // The widest numbers each field can hold for that layout (every varint at its longest).
-    const files = Array.from({ length: samples }, () => samples - 1)
+  for (const [samples, vcs] of [[1, 1], [1000, 1], [1000, 1000], [500_000, 500_000], [3_000_000, 1]]) {
+    // Every number at its widest (every varint at its longest), the files in `vcs` standby copies.
+    const files = Array.from({ length: samples }, () => 2 ** 32 - 1)
+    const perVc = Math.ceil(samples / vcs)
+    const standby = Array.from({ length: vcs }, (_, vc) => files.slice(vc * perVc, (vc + 1) * perVc))
+      .map(served => ({ vc: 2 ** 32 - 1, epoch: 2 ** 32 - 1, servedFiles: served, servedNodes: served }))
     const sync = {
       generation: { number: 2 ** 32 - 1, key: 'k'.repeat(64) },
       node: 2 ** 32 - 1,
-      standby: [{ vc: 2 ** 32 - 1, epoch: 2 ** 32 - 1, servedFiles: files, servedNodes: files.map(() => 2 ** 32 - 1) }],
+      standby,
       served: files.map(file => ({ vc: 2 ** 32 - 1, file, batch: Number.MAX_SAFE_INTEGER }))
     }
     const bytes = peerService().Sync.requestSerialize(sync).length
-    t.ok(bytes <= requestLimit(samples), `${samples} files: ${bytes} bytes within ${requestLimit(samples)}`)
+    t.ok(bytes <= requestLimit(samples), `${samples} files in ${vcs} VCs: ${bytes} bytes within ${requestLimit(samples)}`)
   }
 })
 

@@ -81,8 +81,26 @@ export class Takeover {
     for (const [home, vcs] of byHome) {
       const work = this.adopt(home, vcs)
       for (const vc of vcs) this.adopting.set(vc, work)
+      // A takeover that failed (a survivor refused this node as dead, say) adopted nothing: forgotten, it starts
+      // again at the next change of owners or a second from now, else its VCs stay owned by nobody for good.
+      work.catch(() => {
+        for (const vc of vcs) if (this.adopting.get(vc) === work) this.adopting.delete(vc)
+        this.adoptAgainSoon()
+      })
     }
     await Promise.all(ours.map(async vc => await this.adopting.get(vc)))
+  }
+
+  private retry?: NodeJS.Timeout
+
+  private adoptAgainSoon (): void {
+    if (this.retry !== undefined) return
+    this.retry = setTimeout(() => {
+      this.retry = undefined
+      if (this.membership.closed || !this.membership.ready) return
+      void this.adoptOrphans().catch(err => this.log.error({ err: (err as Error).message }, 'takeover failed; trying again'))
+    }, 1000)
+    this.retry.unref()
   }
 
   /**

@@ -13,7 +13,7 @@ import type { Logger } from 'pino'
 import type { ChangingAttributes, DatasetTree, FileReader, OpenFile } from '../chunks/tree'
 import type { SourceWatch } from '../chunks/source-watch'
 import type { SampleBuffers } from '../chunks/sample-buffers'
-import { UnreadableSample, type ServedFile } from '../engine/engine'
+import { OrphanedOpen, UnreadableSample, type ServedFile } from '../engine/engine'
 import type { FileId } from '../redirect/layout'
 import { LogRate } from '../util/log-rate'
 import { CONTROL_DIR, isControlPath, RESET_FILE, STATS_FILE } from './control'
@@ -163,7 +163,7 @@ export class FsAdapter {
     if (tree.isDirectory(entry)) throw new FsError('EISDIR', 'is a directory')
     const sample = tree.sampleOf(entry)
     if (sample !== undefined) {
-      if (this.options.beforeSampleOpen?.(options.thread) === false) throw new FsError('EIO', 'an orphaned worker of a run that ended')
+      if (this.options.beforeSampleOpen?.(options.thread) === false) throw new OrphanedOpen()
       const runs = this.options.runsBegun?.()
       // A run that began while this open waited (on a load) may have made its opener a worker of one that ended
       // (its trainer killed): its answer, or the failure it was charged with, is the new run's, and goes back:
@@ -176,13 +176,13 @@ export class FsAdapter {
       } catch (err) {
         if (err instanceof UnreadableSample && err.charged !== undefined && orphaned()) {
           this.options.samples.uncharge?.(err.charged, err.generation)
-          throw new FsError('EIO', 'an orphaned worker of a run that ended')
+          throw new OrphanedOpen()
         }
         throw err
       }
       if (orphaned()) {
         this.options.samples.giveBack(served)
-        throw new FsError('EIO', 'an orphaned worker of a run that ended')
+        throw new OrphanedOpen()
       }
       this.options.afterSampleOpen?.(Number(process.hrtime.bigint() - started) / 1e9)
       return { kind: 'bytes', entry, bytes: served.bytes, served: served.file }

@@ -2,9 +2,9 @@
  * The peer service a node runs for the others, on gRPC and, for reads and
  * reclaims, on the data channel beside it (data-channel.ts; the handshake reply names
  * its port). It only checks and maps: every call must carry the cluster
- * token (refused and logged otherwise), malformed requests get
- * INVALID_ARGUMENT, refusals their own status, and the work itself is the
- * node's (`PeerHandler`).
+ * token, checked from its headers before any of its message is read
+ * (refused and logged otherwise), malformed requests get INVALID_ARGUMENT,
+ * refusals their own status, and the work itself is the node's (`PeerHandler`).
  */
 import * as grpc from '@grpc/grpc-js'
 import type { Logger } from 'pino'
@@ -40,16 +40,38 @@ export interface RunningPeerServer {
 }
 
 /**
+ * Refuses a call without the cluster token as soon as its headers arrive.
+ * grpc-js reads a call's message only once its handler asks, after the
+ * headers; a call refused here is never read, so a stranger can make a
+ * node hold no more than headers (docs/cluster.md, "Security").
+ */
+function requireToken (token: string, refused: (call: string, peer: string) => void): grpc.ServerInterceptor {
+  return (method, call) => new grpc.ServerInterceptingCall(call, {
+    start: next => next({
+      onReceiveMetadata: (metadata, pass) => {
+        if (tokenMatches(metadata.get(TOKEN_METADATA)[0], token)) return pass(metadata)
+        refused(method.path, call.getPeer())
+        call.sendStatus({ code: grpc.status.UNAUTHENTICATED, details: 'wrong or missing cluster token' })
+      }
+    })
+  })
+}
+
+/**
  * `samples`: the files of the layout, which bound the requests taken (`requestLimit`);
  * `dataPort`: where the data channel listens on the same host; 0, any free port.
  */
 export async function startPeerServer (listen: PeerAddress, credentials: Credentials, token: string, handler: PeerHandler, log: Logger, samples: number, dataPort = 0): Promise<RunningPeerServer> {
-  const server = new grpc.Server({ ...CHANNEL_OPTIONS, 'grpc.max_receive_message_length': requestLimit(samples) })
   let refusedLogged = 0
   const refusedCall = (call: string, peer: string): void => {
     // One line per refusal, up to a point: a misconfigured peer retries a lot.
     if (refusedLogged++ < 100) log.warn({ call, peer }, 'refused a peer call: wrong or missing cluster token')
   }
+  const server = new grpc.Server({
+    ...CHANNEL_OPTIONS,
+    'grpc.max_receive_message_length': requestLimit(samples),
+    interceptors: [requireToken(token, refusedCall)]
+  })
   const statusOf: StatusOf = (err, call) => {
     const code = err instanceof PeerRefusal ? err.status : grpc.status.INTERNAL
     if (code === grpc.status.INTERNAL) log.error({ call, err: (err as Error).message }, 'peer call failed')
@@ -57,10 +79,6 @@ export async function startPeerServer (listen: PeerAddress, credentials: Credent
   }
   const unary = <Req, Rep>(name: string, work: (request: Req) => Rep | Promise<Rep>): grpc.handleUnaryCall<Req, Rep> =>
     (call, callback) => {
-      if (!tokenMatches(call.metadata.get(TOKEN_METADATA)[0], token)) {
-        refusedCall(name, call.getPeer())
-        return callback({ code: grpc.status.UNAUTHENTICATED, details: 'wrong or missing cluster token' })
-      }
       Promise.resolve().then(() => work(call.request)).then(
         reply => callback(null, reply),
         (err: unknown) => callback(statusOf(err, name)))

@@ -121,9 +121,9 @@ export const CHANNEL_OPTIONS: grpc.ChannelOptions = {
 
 /**
  * The largest request a node's peer service takes, for a layout of
- * `samples` files. A request is read whole before its token is checked, so
- * the cap is what a stranger can make a node hold per call: as small as
- * the largest honest request allows. Those are a sync's lists (each file
+ * `samples` files. A stranger's request is refused from its headers, unread
+ * (peer-server.ts); the cap bounds what a member, buggy or hostile, can make
+ * a node hold per call: as small as the largest honest request allows. Those are a sync's lists (each file
  * in at most one standby copy, with the node it served, and in at most one
  * served notice: sync.ts sends as many as there are files at most; with
  * one VC per file, every id at its widest, about 53 bytes a file) and a

@@ -17,7 +17,7 @@ import { FIRST_GENERATION } from '../../src/cluster/generations'
 import { PeerClient } from '../../src/cluster/peer-client'
 import { PeerRefusal } from '../../src/cluster/call-error'
 import { startPeerServer, type PeerHandler } from '../../src/cluster/peer-server'
-import { loadCredentials, type Credentials } from '../../src/cluster/security'
+import { loadCredentials, TOKEN_METADATA, type Credentials } from '../../src/cluster/security'
 import { decodeOffsets, encodeOffsets, peerService, peerStub, PROTOCOL_VERSION, requestLimit } from '../../src/cluster/wire'
 import { UsageError } from '../../src/errors'
 import { makeCertificates } from '../helpers/certificates'
@@ -67,19 +67,27 @@ t.test('calls go through with the token; refusals and malformed requests get the
   t.equal(await statusOf(client.reclaim({ node: 0, vc: 0, giveBack: false, offsets: [], generation: null }, ping)), grpc.status.INTERNAL, 'a handler bug is INTERNAL, not a crash')
 })
 
-t.test('a request larger than the layout can need is refused before its token is looked at; one a big layout can need is not', async t => {
+/** The status of a sync naming more files than a 10-file layout could ever send, sent with `token` (none: a stranger's) to a node of `samples` files. */
+async function oversizedSync (t: Test, samples: number, token?: string): Promise<grpc.status | 'ok'> {
   const credentials = await loadCredentials({})
-  // A sync naming files past what 10 files' layout could ever send, and no token: a stranger's.
   const served = Array.from({ length: Math.ceil(requestLimit(10) / 8) }, (_, file) => ({ vc: 1, file, batch: 1 }))
-  const statusAt = async (samples: number): Promise<grpc.status | undefined> => {
-    const server = await startPeerServer({ host: '127.0.0.1', port: 0, text: '127.0.0.1:0' }, credentials, TOKEN, handler, log, samples)
-    t.teardown(() => server.close())
-    const stub = peerStub(`127.0.0.1:${server.port}`, credentials.client)
-    t.teardown(() => stub.close())
-    return await new Promise(resolve => stub.sync({ node: 0, standby: [], served, generation: null }, (err: grpc.ServiceError | null) => resolve(err?.code)))
-  }
-  t.equal(await statusAt(10), grpc.status.RESOURCE_EXHAUSTED, 'refused for its size')
-  t.equal(await statusAt(1_000_000), grpc.status.UNAUTHENTICATED, 'taken in, then refused for the token it lacks')
+  const server = await startPeerServer({ host: '127.0.0.1', port: 0, text: '127.0.0.1:0' }, credentials, TOKEN, handler, log, samples)
+  t.teardown(() => server.close())
+  const stub = peerStub(`127.0.0.1:${server.port}`, credentials.client)
+  t.teardown(() => stub.close())
+  const metadata = new grpc.Metadata()
+  if (token !== undefined) metadata.set(TOKEN_METADATA, token)
+  return await new Promise(resolve => stub.sync({ node: 0, standby: [], served, generation: null }, metadata, (err: grpc.ServiceError | null) => resolve(err?.code ?? 'ok')))
+}
+
+t.test('a call without the token is refused from its headers, before its message is read: even one past the size cap', async t => {
+  t.equal(await oversizedSync(t, 10), grpc.status.UNAUTHENTICATED, 'no token: refused unread, not for its size')
+  t.equal(await oversizedSync(t, 10, 'not-the-cluster-token-at-all'), grpc.status.UNAUTHENTICATED, 'a wrong token: the same')
+})
+
+t.test('a member\'s request is refused past what the layout can need, and taken within it', async t => {
+  t.equal(await oversizedSync(t, 10, TOKEN), grpc.status.RESOURCE_EXHAUSTED, 'past the cap of a 10-file layout')
+  t.equal(await oversizedSync(t, 1_000_000, TOKEN), 'ok', 'within the cap of a big layout')
 })
 
 t.test('the largest sync a node sends fits what its peers take: a standby copy of every file and as many served notices', async t => {

@@ -22,6 +22,7 @@ import { askAgain, PeerCallError } from './call-error'
 import type { Membership } from './membership'
 import type { TakeoverStateReply } from './wire'
 import { appendTo } from '../util/lists'
+import { pausePoint } from '../util/pause-points'
 
 export class Takeover {
   /** VCs being taken over, so that each is adopted once. */
@@ -118,6 +119,7 @@ export class Takeover {
     }
     collect(this.node, this.reportFor(vcs))
     const generation = this.membership.generation
+    pausePoint('takeover-asks')
     await Promise.all(this.membership.livePeers().filter(node => node !== home).map(async node => {
       for (let tries = 0; !this.membership.isDead(node) && !this.membership.closed; tries++) {
         try {
@@ -133,11 +135,13 @@ export class Takeover {
     }))
     // A new generation (or this node's fencing) overtook the takeover: its state is gone.
     if (compareGenerations(generation, this.membership.generation) !== 0 || this.membership.fenced !== undefined) return
+    pausePoint('takeover-adopts')
     for (const vc of vcs) {
       const reports = states.get(vc)!
       // A node that came back is another incarnation: what its trainer got before it died counts as served.
       this.engine.adopt(vc, planAdoption(reports, this.standby.get(vc), this.node, node => this.membership.isDead(node) || this.membership.isRejoining(node)), this.remote.surrender(vc))
     }
+    pausePoint('takeover-wakes')
     this.remote.wakeAll(vcs)
     this.log.info({ home, vcs: vcs.length }, `took over ${vcs.length} virtual chunk(s) of node ${home}`)
   }

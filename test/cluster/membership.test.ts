@@ -4,18 +4,20 @@
 // serving (its trainer's opens fail) and rejoins, so that no virtual chunk
 // ever has two owners; a takeover that races the resumption never gives a
 // survivor's trainer an error; a node killed and mounted again at once is
-// not taken for dead; a node cut off from the others by a partition of
-// their peer service (a proxy that drops traffic) stops serving while the
-// others take over. Each job's trainers are real processes named by
-// REDIRFS_RUN_ID, one per node.
-import { promises as fs } from 'node:fs'
+// not taken for dead; a node cut off from the others by a partition
+// (proxies that drop traffic) stops serving while the others take over; a
+// partial cut makes no death; a cut of the data channel alone is waited
+// out; and a successor that stops at a chosen point of a takeover
+// (REDIRFS_PAUSE_AT, src/util/pause-points.ts) leaves one owner. Each job's
+// trainers are real processes named by REDIRFS_RUN_ID, one per node.
+import { promises as fs, readFileSync } from 'node:fs'
 import t, { type Test } from 'tap'
 import { readStats } from '../../src/cli/stats-command'
 import { defaultLogFile } from '../../src/daemon/registry'
 import type { MountStats } from '../../src/stats'
 import { Job, mountCluster, mountPartitionableCluster, untilStats, type Cluster, type TrainerRead } from '../helpers/cluster'
 import { classOf, generateDataset } from '../helpers/dataset'
-import { forceUnmount } from '../helpers/mount'
+import { CLI_ENV, forceUnmount } from '../helpers/mount'
 
 const dataset = generateDataset(44)
 t.teardown(async () => { await fs.rm(dataset.root, { recursive: true, force: true }) })
@@ -225,3 +227,121 @@ t.test('a node cut off from the others (their peer service partitioned by a prox
   checkOwners(t, settled)
   await exactJob(t, cluster, 'after-the-cut', 2, 70)
 })
+
+t.test('a partial cut (nodes 0 and 1 cannot reach each other, both reach node 2) until each suspects the other: no death is made while it lasts; once it heals, each refuses the other and both are fenced; node 2\'s trainer gets no error and no sample twice; the next job is exact', async t => {
+  const cluster = await mountPartitionableCluster(t, [dataset.root, dataset.root, dataset.root], OPTIONS)
+  t.same(cluster.results.map(r => r.code), [0, 0, 0], cluster.results.map(r => r.stderr).join(''))
+  const job = new Job(t, cluster.mountpoints, 'partial-cut')
+  let cutting: Promise<void> | undefined
+  let duringCut: Array<MountStats | undefined> = []
+  const reads = await job.epoch(dataset.samples, 80, (read, answered) => {
+    if (answered !== Math.floor(dataset.samples.length / 3)) return
+    cutting = (async () => {
+      cluster.cutBetween(0, 1)
+      try {
+        duringCut = await untilStats(cluster.mountpoints, 'nodes 0 and 1 to suspect each other', stats => ['suspected', 'dead'].includes(stats[0]!.cluster!.peers[1].state) && ['suspected', 'dead'].includes(stats[1]!.cluster!.peers[0].state))
+      } finally {
+        cluster.healBetween(0, 1)
+      }
+      await untilStats(cluster.mountpoints, 'nodes 0 and 1, each refused by the other, to be fenced', stats => [0, 1].every(node => stats[node]!.cluster!.fenced > 0))
+    })()
+  })
+  await cutting
+  t.same(duringCut.map(s => s!.cluster!.peers.filter(p => p.state === 'dead').map(p => p.node)), [[], [], []], 'one suspicion of two needed: no node took another for dead')
+  t.ok(duringCut.every(s => s!.cluster!.quorum), 'every node held a quorum (node 2 grants both)')
+  const third = reads.filter(r => r.node === 2)
+  t.same(third.filter(r => r.error !== undefined), [], 'node 2\'s trainer got no error')
+  checkServed(t, third, 'node 2')
+  t.same(reads.filter(r => r.node !== 2 && r.error !== undefined && r.error !== 'EIO'), [], 'nodes 0 and 1\'s trainers got no error but EIO, the refusal of a fenced node')
+  await job.end()
+  const settled = await untilStats(cluster.mountpoints, 'the cluster to settle, with every virtual chunk owned once',
+    stats => stats.every(s => s!.cluster!.peers.every(p => p.state !== 'dead' && p.state !== 'suspected')) &&
+      stats.reduce((sum, s) => sum + s!.cluster!.ownedVirtualChunks, 0) === stats[0]!.layout.virtualChunks, { limitMs: 120_000 })
+  checkOwners(t, settled)
+  await exactJob(t, cluster, 'after-the-partial-cut', 2, 90)
+})
+
+/** Why a data cut's job is not exact yet (issue 44; docs/design.md, "Deaths and fencing"). */
+const LOST_ANSWER = 'an answer on its way when the data channel broke is lost with the connection: the owner counted its file served, so the trainer\'s retry gets another, and the VC\'s epochs run one open ahead of the trainer\'s for the rest of the job (a sample twice and one missed per epoch); only batch files are numbered and found lost'
+
+t.test('the data channel alone cut between two nodes for longer than --peer-timeout in the middle of a job: nobody is suspected, the opens across it wait and none fails, every answer a whole sample of its class; the next job is exact', async t => {
+  const cluster = await mountPartitionableCluster(t, [dataset.root, dataset.root, dataset.root], OPTIONS)
+  t.same(cluster.results.map(r => r.code), [0, 0, 0], cluster.results.map(r => r.stderr).join(''))
+  const job = new Job(t, cluster.mountpoints, 'data-cut')
+  let cutting: Promise<void> | undefined
+  let duringCut: Array<MountStats | undefined> = []
+  const reads = await job.epoch(dataset.samples, 100, (read, answered) => {
+    if (answered !== Math.floor(dataset.samples.length / 3)) return
+    cutting = (async () => {
+      cluster.cutBetween(0, 1, 'data')
+      try {
+        // Two peer timeouts: long enough for a lease, a suspicion or a death to come of it, were the data channel taken for the peer.
+        await new Promise(resolve => setTimeout(resolve, 6000))
+        duringCut = await Promise.all(cluster.mountpoints.map(readStats))
+      } finally {
+        cluster.healBetween(0, 1)
+      }
+    })()
+  })
+  await cutting
+  t.same(states(duringCut), [['self', 'alive', 'alive'], ['alive', 'self', 'alive'], ['alive', 'alive', 'self']], 'during the cut every node took every other for alive')
+  t.same(reads.filter(r => r.error !== undefined), [], 'the epoch of the cut: no open failed')
+  const served = reads.map(r => dataset.byContent.get(r.content!))
+  t.equal(served.filter((s, i) => s === undefined || classOf(s) !== classOf(reads[i].opened)).length, 0, 'the epoch of the cut: every read a whole sample of the opened class')
+  t.same([...served].sort(), dataset.samples, 'the epoch of the cut: every sample exactly once across the nodes', { todo: LOST_ANSWER })
+  const next = await job.epoch(dataset.samples, 101)
+  t.same(next.filter(r => r.error !== undefined), [], 'the epoch after the cut: no open failed')
+  t.same(next.map(r => dataset.byContent.get(r.content!)).sort(), dataset.samples, 'the epoch after the cut: every sample exactly once across the nodes', { todo: LOST_ANSWER })
+  await job.end()
+  await exactJob(t, cluster, 'after-the-data-cut', 1, 110)
+})
+
+/** Whether process `pid` is stopped (by a signal: SIGSTOP it sent itself at a pause point). */
+const isStopped = (pid: number): boolean => {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  return stat.slice(stat.lastIndexOf(')') + 2).startsWith('T')
+}
+
+for (const point of ['takeover-asks', 'takeover-adopts', 'takeover-wakes'] as const) {
+  t.test(`a successor that stops at ${point} while it takes over a killed node's chunks, until the other survivor suspects it: its opens fail, the other survivor's never do, and the next job is exact`, async t => {
+    // Only node 0 stops there; node 1 adopts its own share of node 2's VCs (they alternate) and goes on.
+    const cluster = await mountCluster(t, [dataset.root, dataset.root, dataset.root], OPTIONS, undefined, node => node === 0 ? { ...CLI_ENV, REDIRFS_PAUSE_AT: point } : CLI_ENV)
+    t.same(cluster.results.map(r => r.code), [0, 0, 0], cluster.results.map(r => r.stderr).join(''))
+    const [successorPid, , killedPid] = await cluster.pids()
+    const resumeSuccessor = (): void => { try { process.kill(successorPid, 'SIGCONT') } catch {} }
+    const job = new Job(t, cluster.mountpoints, `stopped-at-${point}`)
+    // After the job's: were node 0 left stopped, the job's end would wait on its trainer first.
+    t.teardown(resumeSuccessor)
+    let faults: Promise<void> | undefined
+    let stoppedThere = false
+    const reads = await job.epoch(dataset.samples, 120, (_, answered) => {
+      if (answered !== Math.floor(dataset.samples.length / 4)) return
+      faults = (async () => {
+        try {
+          process.kill(killedPid, 'SIGKILL')
+          for (const deadline = Date.now() + 60_000; !stoppedThere && Date.now() < deadline;) {
+            await new Promise(resolve => setTimeout(resolve, 20))
+            stoppedThere = isStopped(successorPid)
+          }
+          if (stoppedThere) await untilStats(cluster.mountpoints, 'node 1 to suspect node 0', stats => ['suspected', 'dead'].includes(stats[1]!.cluster!.peers[0].state), { skip: [0, 2] })
+        } finally {
+          resumeSuccessor()
+        }
+      })()
+    })
+    await faults
+    t.ok(stoppedThere, `node 0 stopped at ${point}`)
+    const survivor = reads.filter(r => r.node === 1)
+    t.same(survivor.filter(r => r.error !== undefined), [], 'no open failed on node 1')
+    checkServed(t, survivor, 'node 1')
+    t.same(reads.filter(r => r.node === 0 && r.error !== undefined && r.error !== 'EIO'), [], 'node 0\'s trainer got no error but EIO')
+    const after = await untilStats(cluster.mountpoints, 'node 0, refused by node 1, to be fenced', stats => stats[0]!.cluster!.fenced > 0, { skip: [2] })
+    t.ok(after[0]!.cluster!.fenced > 0, 'node 0 was fenced once resumed: it stopped answering for anything')
+    await job.end()
+    await forceUnmount(cluster.mountpoints[2])
+    const again = await cluster.mount(2)
+    t.equal(again.code, 0, again.stderr)
+    await untilStats(cluster.mountpoints, 'the cluster to settle', stats => stats.every(s => s!.cluster!.peers.every(p => p.state !== 'dead' && p.state !== 'suspected')), { limitMs: 120_000 })
+    await exactJob(t, cluster, `after-${point}`, 2, 130)
+  })
+}

@@ -50,14 +50,15 @@ interface Teardown { teardown: (fn: () => Promise<void> | void) => void }
 
 /**
  * Mounts `sources[i]` on node i, all at once. `perNode(i)` adds options for
- * one node. Resolves with the CLI results when any mount failed (`failed`).
+ * one node; `env`, the environment of every node's mount or of node i's. Resolves with the CLI results when any mount failed (`failed`).
  *
  * The nodes must know each other's ports before any listens, so the ports
  * are found free first and may be taken by another process before a node
  * binds. A node that finds its port taken fails its mount saying so; then
  * the whole cluster is mounted again on fresh ports (twice at most).
  */
-export async function mountCluster (t: Teardown, sources: string[], options: string[], perNode: (node: number, ports: number[]) => string[] = () => [], env: NodeJS.ProcessEnv = CLI_ENV): Promise<Cluster & { results: CliResult[] }> {
+export async function mountCluster (t: Teardown, sources: string[], options: string[], perNode: (node: number, ports: number[]) => string[] = () => [], env: NodeJS.ProcessEnv | ((node: number) => NodeJS.ProcessEnv) = CLI_ENV): Promise<Cluster & { results: CliResult[] }> {
+  const envOf = typeof env === 'function' ? env : () => env
   const token = tokenFile()
   const mountpoints = sources.map(() => emptyDir('redirfs-node-'))
   const pids = new Map<number, number>()
@@ -72,7 +73,7 @@ export async function mountCluster (t: Teardown, sources: string[], options: str
     const peers = ports.map(port => `127.0.0.1:${port}`).join(',')
     const mountNode = async (node: number): Promise<CliResult> => {
       pids.delete(node)
-      return await redirfsWith(env, 'mount', sources[node], mountpoints[node], '--node', String(node), '--peers', peers, '--token-file', token, '--peer-wait', '30', ...options, ...perNode(node, ports))
+      return await redirfsWith(envOf(node), 'mount', sources[node], mountpoints[node], '--node', String(node), '--peers', peers, '--token-file', token, '--peer-wait', '30', ...options, ...perNode(node, ports))
     }
     const results = await Promise.all(sources.map(async (_, node) => await mountNode(node)))
     if (attempt < 3 && results.some(r => /cannot listen on .*the port is in use/.test(r.stderr))) {
@@ -118,32 +119,55 @@ function resumeProcess (pid: number): void {
   try { process.kill(pid, 'SIGCONT') } catch {}
 }
 
-/** A cluster whose nodes' peer services can be cut off from each other. */
+/** A cluster whose nodes can be cut off from each other, all links of a node or one link between two. */
 export interface PartitionableCluster extends Cluster {
-  /** Cuts node `node` off from every other: their peer services' traffic is dropped both ways. */
+  /** Cuts node `node` off from every other: their traffic, peer service and data channel, is dropped both ways. */
   cut: (node: number) => void
   heal: (node: number) => void
+  /**
+   * Cuts only the link between nodes `a` and `b`, both ways: each still
+   * reaches the others (a partial cut). `channel` 'data': only their data
+   * channels, the peer service still goes through.
+   */
+  cutBetween: (a: number, b: number, channel?: 'all' | 'data') => void
+  healBetween: (a: number, b: number) => void
 }
 
 /**
- * `mountCluster`, with node i listening on its own port and node j
- * reaching it through a proxy of its own (test/helpers/tcp-proxy.ts), so
- * that a cut is between two nodes, as a network partition is. The data
- * channel goes to the port each node names in its handshake: it is not
- * cut, and a node without a quorum of leases sends nothing on it.
+ * `mountCluster`, with every link between two nodes through proxies of its
+ * own (test/helpers/tcp-proxy.ts), so that a cut is between two nodes, as a
+ * network partition is. Node j listens on an address of its own,
+ * 127.0.2.(j+1), its peer service on a free port and its data channel on
+ * `--data-port` D_j; node i knows it as 127.0.1.(i+1) and a port of a proxy
+ * to its peer service, and reaches its data channel at 127.0.1.(i+1):D_j
+ * (the host of its --peers entry, the port its handshake names), where a
+ * second proxy forwards to the data channel. So each node's view of each
+ * peer, both channels, can be cut apart. (A killed node's port is a
+ * proxy's, which accepts: its peers learn its death from the leases, not
+ * from a refused connection.)
  */
 export async function mountPartitionableCluster (t: Teardown, sources: string[], options: string[]): Promise<PartitionableCluster & { results: CliResult[] }> {
   const nodes = sources.map((_, node) => node)
-  const listen = await freePorts(sources.length)
-  const proxies = new Map<string, TcpProxy>()
-  for (const from of nodes) for (const to of nodes) if (from !== to) proxies.set(`${from}-${to}`, await startTcpProxy(t, listen[to]))
-  const peersOf = (node: number): string => nodes.map(to => `127.0.0.1:${to === node ? listen[to] : proxies.get(`${node}-${to}`)!.port}`).join(',')
-  const cluster = await mountCluster(t, sources, options, node => ['--listen', `127.0.0.1:${listen[node]}`, '--peers', peersOf(node)])
-  const touching = (node: number): TcpProxy[] => [...proxies].filter(([pair]) => pair.split('-').includes(String(node))).map(([, proxy]) => proxy)
+  const ports = await freePorts(2 * sources.length)
+  const listen = nodes.map(node => ({ host: `127.0.2.${node + 1}`, port: ports[node], data: ports[sources.length + node] }))
+  const viewFrom = (node: number): string => `127.0.1.${node + 1}`
+  const peer = new Map<string, TcpProxy>()
+  const data = new Map<string, TcpProxy>()
+  const pairs = nodes.flatMap(from => nodes.filter(to => to !== from).map(to => [from, to]))
+  // The data proxies first: they need the data ports, which a peer proxy's free port could take.
+  for (const [from, to] of pairs) data.set(`${from}-${to}`, await startTcpProxy(t, listen[to].data, { host: viewFrom(from), port: listen[to].data, targetHost: listen[to].host }))
+  for (const [from, to] of pairs) peer.set(`${from}-${to}`, await startTcpProxy(t, listen[to].port, { host: viewFrom(from), targetHost: listen[to].host }))
+  const peersOf = (node: number): string => nodes.map(to => to === node ? `${listen[to].host}:${listen[to].port}` : `${viewFrom(node)}:${peer.get(`${node}-${to}`)!.port}`).join(',')
+  const cluster = await mountCluster(t, sources, options, node => ['--listen', `${listen[node].host}:${listen[node].port}`, '--data-port', String(listen[node].data), '--peers', peersOf(node)])
+  const link = (a: number, b: number, channel: 'all' | 'data'): TcpProxy[] =>
+    [`${a}-${b}`, `${b}-${a}`].flatMap(pair => channel === 'data' ? [data.get(pair)!] : [peer.get(pair)!, data.get(pair)!])
+  const links = (node: number): TcpProxy[] => nodes.filter(other => other !== node).flatMap(other => link(node, other, 'all'))
   return {
     ...cluster,
-    cut: node => { for (const proxy of touching(node)) proxy.cut() },
-    heal: node => { for (const proxy of touching(node)) proxy.heal() }
+    cut: node => { for (const proxy of links(node)) proxy.cut() },
+    heal: node => { for (const proxy of links(node)) proxy.heal() },
+    cutBetween: (a, b, channel = 'all') => { for (const proxy of link(a, b, channel)) proxy.cut() },
+    healBetween: (a, b) => { for (const proxy of link(a, b, 'all')) proxy.heal() }
   }
 }
 

@@ -13,7 +13,15 @@ export interface TcpProxy {
   heal: () => void
 }
 
-export async function startTcpProxy (t: Teardown, targetPort: number): Promise<TcpProxy> {
+/** Where a proxy listens and where it forwards to: 127.0.0.1 and any free port unless said. */
+export interface ProxyAddresses {
+  readonly host?: string
+  readonly port?: number
+  readonly targetHost?: string
+}
+
+export async function startTcpProxy (t: Teardown, targetPort: number, addresses: ProxyAddresses = {}): Promise<TcpProxy> {
+  const { host = '127.0.0.1', port = 0, targetHost = '127.0.0.1' } = addresses
   let cut = false
   const sockets = new Set<net.Socket>()
   /** Connections accepted while cut, or cut since: their bytes go nowhere. */
@@ -30,7 +38,7 @@ export async function startTcpProxy (t: Teardown, targetPort: number): Promise<T
       client.resume()
       return
     }
-    const upstream = net.connect({ host: '127.0.0.1', port: targetPort })
+    const upstream = net.connect({ host: targetHost, port: targetPort })
     track(upstream)
     const forward = (from: net.Socket, to: net.Socket): void => {
       from.on('data', (chunk: Buffer) => { if (!held.has(from)) to.write(chunk) })
@@ -39,7 +47,10 @@ export async function startTcpProxy (t: Teardown, targetPort: number): Promise<T
     forward(client, upstream)
     forward(upstream, client)
   })
-  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(port, host, resolve)
+  })
   t.teardown(async () => {
     for (const socket of sockets) socket.destroy()
     await new Promise(resolve => server.close(resolve))

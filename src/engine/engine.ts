@@ -18,7 +18,7 @@ import { FsError } from '../errors'
 import type { MountStats } from '../stats'
 import type { FileId, NodeId, VcId } from '../redirect/layout'
 import type { ServedNotice } from '../redirect/mirror'
-import type { LoadPlan, MirrorReport, Protocol, ReclaimPlan, ReclaimReport, StandbyUpdate } from '../redirect/protocol'
+import type { LoadPlan, MirrorReport, OpenDecision, Protocol, ReclaimPlan, ReclaimReport, StandbyUpdate } from '../redirect/protocol'
 import type { Adoption } from '../redirect/takeover'
 import { ResidentBytes, VcWaiters } from './memory'
 import type { SampleBuffers } from '../chunks/sample-buffers'
@@ -108,26 +108,33 @@ export class Engine {
   /**
    * Answers another node's open of `file`, then ships it what is in memory
    * of the same VC and fits its mirror. An unreadable file is an answer
-   * too (no `served`), not an error.
+   * too (no `served`), not an error. `wanted`: whether the requester still
+   * waits for this answer (see `OpenOptions.wanted`).
    */
-  async serveRequest (file: FileId, requester: MirrorReport): Promise<RequestAnswer> {
+  async serveRequest (file: FileId, requester: MirrorReport, wanted?: () => boolean): Promise<RequestAnswer> {
     const vc = this.protocol.vcOf(file)
     let served: ServedFile
     try {
-      served = await this.answer(file, requester)
+      served = await this.answer(file, requester, false, wanted)
     } catch (err) {
-      if (!(err instanceof FsError)) throw err
+      if (!(err instanceof FsError) || err instanceof OrphanedOpen) throw err
       return { batch: [], batchNumber: 0, vcEpoch: this.protocol.epochOf(vc) }
     }
-    const { files, batch } = this.protocol.home.shipBatch(vc, requester)
+    const { files, batch } = this.protocol.home.shipBatch(vc, requester, served.file)
     return { served, batch: files.map(id => ({ file: id, bytes: this.takeResident(id) })), batchNumber: batch, vcEpoch: this.protocol.epochOf(vc) }
   }
 
   private async answer (file: FileId, requester?: MirrorReport, exact = false, wanted?: () => boolean): Promise<ServedFile> {
     let reclaimed: VcId | undefined // a reclaim that got nothing back: its holders' answers are fresh for this one decision
     for (let retry = false; ; retry = true) {
-      const decision = this.protocol.open(file, { retry, requester, exact, holdersConfirmed: reclaimed !== undefined })
-      if (reclaimed !== undefined) this.wake(reclaimed) // only now: the opens parked on the VC decide after this one
+      let decision: OpenDecision
+      try {
+        decision = this.protocol.open(file, { retry, requester, exact, holdersConfirmed: reclaimed !== undefined })
+      } finally {
+        // Only now: the opens parked on the VC decide after this one. Even if it threw (the VC is no longer this
+        // node's: it was fenced while it reclaimed), or they would wait for good.
+        if (reclaimed !== undefined) this.wake(reclaimed)
+      }
       reclaimed = undefined
       if (decision.kind === 'serve') {
         const served = { file: decision.file, bytes: this.takeResident(decision.file) }
@@ -292,6 +299,19 @@ export class Engine {
   uncharge (file: FileId, generation?: number): void {
     if (generation === undefined || generation === this.generation) this.protocol.uncharge(file)
   }
+
+  /** An answer to `node`'s request that is not sent after all: its file goes back, and is not waited for as sent. */
+  takeBackAnswer (served: ServedFile, node: NodeId): void {
+    this.protocol.home.forgetAnswer(this.protocol.vcOf(served.file), node, served.file)
+    this.giveBack(served)
+  }
+
+  /**
+   * A batch shipped with an answer that is not sent after all: its files
+   * may be loaded again. (The requester's next request cannot say so: it
+   * may have come already, before the batch was decided.)
+   */
+  takeBackBatch (vc: VcId, node: NodeId, files: readonly FileId[]): void { this.protocol.home.takeBack(vc, node, files) }
 
   /** An answer whose opener went away before it got it: the file waits for another open (Protocol.returnUnserved). */
   giveBack (served: ServedFile): void {

@@ -10,15 +10,12 @@
  * for dead, or suspects, is refused so that it learns it (membership.ts);
  * a read is answered only while this node holds a quorum of leases, and
  * one it cannot answer now (no quorum, or the VC's owner is another) is
- * refused with UNAVAILABLE: the caller asks again. A node has one read of
- * a VC out at a time, and asks again only once the earlier failed: so a
- * read of a VC replaces one of the same node's still being answered here,
- * whose answer goes back instead of out (its connection is gone).
+ * refused with UNAVAILABLE: the caller asks again.
  */
 import * as grpc from '@grpc/grpc-js'
 import type { Logger } from 'pino'
 import type { SampleBuffers } from '../chunks/sample-buffers'
-import { OrphanedOpen, type Engine, type ServedFile } from '../engine/engine'
+import type { Engine, ServedFile } from '../engine/engine'
 import type { RemoteReader } from '../engine/remote-reader'
 import { vcOfFile, type FileId, type Layout, type NodeId, type VcId } from '../redirect/layout'
 import type { Membership } from './membership'
@@ -55,8 +52,6 @@ export class PeerService implements PeerHandler {
   cannotJoin?: string
   /** Peers whose handshake reached this node (answered or refused). */
   readonly handshakesFrom = new Set<NodeId>()
-  /** Reads being answered, by node and VC: a newer read of the same replaces the older (`read`). */
-  private readonly reading = new Map<string, { replaced: boolean }>()
 
   constructor (private readonly parts: PeerServiceParts) {}
 
@@ -113,34 +108,18 @@ export class PeerService implements PeerHandler {
       const why = await takeover.claim(vc)
       if (why !== undefined) this.refuse(vc, node, why)
     }
-    const key = `${node}:${vc}`
-    const earlier = this.reading.get(key)
-    if (earlier !== undefined) earlier.replaced = true
-    const mine = { replaced: false }
-    this.reading.set(key, mine)
-    let answer: Awaited<ReturnType<Engine['serveRequest']>>
-    try {
-      answer = await engine.serveRequest(file, {
-        node,
-        emptyOffsets: decodeOffsets(request.emptyOffsets),
-        freeBytes: request.freeBytes,
-        lastBatch: request.lastBatch
-      }, () => !mine.replaced)
-    } catch (err) {
-      if (err instanceof OrphanedOpen) throw askAgain(`node ${node} asked again for virtual chunk ${vc} while this read of it was answered`)
-      throw err
-    } finally {
-      if (this.reading.get(key) === mine) this.reading.delete(key)
-    }
-    if (!membership.mayServe() || !engine.owns(vc) || mine.replaced) {
-      // Never sent: the answer goes back to its slot, and the batch's files are loadable again (their bytes are let go).
-      if (answer.served !== undefined && engine.owns(vc)) engine.takeBackAnswer(answer.served, node)
+    const answer = await engine.serveRequest(file, {
+      node,
+      emptyOffsets: decodeOffsets(request.emptyOffsets),
+      freeBytes: request.freeBytes,
+      lastBatch: request.lastBatch
+    })
+    if (!membership.mayServe() || !engine.owns(vc)) {
+      // Never sent: the answer goes back to its slot, and the batch counts as lost on the way (the caller's next request says it never came).
+      if (answer.served !== undefined && engine.owns(vc)) engine.giveBack(answer.served)
       else if (answer.served !== undefined) this.parts.buffers.give(answer.served.bytes)
-      if (engine.owns(vc)) engine.takeBackBatch(vc, node, answer.batch.map(f => f.file))
       this.shipped(answer.batch.map(f => f.bytes))
-      throw askAgain(mine.replaced
-        ? `node ${node} asked again for virtual chunk ${vc} while this read of it was answered`
-        : `node ${this.node} lost its quorum of leases, or the virtual chunk, while it answered`)
+      throw askAgain(`node ${this.node} lost its quorum of leases, or the virtual chunk, while it answered`)
     }
     return { served: answer.served === undefined ? null : data(answer.served), batch: answer.batch.map(data), batchNumber: answer.batchNumber, vcEpoch: answer.vcEpoch, generation: membership.generation }
   }

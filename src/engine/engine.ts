@@ -108,19 +108,18 @@ export class Engine {
   /**
    * Answers another node's open of `file`, then ships it what is in memory
    * of the same VC and fits its mirror. An unreadable file is an answer
-   * too (no `served`), not an error. `wanted`: whether the requester still
-   * waits for this answer (see `OpenOptions.wanted`).
+   * too (no `served`), not an error.
    */
-  async serveRequest (file: FileId, requester: MirrorReport, wanted?: () => boolean): Promise<RequestAnswer> {
+  async serveRequest (file: FileId, requester: MirrorReport): Promise<RequestAnswer> {
     const vc = this.protocol.vcOf(file)
     let served: ServedFile
     try {
-      served = await this.answer(file, requester, false, wanted)
+      served = await this.answer(file, requester)
     } catch (err) {
-      if (!(err instanceof FsError) || err instanceof OrphanedOpen) throw err
+      if (!(err instanceof FsError)) throw err
       return { batch: [], batchNumber: 0, vcEpoch: this.protocol.epochOf(vc) }
     }
-    const { files, batch } = this.protocol.home.shipBatch(vc, requester, served.file)
+    const { files, batch } = this.protocol.home.shipBatch(vc, requester)
     return { served, batch: files.map(id => ({ file: id, bytes: this.takeResident(id) })), batchNumber: batch, vcEpoch: this.protocol.epochOf(vc) }
   }
 
@@ -299,19 +298,6 @@ export class Engine {
   uncharge (file: FileId, generation?: number): void {
     if (generation === undefined || generation === this.generation) this.protocol.uncharge(file)
   }
-
-  /** An answer to `node`'s request that is not sent after all: its file goes back, and is not waited for as sent. */
-  takeBackAnswer (served: ServedFile, node: NodeId): void {
-    this.protocol.home.forgetAnswer(this.protocol.vcOf(served.file), node, served.file)
-    this.giveBack(served)
-  }
-
-  /**
-   * A batch shipped with an answer that is not sent after all: its files
-   * may be loaded again. (The requester's next request cannot say so: it
-   * may have come already, before the batch was decided.)
-   */
-  takeBackBatch (vc: VcId, node: NodeId, files: readonly FileId[]): void { this.protocol.home.takeBack(vc, node, files) }
 
   /** An answer whose opener went away before it got it: the file waits for another open (Protocol.returnUnserved). */
   giveBack (served: ServedFile): void {

@@ -48,7 +48,7 @@ export interface ProtocolCounters {
   /** Rounds of asking mirrors what they hold before a VC's epoch may end, and files they gave back. */
   reclaims: number
   reclaimedFiles: number
-  /** Files shipped to another node that never reached a trainer (a dead node's mirror, an answer lost on the way), made loadable again. */
+  /** Files a dead node held in its mirror, made loadable again. */
   lostHeldFiles: number
   /** VCs taken over from a dead home. */
   takeovers: number

@@ -6,8 +6,7 @@
  * other nodes' (`MirrorReport`); it ships opportunistic batches of valid
  * slots into the requesters' mirrors and records them in its ledger, and
  * before it ends a VC's epoch while files of that VC sit in mirrors it
- * asks for a *reclaim* (see ledger.ts). An answer to another node's open
- * is kept until that node's next request says it arrived (`answers`). A reclaim, like a load, is carried
+ * asks for a *reclaim* (see ledger.ts). A reclaim, like a load, is carried
  * out by the caller and keeps its VC busy. It keeps each VC's epoch number
  * (requesters learn it with every answer) and, for the standby copy at the
  * next node of each VC's owner order, whom it served each file to in that
@@ -39,8 +38,6 @@ export interface HomeParts {
   noteMemory (): void
 }
 
-interface SentAnswer { readonly file: FileId, readonly batch: number, readonly epoch: number }
-
 export class HomeSide {
   /** Files this node shipped into other nodes' mirrors. */
   private readonly ledger = new ShippedLedger()
@@ -58,14 +55,6 @@ export class HomeSide {
   private readonly servedTo: Uint16Array
   /** Owned VCs whose standby copy (epoch, `servedTo`) changed since the last update. */
   private readonly standbyDirty = new Set<VcId>()
-  /**
-   * Answers to other nodes' opens not yet known to have arrived, per VC and
-   * requester: the file, the batch number it went with, and the VC's epoch
-   * then. The requester's next request for the VC says the last batch it
-   * received: an answer of a later one never came (its connection broke on
-   * the way), so its file was never served and may be served again.
-   */
-  private readonly answers = new Map<VcId, Map<NodeId, SentAnswer[]>>()
 
   constructor (private readonly parts: HomeParts) {
     const { layout } = parts
@@ -87,7 +76,6 @@ export class HomeSide {
   endEpoch (vc: VcId): void {
     this.vcEpochs[vc]++
     this.forgetServed(vc)
-    this.answers.delete(vc)
   }
 
   /** The VC starts afresh (a new run): a new epoch, and nothing in mirrors counts any more. */
@@ -95,13 +83,11 @@ export class HomeSide {
     this.vcEpochs[vc]++
     for (const file of this.ledger.files(vc)) this.ledger.remove(vc, file)
     this.forgetServed(vc)
-    this.answers.delete(vc)
   }
 
   /** Every VC starts afresh (`redirfs reset`). */
   reset (): void {
     this.ledger.clear()
-    this.answers.clear()
     this.servedTo.fill(0)
     for (const vc of allVcs(this.parts.layout)) this.standbyDirty.add(vc)
   }
@@ -191,43 +177,6 @@ export class HomeSide {
       if (holding.batch > requester.lastBatch) this.lose(vc, file)
       else if (requester.emptyOffsets.has(this.parts.layout.fileOffset[file])) this.ledger.remove(vc, file)
     }
-    const sent = this.answers.get(vc)
-    for (const answer of sent?.get(requester.node) ?? []) {
-      // An answer of an epoch since ended was served in it as far as anyone can tell: that epoch is gone.
-      if (answer.batch > requester.lastBatch && answer.epoch === this.vcEpochs[vc]) this.unserveLost(vc, answer.file)
-    }
-    sent?.delete(requester.node)
-  }
-
-  /**
-   * An answer to `node`'s open went out with batch number `batch`: kept
-   * until that node's next request for the VC says whether it arrived.
-   */
-  private noteAnswer (vc: VcId, node: NodeId, file: FileId, batch: number): void {
-    let sent = this.answers.get(vc)
-    if (sent === undefined) this.answers.set(vc, sent = new Map())
-    sent.set(node, [...(sent.get(node) ?? []), { file, batch, epoch: this.vcEpochs[vc] }])
-  }
-
-  /** Files of a batch for `node` that was never sent after all: they never reached it, and may be loaded again. */
-  takeBack (vc: VcId, node: NodeId, files: readonly FileId[]): void {
-    for (const file of files) if (this.ledger.get(vc, file)?.node === node) this.lose(vc, file)
-  }
-
-  /** An answer to `node` that was never sent after all (its file went back to its slot). */
-  forgetAnswer (vc: VcId, node: NodeId, file: FileId): void {
-    const sent = this.answers.get(vc)
-    const left = (sent?.get(node) ?? []).filter(answer => answer.file !== file)
-    if (left.length > 0) sent!.set(node, left)
-    else sent?.delete(node)
-  }
-
-  /** An answer lost on its way: its file reached no trainer, and is this epoch's to serve again (loaded anew). */
-  private unserveLost (vc: VcId, file: FileId): void {
-    this.parts.slots.unconsume(file)
-    this.servedTo[file] = 0
-    this.standbyDirty.add(vc)
-    this.parts.counters.lostHeldFiles++
   }
 
   /** A holder's notice: it served these files from its mirror. */
@@ -254,18 +203,10 @@ export class HomeSide {
    * `vc` that land on empty slots of its mirror, within the bytes it can
    * take. Only what is already in memory goes; the files leave this node's
    * slots, stay consumed, and are recorded as held by the requester.
-   * `answered`: the file the requester's open was answered with, which goes
-   * with the batch's number (one is given it if no batch goes), so that
-   * the requester's next request tells whether it arrived (`reconcile`).
    */
-  shipBatch (vc: VcId, requester: MirrorReport, answered?: FileId): { files: FileId[], batch: number } {
+  shipBatch (vc: VcId, requester: MirrorReport): { files: FileId[], batch: number } {
     const { layout, slots, random, counters } = this.parts
-    if (!this.parts.shipsBatches) {
-      if (answered === undefined) return { files: [], batch: 0 }
-      const batch = ++this.lastBatch
-      this.noteAnswer(vc, requester.node, answered, batch)
-      return { files: [], batch }
-    }
+    if (!this.parts.shipsBatches) return { files: [], batch: 0 }
     const offsets = random.shuffle(slots.validOffsets(vc).filter(offset => requester.emptyOffsets.has(offset)))
     const files: FileId[] = []
     let bytes = 0
@@ -281,8 +222,7 @@ export class HomeSide {
     }
     counters.prefetchShipped += files.length
     if (files.length > 0) this.parts.noteMemory()
-    if (answered !== undefined) this.noteAnswer(vc, requester.node, answered, batch)
-    return { files, batch: files.length > 0 || answered !== undefined ? batch : 0 }
+    return { files, batch: files.length > 0 ? batch : 0 }
   }
 
   // ---------------------------------------------------------------- nodes that die and come back
@@ -292,8 +232,6 @@ export class HomeSide {
    * so they become loadable again. Returns the VCs affected.
    */
   forgetNode (node: NodeId): VcId[] {
-    // Its answers count as served, as they did when it was alive: it said nothing more.
-    for (const sent of this.answers.values()) sent.delete(node)
     const vcs = this.ledger.vcsHeldBy(node)
     for (const vc of vcs) {
       for (const [file] of this.ledger.heldBy(vc, node)) this.lose(vc, file)

@@ -102,6 +102,7 @@ export class PeerService implements PeerHandler {
     // Checked above: ids of the layout both nodes share.
     const [file, node] = [request.file as FileId, request.node as NodeId]
     membership.checkAlive(node)
+    const incarnation = membership.incarnationOf(node)
     await membership.untilServing(performance.now() + QUORUM_WAIT_MS).catch((err: Error) => { throw askAgain(`node ${this.node} cannot answer now: ${err.message}`) })
     const vc = vcOfFile(layout, file)
     if (!engine.owns(vc)) {
@@ -114,6 +115,16 @@ export class PeerService implements PeerHandler {
       freeBytes: request.freeBytes,
       lastBatch: request.lastBatch
     })
+    if (membership.isDead(node) || membership.incarnationOf(node) !== incarnation) {
+      // The requester died while its answer was decided (a load can take long): its death already made what it held
+      // loadable again, and what this answer would ship it must be too, or the ledger waits for it "in transit" for good.
+      if (answer.served !== undefined) engine.giveBack(answer.served)
+      engine.forgetNode(node)
+      this.parts.log.info({ peer: node, vc, batch: answer.batch.length }, 'a peer was taken for dead while its read was answered: its answer and batch stay here')
+      this.shipped(answer.batch.map(f => f.bytes))
+      membership.checkAlive(node)
+      throw askAgain(`node ${node} was taken for dead while node ${this.node} answered it`)
+    }
     if (!membership.mayServe() || !engine.owns(vc)) {
       // Never sent: the answer goes back to its slot, and the batch counts as lost on the way (the caller's next request says it never came).
       if (answer.served !== undefined && engine.owns(vc)) engine.giveBack(answer.served)

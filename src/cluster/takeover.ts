@@ -113,6 +113,8 @@ export class Takeover {
    */
   private async adopt (home: NodeId, vcs: VcId[]): Promise<void> {
     const states = new Map<VcId, SurvivorReport[]>(vcs.map(vc => [vc, []]))
+    // Each survivor's incarnation when it was asked: one that is not the same at adoption reported from a memory now gone.
+    const askedIncarnation = new Map<NodeId, number | undefined>()
     // Ids from a survivor's message: the layout all nodes share numbers them.
     const collect = (node: NodeId, reply: TakeoverStateReply): void => {
       for (const state of reply.vcs) states.get(state.vc as VcId)?.push({ node, epoch: state.epoch, received: state.received as FileId[], held: state.held as FileId[], lastBatch: state.lastBatch })
@@ -123,6 +125,7 @@ export class Takeover {
     await Promise.all(this.membership.livePeers().filter(node => node !== home).map(async node => {
       for (let tries = 0; !this.membership.isDead(node) && !this.membership.closed; tries++) {
         try {
+          askedIncarnation.set(node, this.membership.incarnationOf(node))
           collect(node, await this.membership.client(node).takeoverState({ generation, node: this.node, dead: home, vcs, deaths: this.membership.deaths() }))
           return
         } catch (err) {
@@ -136,8 +139,9 @@ export class Takeover {
     // A new generation (or this node's fencing) overtook the takeover: its state is gone.
     if (compareGenerations(generation, this.membership.generation) !== 0 || this.membership.fenced !== undefined) return
     pausePoint('takeover-adopts')
+    const gone = (node: NodeId): boolean => node !== this.node && (this.membership.isDead(node) || this.membership.incarnationOf(node) !== askedIncarnation.get(node))
     for (const vc of vcs) {
-      const reports = states.get(vc)!
+      const reports = states.get(vc)!.map(report => gone(report.node) ? { ...report, gone: true } : report)
       // A node that came back is another incarnation: what its trainer got before it died counts as served.
       this.engine.adopt(vc, planAdoption(reports, this.standby.get(vc), this.node, node => this.membership.isDead(node) || this.membership.isRejoining(node)), this.remote.surrender(vc))
     }
@@ -163,7 +167,8 @@ export class Takeover {
     if (this.membership.storage === 'sharded') return `its home, node ${home}, is the only node with its chunks`
     const owner = this.membership.ownerOf(vc)
     if (owner !== this.node) throw askAgain(`node ${this.node} takes node ${owner ?? 'none'} to answer for virtual chunk ${vc}`)
-    await this.adoptOrphans()
+    // A takeover that failed (this node refused as dead, fenced) is no answer: the caller asks the owner it then sees.
+    await this.adoptOrphans().catch((err: Error) => { throw askAgain(`node ${this.node} could not take virtual chunk ${vc} over: ${err.message}`) })
     if (!this.engine.owns(vc)) throw askAgain(`node ${this.node} has not taken virtual chunk ${vc} over yet`)
     return undefined
   }

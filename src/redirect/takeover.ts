@@ -18,7 +18,11 @@
  * a live node is counted only on that node's word: an answer lost on the
  * way must stay loadable for the open that will ask again. Everything else
  * may be served again: it died in the dead node's memory, or went out after
- * the last refresh to a node that is dead now; no one alive got it.
+ * the last refresh to a node that is dead now; no one alive got it. A
+ * survivor that dies after it reported (or is fenced and comes back as a
+ * new incarnation, its mirrors dropped) holds nothing any more: its held
+ * files may be served again, or the new owner's ledger would wait for them
+ * for good ("in transit" to a mirror that restarted at batch 0).
  */
 import type { FileId, Layout, NodeId, VcId } from './layout'
 
@@ -40,6 +44,12 @@ export interface SurvivorReport {
   /** Files it still holds in its mirror, and the last batch it received. */
   readonly held: readonly FileId[]
   readonly lastBatch: number
+  /**
+   * It died, or came back as another incarnation, after it reported: what
+   * it held died in its memory (its trainer never got it), what else it
+   * received stays consumed.
+   */
+  readonly gone?: boolean
 }
 
 export interface StandbyCopy {
@@ -61,8 +71,11 @@ export interface Adoption {
 export function planAdoption (reports: readonly SurvivorReport[], standby: StandbyCopy | undefined, self: NodeId, isDead: (node: NodeId) => boolean): Adoption {
   const epoch = Math.max(standby?.epoch ?? 0, ...reports.map(r => r.epoch))
   const consumed = new Set<FileId>(standby?.epoch === epoch ? standby.served.filter(s => isDead(s.node)).map(s => s.file) : [])
-  for (const report of reports) if (report.epoch === epoch) for (const file of report.received) consumed.add(file)
-  const heldElsewhere = reports.filter(r => r.node !== self).flatMap(r => r.held.map(file => ({ file, node: r.node, batch: r.lastBatch })))
+  for (const report of reports) {
+    if (report.epoch !== epoch) continue
+    for (const file of report.received) if (report.gone !== true || !report.held.includes(file)) consumed.add(file)
+  }
+  const heldElsewhere = reports.filter(r => r.node !== self && r.gone !== true).flatMap(r => r.held.map(file => ({ file, node: r.node, batch: r.lastBatch })))
   const own = reports.find(r => r.node === self)
   const servedHere = own === undefined || own.epoch !== epoch ? [] : own.received.filter(file => !own.held.includes(file))
   return { epoch, consumed: [...consumed], heldElsewhere, servedHere }

@@ -31,10 +31,11 @@ function checkExact (t: Test, reads: TrainerRead[], what: string): void {
 }
 
 /** No wrong label, no sample twice, no error among `reads` (what survivors got). */
-function checkServed (t: Test, reads: TrainerRead[], what: string): void {
+function checkServed (t: Test, reads: TrainerRead[], what: string, { twiceAllowed = false } = {}): void {
   const served = reads.filter(r => r.error === undefined).map(r => dataset.byContent.get(r.content!))
   t.equal(served.filter((s, i) => s === undefined || classOf(s) !== classOf(reads.filter(r => r.error === undefined)[i].opened)).length, 0, `${what}: every read a whole sample of the opened class`)
-  t.equal(new Set(served).size, served.length, `${what}: no sample twice`)
+  if (!twiceAllowed) t.equal(new Set(served).size, served.length, `${what}: no sample twice`)
+  else t.comment(`${what}: ${served.length - new Set(served).size} sample(s) twice (two deaths in one epoch: see docs/cluster.md)`)
 }
 
 const states = (stats: Array<MountStats | undefined>): string[][] => stats.map(s => s?.cluster?.peers.map(p => p.state) ?? [])
@@ -303,22 +304,26 @@ const isStopped = (pid: number): boolean => {
 }
 
 /**
- * Open (issue 44): stopped before it asks the survivors, the successor resumes, is refused by the other survivor
- * and its takeover fails; a read of that survivor waiting on it got the failure as INTERNAL, so EIO (CI, and 2 of
- * 2 runs here under load). Answered instead with "ask again", the survivor's open went on into a reclaim that never
- * ends (two million reclaims, the open never answered): entries its ledger took over stay "in transit" to a node
- * fenced and back. Both need fixing before this case runs (docs/design.md, "Deaths and fencing").
+ * Each pause point on three nodes; the first also on five, where the others hold a majority without node 0 and take it
+ * for dead: two deaths in one epoch, so its survivors may get a few samples twice in it (docs/cluster.md).
  */
-const STOPPED_BEFORE_ASKING = 'a survivor\'s read of a VC the stopped successor was taking over fails with EIO; ask-again leads into an endless reclaim'
+const STOPPED_SUCCESSORS = [
+  ...(['takeover-asks', 'takeover-adopts', 'takeover-wakes'] as const).map(point => ({ point, nodes: 3 })),
+  { point: 'takeover-asks' as const, nodes: 5 }
+]
 
-for (const point of ['takeover-asks', 'takeover-adopts', 'takeover-wakes'] as const) {
-  t.test(`a successor that stops at ${point} while it takes over a killed node's chunks, until the other survivor suspects it: its opens fail, the other survivor's never do, and the next job is exact`, { skip: point === 'takeover-asks' ? STOPPED_BEFORE_ASKING : false }, async t => {
-    // Only node 0 stops there; node 1 adopts its own share of node 2's VCs (they alternate) and goes on.
-    const cluster = await mountCluster(t, [dataset.root, dataset.root, dataset.root], OPTIONS, undefined, node => node === 0 ? { ...CLI_ENV, REDIRFS_PAUSE_AT: point } : CLI_ENV)
-    t.same(cluster.results.map(r => r.code), [0, 0, 0], cluster.results.map(r => r.stderr).join(''))
-    const [successorPid, , killedPid] = await cluster.pids()
+for (const { point, nodes } of STOPPED_SUCCESSORS) {
+  const killed = nodes - 1
+  const survivors = Array.from({ length: nodes - 2 }, (_, i) => i + 1)
+  t.test(`${nodes} nodes: a successor that stops at ${point} while it takes over a killed node's chunks, until another survivor suspects it: its opens fail, the other survivors' never do, and the next job is exact`, async t => {
+    // Only node 0 stops there; the others adopt their own shares of the killed (last) node's VCs (they rotate) and go on. Stopped
+    // at takeover-asks, node 0 is refused once resumed: reads of the others that waited on it are told to ask again.
+    const cluster = await mountCluster(t, Array(nodes).fill(dataset.root), OPTIONS, undefined, node => node === 0 ? { ...CLI_ENV, REDIRFS_PAUSE_AT: point } : CLI_ENV)
+    t.same(cluster.results.map(r => r.code), Array(nodes).fill(0), cluster.results.map(r => r.stderr).join(''))
+    const pids = await cluster.pids()
+    const [successorPid, killedPid] = [pids[0], pids[killed]]
     const resumeSuccessor = (): void => { try { process.kill(successorPid, 'SIGCONT') } catch {} }
-    const job = new Job(t, cluster.mountpoints, `stopped-at-${point}`)
+    const job = new Job(t, cluster.mountpoints, `stopped-at-${point}-${nodes}`)
     // After the job's: were node 0 left stopped, the job's end would wait on its trainer first.
     t.teardown(resumeSuccessor)
     let faults: Promise<void> | undefined
@@ -332,7 +337,7 @@ for (const point of ['takeover-asks', 'takeover-adopts', 'takeover-wakes'] as co
             await new Promise(resolve => setTimeout(resolve, 20))
             stoppedThere = isStopped(successorPid)
           }
-          if (stoppedThere) await untilStats(cluster.mountpoints, 'node 1 to suspect node 0', stats => ['suspected', 'dead'].includes(stats[1]!.cluster!.peers[0].state), { skip: [0, 2] })
+          if (stoppedThere) await untilStats(cluster.mountpoints, 'node 1 to suspect node 0', stats => ['suspected', 'dead'].includes(stats[1]!.cluster!.peers[0].state), { skip: [0, killed] })
         } finally {
           resumeSuccessor()
         }
@@ -340,17 +345,19 @@ for (const point of ['takeover-asks', 'takeover-adopts', 'takeover-wakes'] as co
     })
     await faults
     t.ok(stoppedThere, `node 0 stopped at ${point}`)
-    const survivor = reads.filter(r => r.node === 1)
-    t.same(survivor.filter(r => r.error !== undefined), [], 'no open failed on node 1')
-    checkServed(t, survivor, 'node 1')
+    for (const node of survivors) {
+      const survivor = reads.filter(r => r.node === node)
+      t.same(survivor.filter(r => r.error !== undefined), [], `no open failed on node ${node}`)
+      checkServed(t, survivor, `node ${node}`, { twiceAllowed: nodes > 3 })
+    }
     t.same(reads.filter(r => r.node === 0 && r.error !== undefined && r.error !== 'EIO'), [], 'node 0\'s trainer got no error but EIO')
-    const after = await untilStats(cluster.mountpoints, 'node 0, refused by node 1, to be fenced', stats => stats[0]!.cluster!.fenced > 0, { skip: [2] })
+    const after = await untilStats(cluster.mountpoints, 'node 0, refused by the others, to be fenced', stats => stats[0]!.cluster!.fenced > 0, { skip: [killed] })
     t.ok(after[0]!.cluster!.fenced > 0, 'node 0 was fenced once resumed: it stopped answering for anything')
     await job.end()
-    await forceUnmount(cluster.mountpoints[2])
-    const again = await cluster.mount(2)
+    await forceUnmount(cluster.mountpoints[killed])
+    const again = await cluster.mount(killed)
     t.equal(again.code, 0, again.stderr)
     await untilStats(cluster.mountpoints, 'the cluster to settle', stats => stats.every(s => s!.cluster!.peers.every(p => p.state !== 'dead' && p.state !== 'suspected')), { limitMs: 120_000 })
-    await exactJob(t, cluster, `after-${point}`, 2, 130)
+    await exactJob(t, cluster, `after-${point}-${nodes}`, 2, 130)
   })
 }

@@ -73,3 +73,43 @@ t.test('a sync from a later generation starts it here first, then applies', asyn
   t.same(generations, [later])
   t.equal(received.length, 1)
 })
+
+t.test('a read whose requester is taken for dead while its answer is decided gives the answer back and forgets what it would have shipped', async t => {
+  const calls: string[] = []
+  let incarnation = 5
+  let decided!: () => void
+  const deciding = new Promise<void>(resolve => { decided = resolve })
+  const answer = { served: { file: 1, bytes: Buffer.alloc(4) }, batch: [{ file: 2, bytes: Buffer.alloc(4) }], batchNumber: 3, vcEpoch: 0 }
+  const membership = {
+    node: 0,
+    generation: now,
+    checkNode: () => undefined,
+    observe: () => 0,
+    checkAlive: () => undefined,
+    incarnationOf: () => incarnation,
+    untilServing: async () => {},
+    isDead: () => false,
+    mayServe: () => true
+  }
+  const engine = {
+    owns: () => true,
+    serveRequest: async () => { await deciding; return answer },
+    giveBack: (served: { file: number }) => calls.push(`giveBack ${served.file}`),
+    forgetNode: (node: number) => { calls.push(`forgetNode ${node}`); return [] }
+  }
+  const parts = {
+    layout: { files: [{}, {}, {}, {}], filePc: [0, 0, 0, 0], pcs: [{ vc: 0 }], vcs: [{ home: 0 }], chunkSize: 4 } as unknown as Layout,
+    membership: membership as unknown as Membership,
+    engine,
+    buffers: { give: () => calls.push('buffer given') },
+    log: pino({ level: 'silent' })
+  } as unknown as PeerServiceParts
+  const service = new PeerService(parts)
+  const reading = service.read({ generation: now, node: 1, file: 1, emptyOffsets: Buffer.alloc(1), freeBytes: 100, lastBatch: 0 }).then(() => undefined, (err: unknown) => err)
+  // Node 1 fenced and back as a new incarnation while its read waited on a load.
+  incarnation = 6
+  decided()
+  const refusal = await reading
+  t.ok(refusal instanceof PeerRefusal, 'the read is refused, not answered')
+  t.same(calls, ['giveBack 1', 'forgetNode 1', 'buffer given'], 'its answer waits for another open; the batch is forgotten as the death forgot the rest, and its bytes go back')
+})

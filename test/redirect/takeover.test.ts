@@ -46,6 +46,12 @@ t.test('files other survivors still hold go on the new owner\'s ledger with thei
   t.same([...adoption.consumed].sort((a, b) => a - b), [5, 6, 7])
 })
 
+t.test('a survivor gone since it reported (dead, or fenced and back) holds nothing: its held files may be served again, what it served stays consumed', async t => {
+  const adoption = planAdoption([report(1, 2, [5]), { ...report(2, 2, [6, 7], [7], 9), gone: true }], undefined, nodeId(1), () => false)
+  t.same(adoption.heldElsewhere, [], 'no ledger entry waits on a mirror that restarted')
+  t.same([...adoption.consumed].sort((a, b) => a - b), [5, 6])
+})
+
 t.test('a standby copy of an older epoch than a survivor knows counts for nothing', async t => {
   const adoption = planAdoption([report(1, 8, [1])], standbyOf(7, [[2, 0]]), nodeId(1), () => true)
   t.equal(adoption.epoch, 8)

@@ -10,6 +10,7 @@ import { Takeover } from '../../src/cluster/takeover'
 import type { Engine } from '../../src/engine/engine'
 import type { RemoteReader } from '../../src/engine/remote-reader'
 import type { Layout } from '../../src/redirect/layout'
+import { vcId } from '../helpers/ids'
 
 /** Node 0, successor of dead node 2 for VC 0, whose only other survivor (node 1) refuses it as dead. */
 function successorRefusedAsDead (): { takeover: Takeover, refusedBy: number[] } {
@@ -42,7 +43,7 @@ function successorRefusedAsDead (): { takeover: Takeover, refusedBy: number[] } 
 
 t.test('a peer\'s read of a VC whose takeover failed here (this node refused as dead) is told to ask again, not failed', async t => {
   const { takeover, refusedBy } = successorRefusedAsDead()
-  const refusal = await takeover.claim(0).then(() => undefined, (err: unknown) => err)
+  const refusal = await takeover.claim(vcId(0)).then(() => undefined, (err: unknown) => err)
   t.ok(refusal instanceof PeerRefusal, 'a refusal the caller reads')
   t.equal((refusal as PeerRefusal).status, grpc.status.ABORTED, 'ask again: the caller then asks the owner it sees (its own node, once it takes this one for dead)')
   t.same(refusedBy, [1], 'the refusal reached membership, which fences this node')

@@ -34,7 +34,7 @@ type Shape = 'number' | 'string' | 'boolean' | 'record' | [Shape] | { readonly [
 const N = 'number'
 const T = 'string'
 const PROTOCOL_READ = ['opens', 'remoteOpens', 'memoryHits', 'waitedOpens', 'failedOpens', 'redirects', 'chunkLoads', 'readaheadLoads', 'filesLoaded', 'wastedFiles',
-  'wastedBytes', 'rollovers', 'resets', 'newRuns', 'residentBytes', 'inflightBytes', 'peakResidentBytes', 'prefetchShipped', 'reclaims', 'reclaimedFiles', 'lostHeldFiles']
+  'wastedBytes', 'rollovers', 'resets', 'newRuns', 'residentBytes', 'inflightBytes', 'peakResidentBytes', 'prefetchShipped', 'reclaims', 'reclaimedFiles', 'lostHeldFiles', 'lostAnswers']
 
 /** What `formatStats` reads, checked before it reads any: a daemon of another version is named in one line, never a TypeError. */
 const STATS_SHAPE: Shape = {
@@ -149,6 +149,6 @@ function clusterRows (s: MountStats, c: ClusterStats): [string, string][] {
     ['remote', `${c.remoteRequests} requests for ${c.remoteOpens} remote samples (${perSample} per sample), ${c.remoteSamplesReceived} samples received, ${c.prefetchReceived} prefetched, ${c.prefetchUsed} used`],
     ['mirrors', `${formatSize(c.mirrorBytes)} now, peak ${formatSize(c.peakMirrorBytes)}; ${c.givenBack} files given back`],
     ['served', `${p.remoteOpens} opens for other nodes, ${p.prefetchShipped} files shipped in batches, ${p.reclaims} reclaim rounds (${p.reclaimedFiles} files back)`],
-    ['failures', `${c.peersLost} peers lost, ${c.peersRejoined} came back, ${c.fenced ?? 0} times taken for dead itself, ${c.takeovers} virtual chunks taken over, ${p.lostHeldFiles} shipped files made loadable again`]
+    ['failures', `${c.peersLost} peers lost, ${c.peersRejoined} came back, ${c.fenced ?? 0} times taken for dead itself, ${c.takeovers} virtual chunks taken over, ${p.lostHeldFiles} shipped files made loadable again, ${p.lostAnswers} answers lost on the way served again`]
   ]
 }

@@ -29,7 +29,7 @@ import type { Engine, OpenOptions, Reclaimer, RequestAnswer, ServedFile } from '
 import { RemoteReader, type OwnerReply } from '../engine/remote-reader'
 import { allVcs, vcOfFile, type FileId, type Layout, type NodeId, type VcId } from '../redirect/layout'
 import type { MirrorTable, RemoteRequest } from '../redirect/mirror'
-import type { ReclaimReport } from '../redirect/protocol'
+import type { GivenBack, ReclaimReport } from '../redirect/protocol'
 import type { PeerAddress } from './addresses'
 import type { Membership } from './membership'
 import { PeerCallError } from './call-error'
@@ -86,7 +86,7 @@ export function reclaimFromHolders (membership: Membership, log: Logger): Reclai
           // Ids from a peer's message: the layout both nodes share (the handshake checked its hash) numbers them.
           const returnedFile = reply.returned?.file as FileId | undefined
           if (reply.returned != null) returned = { file: returnedFile!, bytes: reply.returned.data }
-          reports.push({ node: holder, held: reply.held as FileId[], lastBatch: reply.lastBatch, returned: returnedFile })
+          reports.push({ node: holder, held: reply.held as FileId[], lastBatch: reply.lastBatch, returned: returnedFile, givenBackBefore: reply.givenBackBefore as GivenBack[] })
           return
         } catch (err) {
           const later = err instanceof PeerCallError ? refusedFor(err) : undefined
@@ -300,7 +300,9 @@ export class ClusterNode {
           file: request.file,
           emptyOffsets: encodeOffsets(request.emptyOffsets, this.layout.chunkSize),
           freeBytes: Math.floor(request.freeBytes),
-          lastBatch: request.lastBatch
+          lastBatch: request.lastBatch,
+          givenBackFiles: request.givenBackBefore.map(g => g.file),
+          givenBackBatches: request.givenBackBefore.map(g => g.batch)
         }, this.membership.handshakeRequest(), gaveUp.signal)
         // A later generation the owner is in starts here; an answer of one this node has left is not kept (its files were that generation's).
         this.membership.observe(reply.generation)

@@ -193,7 +193,9 @@ function reclaimAnswer (reply: ReclaimReply): Answer {
     files: reply.returned === null ? [] : [reply.returned.file],
     sizes: bytes.map(b => b.length),
     held: reply.held,
-    lastBatch: reply.lastBatch
+    lastBatch: reply.lastBatch,
+    givenBackFiles: reply.givenBackBefore.map(g => g.file),
+    givenBackBatches: reply.givenBackBefore.map(g => g.batch)
   })
   return { head, bytes }
 }
@@ -472,7 +474,7 @@ export class DataClient {
 
   reclaim (request: ReclaimRequest, deadlineMs: number): CallInFlight<ReclaimReply> {
     return this.connected().call(RECLAIM, messages().reclaim.encode(request), deadlineMs, (head: ReclaimAnswer, bytes): ReclaimReply =>
-      ({ held: head.held, lastBatch: head.lastBatch, returned: head.files.length > 0 ? { file: head.files[0], data: bytes[0] } : null }))
+      ({ held: head.held, lastBatch: head.lastBatch, returned: head.files.length > 0 ? { file: head.files[0], data: bytes[0] } : null, givenBackBefore: head.givenBackFiles.map((file, i) => ({ file, batch: head.givenBackBatches[i] ?? 0 })) }))
   }
 
   close (): void { this.connection?.close() }

@@ -52,6 +52,13 @@ export class PeerService implements PeerHandler {
   cannotJoin?: string
   /** Peers whose handshake reached this node (answered or refused). */
   readonly handshakesFrom = new Set<NodeId>()
+  /**
+   * Per VC and requesting node, the read being answered now. Its answer is
+   * kept by the engine until the node's next read of the VC says whether
+   * it came (redirect/home.ts, `sentAnswers`); a read the node replaced
+   * before it was answered gives its answer back instead.
+   */
+  private readonly latestRead = new Map<string, object>()
 
   constructor (private readonly parts: PeerServiceParts) {}
 
@@ -95,7 +102,7 @@ export class PeerService implements PeerHandler {
    * caller asks again.
    */
   async read (request: ReadRequest): Promise<ReadReply> {
-    const { layout, engine, takeover, membership } = this.parts
+    const { layout, membership } = this.parts
     this.invalid(membership.checkNode(request.node))
     this.invalid(request.file < layout.files.length ? undefined : `file ${request.file} is not in the layout (it has ${layout.files.length})`)
     this.sameGeneration(request)
@@ -103,8 +110,22 @@ export class PeerService implements PeerHandler {
     const [file, node] = [request.file as FileId, request.node as NodeId]
     membership.checkAlive(node)
     const incarnation = membership.incarnationOf(node)
-    await membership.untilServing(performance.now() + QUORUM_WAIT_MS).catch((err: Error) => { throw askAgain(`node ${this.node} cannot answer now: ${err.message}`) })
     const vc = vcOfFile(layout, file)
+    // A node has one read of a VC out at a time: a new one means it gave up on the one before (see `latestRead`).
+    const key = `${vc}:${node}`
+    const token = {}
+    this.latestRead.set(key, token)
+    try {
+      return await this.answerRead(file, vc, node, incarnation, request)
+    } finally {
+      if (this.latestRead.get(key) === token) this.latestRead.delete(key)
+    }
+  }
+
+  private async answerRead (file: FileId, vc: VcId, node: NodeId, incarnation: number | undefined, request: ReadRequest): Promise<ReadReply> {
+    const { engine, takeover, membership } = this.parts
+    const token = this.latestRead.get(`${vc}:${node}`)
+    await membership.untilServing(performance.now() + QUORUM_WAIT_MS).catch((err: Error) => { throw askAgain(`node ${this.node} cannot answer now: ${err.message}`) })
     if (!engine.owns(vc)) {
       const why = await takeover.claim(vc)
       if (why !== undefined) this.refuse(vc, node, why)
@@ -113,7 +134,9 @@ export class PeerService implements PeerHandler {
       node,
       emptyOffsets: decodeOffsets(request.emptyOffsets),
       freeBytes: request.freeBytes,
-      lastBatch: request.lastBatch
+      lastBatch: request.lastBatch,
+      // Looked up in the ledger only: an id it does not hold (a peer's mistake) changes nothing.
+      givenBackBefore: request.givenBackFiles.map((file, i) => ({ file: file as FileId, batch: request.givenBackBatches[i] ?? 0 }))
     })
     if (membership.isDead(node) || membership.incarnationOf(node) !== incarnation) {
       // The requester died while its answer was decided (a load can take long): its death already made what it held
@@ -125,6 +148,14 @@ export class PeerService implements PeerHandler {
       membership.checkAlive(node)
       throw askAgain(`node ${node} was taken for dead while node ${this.node} answered it`)
     }
+    if (this.latestRead.get(`${vc}:${node}`) !== token && engine.owns(vc)) {
+      // The requester asked again meanwhile (this call failed on its side: a connection that broke, say), and would not
+      // take this answer: it goes back to its slot, and the batch may be loaded again, before anything counts them sent.
+      if (answer.served !== undefined) engine.giveBack(answer.served)
+      engine.takeBackBatch(node, answer)
+      this.shipped(answer.batch.map(f => f.bytes))
+      throw askAgain(`node ${node} asked node ${this.node} again for virtual chunk ${vc} before this answer was ready`)
+    }
     if (!membership.mayServe() || !engine.owns(vc)) {
       // Never sent: the answer goes back to its slot, and the batch counts as lost on the way (the caller's next request says it never came).
       if (answer.served !== undefined && engine.owns(vc)) engine.giveBack(answer.served)
@@ -132,6 +163,7 @@ export class PeerService implements PeerHandler {
       this.shipped(answer.batch.map(f => f.bytes))
       throw askAgain(`node ${this.node} lost its quorum of leases, or the virtual chunk, while it answered`)
     }
+    engine.answerSent(node, answer)
     return { served: answer.served === undefined ? null : data(answer.served), batch: answer.batch.map(data), batchNumber: answer.batchNumber, vcEpoch: answer.vcEpoch, generation: membership.generation }
   }
 
@@ -148,8 +180,8 @@ export class PeerService implements PeerHandler {
     this.parts.membership.checkAlive(request.node as NodeId)
     this.invalid(request.vc < this.parts.layout.vcs.length ? undefined : `virtual chunk ${request.vc} is not in the layout`)
     this.sameGeneration(request)
-    const { held, lastBatch, returned } = this.parts.remote.reclaim(request.vc as VcId, request.giveBack, request.offsets)
-    return { held, lastBatch, returned: returned === undefined ? null : data(returned) }
+    const { held, lastBatch, returned, givenBackBefore } = this.parts.remote.reclaim(request.vc as VcId, request.giveBack, request.offsets)
+    return { held, lastBatch, returned: returned === undefined ? null : data(returned), givenBackBefore }
   }
 
   /** A node taking over a dead node's VCs asks for this node's part. */

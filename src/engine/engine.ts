@@ -262,6 +262,16 @@ export class Engine {
   /** A dead node's mirrors are gone: what it was shipped and never served is loadable again. Gives the VCs that lost files. */
   forgetNode (node: NodeId): VcId[] { return this.protocol.home.forgetNode(node) }
 
+  /** `serveRequest`'s answer went out to `node` (not given back): kept until its next request says whether it came. */
+  answerSent (node: NodeId, answer: RequestAnswer): void {
+    if (answer.served !== undefined) this.protocol.home.noteAnswerSent(this.protocol.vcOf(answer.served.file), node, answer.served.file, answer.batchNumber)
+  }
+
+  /** `serveRequest`'s batch for `node` was never sent: its files may be loaded again (their bytes are the caller's to free). */
+  takeBackBatch (node: NodeId, answer: RequestAnswer): void {
+    if (answer.batch.length > 0) this.protocol.home.takeBack(this.protocol.vcOf(answer.batch[0].file), node, answer.batch.map(f => f.file))
+  }
+
   get takeovers (): number { return this.protocol.counters.takeovers }
 
   /** How many runs have begun a new epoch here (Protocol.startNewRun): the adapter checks whether one began while an open waited. */

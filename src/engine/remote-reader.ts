@@ -11,6 +11,7 @@ import type { SampleBuffers } from '../chunks/sample-buffers'
 import { FsError } from '../errors'
 import type { FileId, VcId } from '../redirect/layout'
 import type { MirrorCounters, MirrorTable, RemoteRequest, ServedNotice } from '../redirect/mirror'
+import type { GivenBack } from '../redirect/protocol'
 import type { RequestAnswer, ServedFile } from './engine'
 import { ResidentBytes, VcWaiters } from './memory'
 
@@ -71,9 +72,9 @@ export class RemoteReader {
   }
 
   /** A reclaim from the owner of `vc`: what is held, and maybe one file back. */
-  reclaim (vc: VcId, giveBack: boolean, offsets: readonly number[]): { held: FileId[], lastBatch: number, returned?: ServedFile } {
-    const { held, lastBatch, returned } = this.mirror.answerReclaim(vc, giveBack, offsets)
-    return { held, lastBatch, returned: returned === undefined ? undefined : { file: returned, bytes: this.take(returned) } }
+  reclaim (vc: VcId, giveBack: boolean, offsets: readonly number[]): { held: FileId[], lastBatch: number, returned?: ServedFile, givenBackBefore: readonly GivenBack[] } {
+    const { held, lastBatch, returned, givenBackBefore } = this.mirror.answerReclaim(vc, giveBack, offsets)
+    return { held, lastBatch, returned: returned === undefined ? undefined : { file: returned, bytes: this.take(returned) }, givenBackBefore }
   }
 
   /** For a takeover: gives up this node's mirror of `vc`, with its bytes. */

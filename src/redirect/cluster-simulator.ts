@@ -6,6 +6,7 @@
  * coming back, a load finishing, each holder answering a reclaim), and the
  * next task is picked at random, so requests, batches and reclaims race as
  * they do over gRPC. Epochs do not overlap (DDP keeps ranks in step).
+ * Answers may be lost on their way (`loseOneAnswerIn`).
  */
 import { allVcs, vcOfFile, type FileId, type Layout, type NodeId, type VcId } from './layout'
 import { MirrorTable, type RemoteRequest } from './mirror'
@@ -34,6 +35,14 @@ export interface ClusterSimulationOptions {
   standbyEvery?: number
   /** mix: files per block (`ProtocolOptions.mixBlock`). */
   mixBlock?: number
+  /**
+   * One answer to a request in this many is lost on its way (its
+   * connection broke): the requester never gets it and asks again with the
+   * same request, as ClusterNode.askOwner does; so is one holder's answer
+   * to a reclaim in this many (the owner asks that holder again, as
+   * reclaimFromHolders does). 0 or undefined: none.
+   */
+  loseOneAnswerIn?: number
 }
 
 export interface Kill { node: NodeId, epoch: number, afterOpens: number }
@@ -52,6 +61,8 @@ export interface ClusterSimulationResult {
   readonly unsyncedAtDeath: Map<NodeId, number>
   /** Per killed node, the opens answered on every node since the last sync before it died: all a takeover can miss. */
   readonly unsyncedClusterWide: Map<NodeId, number>
+  /** Answers lost on their way (`loseOneAnswerIn`). */
+  readonly answersLost: number
 }
 
 type Task = () => void
@@ -59,6 +70,13 @@ type Answer = (served: FileId | undefined) => void
 
 export function simulateCluster (layout: Layout, options: ClusterSimulationOptions): ClusterSimulationResult {
   const nodes = layout.nodes
+  let answersLost = 0
+  /** Whether the answer now on its way is lost (`loseOneAnswerIn`). */
+  const lose = (): boolean => {
+    const lost = (options.loseOneAnswerIn ?? 0) > 0 && random.below(options.loseOneAnswerIn!) === 0
+    if (lost) answersLost++
+    return lost
+  }
   const random = new SeededRandom(options.seed + 17)
   const protocols = Array.from({ length: nodes }, (_, node) => new Protocol(layout, { mode: options.mode, memoryBytes: options.memoryBytes, seed: options.seed, node: node as NodeId, prefetch: options.prefetch, mixBlock: options.mixBlock }))
   const mirrors = Array.from({ length: nodes }, (_, node) => new MirrorTable(layout, options.remoteMemoryBytes, options.mode, options.seed + node))
@@ -113,7 +131,7 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
       if (returned !== undefined) answer(returned)
       else again(true) // in the same step: the holders' answers are fresh for this decision only
     }
-    for (const holder of plan.holders) {
+    const ask = (holder: NodeId): void => {
       tasks.push(() => {
         if (dead.has(holder)) {
           reports.push({ node: holder, dead: true })
@@ -121,11 +139,14 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
           // A holder gives nothing back to an owner it knows is dead (the file would be lost);
           // the dead owner's opens then fail over, as their calls would.
           const giveBack = plan.giveBack?.node === holder && !dead.has(owner)
-          reports.push({ node: holder, ...mirrors[holder].answerReclaim(plan.vc, giveBack, plan.giveBack?.offsets ?? []) })
+          const report = { node: holder, ...mirrors[holder].answerReclaim(plan.vc, giveBack, plan.giveBack?.offsets ?? []) }
+          if (lose()) return ask(holder)
+          reports.push(report)
         }
         if (reports.length === plan.holders.length) finish()
       })
     }
+    for (const holder of plan.holders) ask(holder)
     if (plan.holders.length === 0) tasks.push(finish)
   }
 
@@ -147,13 +168,15 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
       wake(mirrorWaiters, `${node}:${req.vc}`)
       return serveAtHome(node, req.file, false, undefined, answer)
     }
-    const report: MirrorReport = { node, emptyOffsets: req.emptyOffsets, freeBytes: req.freeBytes, lastBatch: req.lastBatch }
+    const report: MirrorReport = { node, emptyOffsets: req.emptyOffsets, freeBytes: req.freeBytes, lastBatch: req.lastBatch, givenBackBefore: req.givenBackBefore }
     serveAtHome(owner, req.file, false, report, served => {
       const { files: batch, batch: batchNumber } = served === undefined ? { files: [], batch: 0 } : protocols[owner].home.shipBatch(req.vc, report)
       const vcEpoch = protocols[owner].epochOf(req.vc)
+      if (served !== undefined) protocols[owner].home.noteAnswerSent(req.vc, node, served, batchNumber)
+      const lost = lose()
       tasks.push(() => {
         if (dead.has(node)) return
-        if (dead.has(owner)) return request(node, req, answer) // the answer died with its sender
+        if (dead.has(owner) || lost) return request(node, req, answer) // the answer died with its sender, or on its way
         mirrors[node].finishRequest(req, { served, batch, batchNumber, vcEpoch })
         answer(served)
         wake(mirrorWaiters, `${node}:${req.vc}`)
@@ -194,6 +217,23 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
     }
   }
 
+  /**
+   * What memory holds stays one copy per file: a file staged (for this
+   * epoch or the next) is neither in a slot nor loadable again, or its
+   * bytes would be read twice and the second copy's slot left without them.
+   */
+  const checkMemory = (): void => {
+    for (const [node, protocol] of protocols.entries()) {
+      if (dead.has(node)) continue
+      for (const vc of allVcs(layout)) {
+        for (const file of protocol.slots.staged(vc) ?? []) {
+          if (!protocol.slots.isConsumed(file)) throw new Error(`node ${node}: file ${file} is staged for VC ${vc} and loadable again`)
+          if (protocol.slots.fileAt(vc, layout.fileOffset[file]) === file) throw new Error(`node ${node}: file ${file} is staged for VC ${vc} and in its slot`)
+        }
+      }
+    }
+  }
+
   const epochs: ClusterOpen[][] = []
   for (let epoch = 0; epoch < options.epochs; epoch++) {
     const permutation = random.shuffle(layout.files.map((_, id) => id as FileId))
@@ -222,11 +262,12 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
       if (ready.length > 0 && (tasks.length === 0 || random.below(2) === 0)) { startOpen(ready[random.below(ready.length)] as NodeId); continue }
       if (tasks.length === 0) break
       tasks.splice(random.below(tasks.length), 1)[0]()
+      checkMemory()
       if (++tasksRun % (options.standbyEvery ?? 25) === 0) sync()
     }
     const stuck = outstanding.reduce((sum, n, node) => sum + (dead.has(node) ? 0 : n), 0)
     if (stuck > 0) throw new Error(`cluster simulation stalled in epoch ${epoch}: ${stuck} opens never answered`)
     epochs.push(answered)
   }
-  return { epochs, protocols, mirrors, unsyncedAtDeath, unsyncedClusterWide }
+  return { epochs, protocols, mirrors, unsyncedAtDeath, unsyncedClusterWide, answersLost }
 }

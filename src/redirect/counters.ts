@@ -50,6 +50,8 @@ export interface ProtocolCounters {
   reclaimedFiles: number
   /** Files a dead node held in its mirror, made loadable again. */
   lostHeldFiles: number
+  /** Answers to other nodes' opens lost on the way (their connection broke), made servable again. */
+  lostAnswers: number
   /** VCs taken over from a dead home. */
   takeovers: number
 }
@@ -81,6 +83,7 @@ export function zeroCounters (): ProtocolCounters {
     reclaims: 0,
     reclaimedFiles: 0,
     lostHeldFiles: 0,
+    lostAnswers: 0,
     takeovers: 0
   }
 }

@@ -6,7 +6,9 @@
  * other nodes' (`MirrorReport`); it ships opportunistic batches of valid
  * slots into the requesters' mirrors and records them in its ledger, and
  * before it ends a VC's epoch while files of that VC sit in mirrors it
- * asks for a *reclaim* (see ledger.ts). A reclaim, like a load, is carried
+ * asks for a *reclaim* (see ledger.ts). An answer to another node's open
+ * goes out numbered as a batch is, and is kept until that node's next
+ * request for the VC says whether it arrived (`sentAnswers`). A reclaim, like a load, is carried
  * out by the caller and keeps its VC busy. It keeps each VC's epoch number
  * (requesters learn it with every answer) and, for the standby copy at the
  * next node of each VC's owner order, whom it served each file to in that
@@ -20,7 +22,7 @@ import type { ProtocolCounters } from './counters'
 import { allVcs, vcOfFile, type FileId, type Layout, type NodeId, type VcId } from './layout'
 import { ShippedLedger } from './ledger'
 import type { ServedNotice } from './mirror'
-import type { Asking, MirrorReport, OpenDecision, ReclaimPlan, ReclaimReport, StandbyUpdate } from './protocol'
+import type { Asking, GivenBack, MirrorReport, OpenDecision, ReclaimPlan, ReclaimReport, StandbyUpdate } from './protocol'
 import type { SeededRandom } from './random'
 import type { SlotTable } from './slots'
 import type { Adoption } from './takeover'
@@ -36,7 +38,12 @@ export interface HomeParts {
   readonly shipsBatches: boolean
   /** Updates the memory counters after slots changed. */
   noteMemory (): void
+  /** A file of this epoch that reached no trainer: this epoch's to serve again (Protocol.reopen). */
+  reopen (file: FileId): void
 }
+
+/** An answer to another node's open that went out: the file, its batch number, and the VC's epoch then. */
+interface SentAnswer { readonly file: FileId, readonly batch: number, readonly epoch: number }
 
 export class HomeSide {
   /** Files this node shipped into other nodes' mirrors. */
@@ -55,6 +62,14 @@ export class HomeSide {
   private readonly servedTo: Uint16Array
   /** Owned VCs whose standby copy (epoch, `servedTo`) changed since the last update. */
   private readonly standbyDirty = new Set<VcId>()
+  /**
+   * Per VC and requester, the last answer sent to its open and not yet
+   * known to have arrived. A requester has one request per VC out at a
+   * time, and its next one names the last batch it received: an answer of
+   * a later batch never came (its connection broke on the way), so its
+   * file reached no trainer and is this epoch's to serve again.
+   */
+  private readonly sentAnswers = new Map<VcId, Map<NodeId, SentAnswer>>()
 
   constructor (private readonly parts: HomeParts) {
     const { layout } = parts
@@ -76,6 +91,8 @@ export class HomeSide {
   endEpoch (vc: VcId): void {
     this.vcEpochs[vc]++
     this.forgetServed(vc)
+    // An answer of an ended epoch was served in it, as far as anyone can tell: that epoch is gone.
+    this.sentAnswers.delete(vc)
   }
 
   /** The VC starts afresh (a new run): a new epoch, and nothing in mirrors counts any more. */
@@ -83,11 +100,13 @@ export class HomeSide {
     this.vcEpochs[vc]++
     for (const file of this.ledger.files(vc)) this.ledger.remove(vc, file)
     this.forgetServed(vc)
+    this.sentAnswers.delete(vc)
   }
 
   /** Every VC starts afresh (`redirfs reset`). */
   reset (): void {
     this.ledger.clear()
+    this.sentAnswers.clear()
     this.servedTo.fill(0)
     for (const vc of allVcs(this.parts.layout)) this.standbyDirty.add(vc)
   }
@@ -142,6 +161,9 @@ export class HomeSide {
     slots.setLoading(vc, false)
     let returned: FileId | undefined
     for (const report of reports) {
+      // A file the holder gave back to an earlier reclaim, still on the ledger as held there in the batch it came in:
+      // that answer never arrived (its connection broke), so the file went nowhere and may be loaded again.
+      if (report.dead !== true) for (const givenBack of report.givenBackBefore ?? []) this.loseIfGivenBackLost(vc, report.node, givenBack)
       // A returned file is in hand, whatever the ledger says meanwhile (the
       // holder's own request may have reconciled its entry away).
       if (report.dead !== true && report.returned !== undefined) {
@@ -173,10 +195,52 @@ export class HomeSide {
    * entries of batches it never received were lost on the way.
    */
   reconcile (vc: VcId, requester: MirrorReport): void {
+    // First, as in finishReclaim: a file it gave back whose answer never came is not served there, though its slot is empty.
+    for (const givenBack of requester.givenBackBefore ?? []) this.loseIfGivenBackLost(vc, requester.node, givenBack)
     for (const [file, holding] of this.ledger.heldBy(vc, requester.node)) {
       if (holding.batch > requester.lastBatch) this.lose(vc, file)
       else if (requester.emptyOffsets.has(this.parts.layout.fileOffset[file])) this.ledger.remove(vc, file)
     }
+    const sent = this.sentAnswers.get(vc)
+    const answer = sent?.get(requester.node)
+    if (answer === undefined) return
+    sent!.delete(requester.node)
+    if (answer.batch > requester.lastBatch && answer.epoch === this.vcEpochs[vc]) this.unserveLost(vc, answer.file)
+  }
+
+  /**
+   * The answer to `node`'s open of `vc` went out with batch number `batch`
+   * (see `sentAnswers`); an answer not sent after all (taken back by the
+   * caller) must not be noted.
+   */
+  noteAnswerSent (vc: VcId, node: NodeId, file: FileId, batch: number): void {
+    if (batch === 0) return
+    let sent = this.sentAnswers.get(vc)
+    if (sent === undefined) this.sentAnswers.set(vc, sent = new Map())
+    sent.set(node, { file, batch, epoch: this.vcEpochs[vc] })
+  }
+
+  /** A batch for `node` that was never sent after all: its files never reached it, and may be loaded again. */
+  takeBack (vc: VcId, node: NodeId, files: readonly FileId[]): void {
+    for (const file of files) if (this.ledger.get(vc, file)?.node === node) this.lose(vc, file)
+  }
+
+  /** An answer lost on its way: its file reached no trainer, and may be loaded and served again this epoch. */
+  private unserveLost (vc: VcId, file: FileId): void {
+    this.parts.reopen(file)
+    this.servedTo[file] = 0
+    this.standbyDirty.add(vc)
+    this.parts.counters.lostAnswers++
+  }
+
+  /**
+   * A file `holder` gave back to an earlier reclaim, still on the ledger as
+   * held there from the batch it came in: that answer never arrived (its
+   * connection broke), so the file went nowhere, and may be loaded again.
+   */
+  private loseIfGivenBackLost (vc: VcId, holder: NodeId, givenBack: GivenBack): void {
+    const holding = this.ledger.get(vc, givenBack.file)
+    if (holding?.node === holder && holding.batch === givenBack.batch) this.lose(vc, givenBack.file)
   }
 
   /** A holder's notice: it served these files from its mirror. */
@@ -190,7 +254,7 @@ export class HomeSide {
   /** A shipped file that never reached a trainer: it may be loaded again. */
   private lose (vc: VcId, file: FileId): void {
     this.ledger.remove(vc, file)
-    this.parts.slots.unconsume(file)
+    this.parts.reopen(file)
     this.servedTo[file] = 0
     this.standbyDirty.add(vc)
     this.parts.counters.lostHeldFiles++
@@ -206,7 +270,8 @@ export class HomeSide {
    */
   shipBatch (vc: VcId, requester: MirrorReport): { files: FileId[], batch: number } {
     const { layout, slots, random, counters } = this.parts
-    if (!this.parts.shipsBatches) return { files: [], batch: 0 }
+    // Numbered even when empty: the answer it goes with is acknowledged by its number (`sentAnswers`).
+    if (!this.parts.shipsBatches) return { files: [], batch: ++this.lastBatch }
     const offsets = random.shuffle(slots.validOffsets(vc).filter(offset => requester.emptyOffsets.has(offset)))
     const files: FileId[] = []
     let bytes = 0
@@ -222,7 +287,7 @@ export class HomeSide {
     }
     counters.prefetchShipped += files.length
     if (files.length > 0) this.parts.noteMemory()
-    return { files, batch: files.length > 0 ? batch : 0 }
+    return { files, batch }
   }
 
   // ---------------------------------------------------------------- nodes that die and come back
@@ -232,6 +297,8 @@ export class HomeSide {
    * so they become loadable again. Returns the VCs affected.
    */
   forgetNode (node: NodeId): VcId[] {
+    // Its last answers count as served, as they did while it lived: it can say nothing more of them.
+    for (const sent of this.sentAnswers.values()) sent.delete(node)
     const vcs = this.ledger.vcsHeldBy(node)
     for (const vc of vcs) {
       for (const [file] of this.ledger.heldBy(vc, node)) this.lose(vc, file)

@@ -19,7 +19,7 @@
  * with every answer).
  */
 import { vcOfFile, type FileId, type Layout, type VcId } from './layout'
-import type { RedirectMode } from './protocol'
+import type { GivenBack, RedirectMode } from './protocol'
 import { SeededRandom } from './random'
 
 export interface RemoteRequest {
@@ -30,6 +30,8 @@ export interface RemoteRequest {
   readonly freeBytes: number
   /** The last batch of this VC received. */
   readonly lastBatch: number
+  /** Files this mirror gave back to reclaims of the VC, not yet known to have arrived (`givenBack`). */
+  readonly givenBackBefore: readonly GivenBack[]
 }
 
 export type RemoteDecision =
@@ -72,9 +74,19 @@ interface VcMirror {
   epoch: number
   received: Set<FileId>
   lastBatch: number
+  /**
+   * Files this mirror gave back to reclaims, each with the batch it had
+   * come in. A reclaim's answer may be lost with its connection: every
+   * later reclaim answer and request names them, so that an owner that
+   * never got one may load it again (home.ts, `loseIfGivenBackLost`),
+   * until a request's answer shows the owner has heard of them.
+   */
+  readonly givenBack: Map<FileId, number>
 }
 
 const EMPTY = -1
+
+const givenBackOf = (mirror: VcMirror): GivenBack[] => [...mirror.givenBack].map(([file, batch]) => ({ file, batch }))
 
 /** A holder served `file` of `vc` from its mirror, from the batch numbered `batch`: its owner's ledger counts it consumed. */
 export interface ServedNotice { readonly vc: VcId, readonly file: FileId, readonly batch: number }
@@ -103,7 +115,7 @@ export class MirrorTable {
 
   private mirror (vc: VcId): VcMirror {
     let mirror = this.mirrors.get(vc)
-    if (mirror === undefined) this.mirrors.set(vc, mirror = { slots: new Int32Array(this.capacity[vc]).fill(EMPTY), batchOf: new Map(), valid: 0, epoch: 0, received: new Set(), lastBatch: 0 })
+    if (mirror === undefined) this.mirrors.set(vc, mirror = { slots: new Int32Array(this.capacity[vc]).fill(EMPTY), batchOf: new Map(), valid: 0, epoch: 0, received: new Set(), lastBatch: 0, givenBack: new Map() })
     return mirror
   }
 
@@ -127,7 +139,7 @@ export class MirrorTable {
     this.reservedBytes += freeBytes
     this.requesting.add(vc)
     this.counters.remoteRequests++
-    return { kind: 'request', request: { vc, file, emptyOffsets, freeBytes, lastBatch: mirror.lastBatch } }
+    return { kind: 'request', request: { vc, file, emptyOffsets, freeBytes, lastBatch: mirror.lastBatch, givenBackBefore: givenBackOf(mirror) } }
   }
 
   private takeFor (vc: VcId, offset: number): FileId | undefined {
@@ -169,6 +181,8 @@ export class MirrorTable {
       this.counters.mirrorBytes += this.layout.files[file].size
     }
     if (answer.batchNumber > 0) mirror.lastBatch = answer.batchNumber
+    // The owner read this request's list of files given back (and lost any whose answer it never got): they are settled.
+    for (const { file, batch } of request.givenBackBefore) if (mirror.givenBack.get(file) === batch) mirror.givenBack.delete(file)
     this.counters.remoteSamplesReceived += answer.batch.length
     this.counters.prefetchReceived += answer.batch.length
     if (this.counters.mirrorBytes > this.counters.peakMirrorBytes) this.counters.peakMirrorBytes = this.counters.mirrorBytes
@@ -192,9 +206,11 @@ export class MirrorTable {
    * (one at `offsets`, or any when empty), then says what it still holds and
    * the last batch of `vc` it received.
    */
-  answerReclaim (vc: VcId, giveBack: boolean, offsets: readonly number[]): { held: FileId[], lastBatch: number, returned?: FileId } {
+  answerReclaim (vc: VcId, giveBack: boolean, offsets: readonly number[]): { held: FileId[], lastBatch: number, returned?: FileId, givenBackBefore: GivenBack[] } {
+    const mirror = this.mirrors.get(vc)
+    const givenBackBefore = mirror === undefined ? [] : givenBackOf(mirror)
     const returned = giveBack ? this.giveBack(vc, offsets.length === 0 ? undefined : offsets) : undefined
-    return { held: this.held(vc), lastBatch: this.mirrors.get(vc)?.lastBatch ?? 0, returned }
+    return { held: this.held(vc), lastBatch: this.mirrors.get(vc)?.lastBatch ?? 0, returned, givenBackBefore }
   }
 
   private giveBack (vc: VcId, offsets?: readonly number[]): FileId | undefined {
@@ -204,6 +220,7 @@ export class MirrorTable {
     if (candidates.length === 0) return undefined
     this.counters.givenBack++
     const file = this.take(vc, mirror, candidates[0])
+    mirror.givenBack.set(file, mirror.batchOf.get(file) ?? 0)
     mirror.batchOf.delete(file)
     // No trainer here got it: if its owner dies before serving it, a takeover must count it as loadable.
     mirror.received.delete(file)

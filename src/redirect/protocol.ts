@@ -68,9 +68,12 @@ export interface ReclaimPlan {
  * batch of the VC it received, and the file it gave back; `dead` when it
  * did not answer.
  */
+/** A file a holder gave back to a reclaim, and the batch it had come in. */
+export interface GivenBack { readonly file: FileId, readonly batch: number }
+
 export type ReclaimReport =
   | { readonly node: NodeId, readonly dead: true }
-  | { readonly node: NodeId, readonly dead?: false, readonly held: readonly FileId[], readonly lastBatch: number, readonly returned?: FileId }
+  | { readonly node: NodeId, readonly dead?: false, readonly held: readonly FileId[], readonly lastBatch: number, readonly returned?: FileId, readonly givenBackBefore?: readonly GivenBack[] }
 
 export type OpenDecision =
   | { readonly kind: 'serve', readonly file: FileId }
@@ -87,6 +90,8 @@ export interface MirrorReport {
   readonly freeBytes: number
   /** The last batch of this VC the requester received (0: none). */
   readonly lastBatch: number
+  /** Files the requester gave back to reclaims of this VC, not yet known to have arrived (mirror.ts, `givenBack`). */
+  readonly givenBackBefore?: readonly GivenBack[]
 }
 
 export interface LoadOutcome {
@@ -189,7 +194,8 @@ export class Protocol {
       counters: this.counters,
       node: this.node,
       shipsBatches: this.policy.shipsBatches && options.prefetch !== false,
-      noteMemory: () => this.noteMemory()
+      noteMemory: () => this.noteMemory(),
+      reopen: file => this.reopen(file)
     })
   }
 
@@ -512,6 +518,31 @@ export class Protocol {
   }
 
   /**
+   * A file of this epoch that reached no trainer after all (an answer or a
+   * shipment lost on its way): this epoch's to serve again. Its VC may
+   * have a chunk staged for its next epoch with this very file in it, its
+   * bytes in memory: were the file only made loadable, this epoch's load of
+   * it would put a second copy in memory, and the rollover would install a
+   * slot whose bytes the first copy's open took. So it leaves the staged
+   * chunk and serves this epoch from its slot; or, that slot taken (or a
+   * load in flight, see `returnUnserved`), it is loaded again and the next
+   * epoch loads it anew.
+   */
+  reopen (file: FileId): void {
+    const vc = this.vcOf(file)
+    const offset = this.offsetOf(file)
+    if (this.stagedForNextEpoch.has(vc) && this.slots.takeStaged(vc, file)) {
+      if (this.slots.isSlotEmpty(vc, offset) && !this.slots.isLoading(vc)) {
+        this.slots.place(vc, offset, file)
+        this.noteMemory()
+        return
+      }
+      // Its staged bytes stay where they are until this epoch's load of it replaces them (their buffer then goes to the collector).
+    }
+    this.slots.unconsume(file)
+  }
+
+  /**
    * An open was answered with `file`, but its opener went away before the
    * answer reached it (a trainer killed in the middle of an open): the file
    * goes back to wait in its slot, so the epoch still serves it once.
@@ -527,11 +558,13 @@ export class Protocol {
     // Not while a load of its VC is in flight: that load was planned with the slot empty and the file
     // consumed, and would fill the slot again (strict) or stage a second copy of it (pool, mix).
     if (this.slots.isSlotEmpty(vc, offset) && !this.slots.isLoading(vc)) {
+      // Out of a chunk staged for the next epoch too, if there (see `reopen`): the bytes given back serve this one.
+      if (this.stagedForNextEpoch.has(vc)) this.slots.takeStaged(vc, file)
       this.slots.place(vc, offset, file)
       this.noteMemory()
       return 'placed'
     }
-    this.slots.unconsume(file)
+    this.reopen(file)
     return 'dropped'
   }
 

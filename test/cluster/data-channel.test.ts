@@ -25,7 +25,7 @@ const work = mkdtempSync(path.join(os.tmpdir(), 'redirfs-data-'))
 t.teardown(() => rmSync(work, { recursive: true, force: true }))
 
 const statusOf: StatusOf = err => ({ code: err instanceof PeerRefusal ? err.status : grpc.status.INTERNAL, details: (err as Error).message })
-const request = (file: number): ReadRequest => ({ node: 0, file, emptyOffsets: Buffer.alloc(1), freeBytes: 1e9, lastBatch: 0, generation: null })
+const request = (file: number): ReadRequest => ({ node: 0, file, emptyOffsets: Buffer.alloc(1), freeBytes: 1e9, lastBatch: 0, givenBackFiles: [], givenBackBatches: [], generation: null })
 
 const noReclaim = (): ReclaimReply => { throw new Error('no reclaim in this test') }
 
@@ -82,14 +82,14 @@ t.test('a reclaim brings back what the holder holds, and the file it gives back 
   const shipped = shipments()
   const { client } = await serve(t, {
     read: async () => { throw new Error('no read in this test') },
-    reclaim: r => ({ held: [4, 5, 6], lastBatch: 9, returned: r.giveBack ? { file: 5, data: bytesOf(5, 120_000) } : null }),
+    reclaim: r => ({ held: [4, 5, 6], lastBatch: 9, returned: r.giveBack ? { file: 5, data: bytesOf(5, 120_000) } : null, givenBackBefore: [] }),
     shipped: shipped.shipped
   })
   const one = client()
   const given = await one.reclaim({ node: 0, vc: 1, giveBack: true, offsets: [], generation: null }, 5000).answer
   t.same({ held: given.held, lastBatch: given.lastBatch, file: given.returned?.file }, { held: [4, 5, 6], lastBatch: 9, file: 5 })
   t.ok(given.returned?.data.equals(bytesOf(5, 120_000)), 'the returned file\'s bytes intact')
-  t.same(await one.reclaim({ node: 0, vc: 1, giveBack: false, offsets: [], generation: null }, 5000).answer, { held: [4, 5, 6], lastBatch: 9, returned: null })
+  t.same(await one.reclaim({ node: 0, vc: 1, giveBack: false, offsets: [], generation: null }, 5000).answer, { held: [4, 5, 6], lastBatch: 9, returned: null, givenBackBefore: [] })
   await shipped.reached(1)
   t.same(shipped.sizes, [[120_000]], 'the returned file\'s buffer went back to the holder once written; an answer with no file ships nothing')
 })

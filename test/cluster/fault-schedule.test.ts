@@ -7,8 +7,8 @@
 // partial cut), or its data channel alone cut from one other node for two
 // peer timeouts (traffic dropped both ways by proxies,
 // test/helpers/tcp-proxy.ts). Every epoch is checked cluster-wide: one in
-// which nobody was taken for dead or fenced is exact (a data cut's, for no
-// error and right labels only: a known defect, below); in one with a death,
+// which nobody was taken for dead or fenced is exact (a data cut's too: an
+// answer lost with its connection is served again); in one with a death,
 // the nodes the fault did not touch get no error, no wrong label and no
 // sample twice, the ones it did get no error but EIO, and a node taken for
 // dead serves its trainer nothing new once it is back. After every fault the cluster settles with every virtual
@@ -158,25 +158,15 @@ async function recover (t: Test, cluster: Cluster, step: Step): Promise<void> {
   t.equal(owned.reduce((sum, n) => sum + n, 0), settled[0]!.layout.virtualChunks, `the nodes own every virtual chunk once between them (they own ${owned.join(', ')}; they see ${JSON.stringify(settled.map(s => s!.cluster!.peers.map(p => p.state)))})`)
 }
 
-/** `exact`: every sample once; 'labels': only no error and right labels (an answer a data cut lost: see below). */
-function checkReads (t: Test, reads: TrainerRead[], what: string, exact: boolean | 'labels'): void {
+/** `exact`: every sample once; else no error, right labels and no sample twice. */
+function checkReads (t: Test, reads: TrainerRead[], what: string, exact: boolean): void {
   const served = reads.filter(r => r.error === undefined)
   const samples = served.map(r => dataset.byContent.get(r.content!))
   t.same(reads.filter(r => r.error !== undefined).map(r => `${r.opened}: ${r.error!}`), [], `${what}: no open failed`)
   t.equal(samples.filter((s, i) => s === undefined || classOf(s) !== classOf(served[i].opened)).length, 0, `${what}: every read a whole sample of the opened class`)
-  if (exact === 'labels') return
   t.equal(new Set(samples).size, samples.length, `${what}: no sample twice`)
   if (exact) t.same([...samples].sort(), dataset.samples, `${what}: every sample exactly once across the nodes`)
 }
-
-/**
- * Known (issue 44, docs/design.md "Deaths and fencing"): an answer on its
- * way when a data channel broke is lost with the connection, its file
- * counted served; the VC's epochs then run an open ahead of the trainer's
- * for the rest of the job (a sample twice and one missed per epoch). A
- * data cut's job is checked for errors and labels, and ends after its
- * first epoch; the next job is exact.
- */
 
 /** A job with no fault in it: both epochs exact. */
 async function exactJob (t: Test, cluster: Cluster, runId: string, what: string, seed: number): Promise<void> {
@@ -188,8 +178,8 @@ async function exactJob (t: Test, cluster: Cluster, runId: string, what: string,
 /**
  * A job whose first epoch a fault strikes a third of the way through the
  * node's share. If nobody was taken for dead or fenced (a short pause or a
- * cut of the data channel, as it should be), both epochs are exact (a data
- * cut's one epoch is checked as said above). Otherwise the
+ * cut of the data channel, as it should be), both epochs are exact.
+ * Otherwise the
  * epoch is checked as a death's, the job ends there (a rank is gone, or
  * refused until the next run) and the cluster recovers.
  */
@@ -216,8 +206,8 @@ async function jobWithFault (t: Test, cluster: Cluster, step: Step, runId: strin
     t.not(step.fault, 'long pause', `${what}: a node paused past --peer-timeout was taken for dead`)
     t.not(step.fault, 'cut', `${what}: a node cut off was taken for dead`)
     t.not(step.fault, 'partial cut', `${what}: the two ends of a partial cut were fenced once it healed`)
-    checkReads(t, reads, `${what}, epoch 0`, step.fault === 'data cut' ? 'labels' : true)
-    if (step.fault !== 'data cut') checkReads(t, await job.epoch(dataset.samples, seed + 1), `${what}, epoch 1`, true)
+    checkReads(t, reads, `${what}, epoch 0`, true)
+    checkReads(t, await job.epoch(dataset.samples, seed + 1), `${what}, epoch 1`, true)
     await job.end()
     return
   }

@@ -262,10 +262,7 @@ t.test('a partial cut (nodes 0 and 1 cannot reach each other, both reach node 2)
   await exactJob(t, cluster, 'after-the-partial-cut', 2, 90)
 })
 
-/** Why a data cut's job is not exact yet (issue 44; docs/design.md, "Deaths and fencing"). */
-const LOST_ANSWER = 'an answer on its way when the data channel broke is lost with the connection: the owner counted its file served, so the trainer\'s retry gets another, and the VC\'s epochs run one open ahead of the trainer\'s for the rest of the job (a sample twice and one missed per epoch); only batch files are numbered and found lost'
-
-t.test('the data channel alone cut between two nodes for longer than --peer-timeout in the middle of a job: nobody is suspected, the opens across it wait and none fails, every answer a whole sample of its class; the next job is exact', async t => {
+t.test('the data channel alone cut between two nodes for longer than --peer-timeout in the middle of a job: nobody is suspected, the opens across it wait and none fails, an answer lost with its connection is served again, and the epochs of the cut and after are exact', async t => {
   const cluster = await mountPartitionableCluster(t, [dataset.root, dataset.root, dataset.root], OPTIONS)
   t.same(cluster.results.map(r => r.code), [0, 0, 0], cluster.results.map(r => r.stderr).join(''))
   const job = new Job(t, cluster.mountpoints, 'data-cut')
@@ -289,10 +286,10 @@ t.test('the data channel alone cut between two nodes for longer than --peer-time
   t.same(reads.filter(r => r.error !== undefined), [], 'the epoch of the cut: no open failed')
   const served = reads.map(r => dataset.byContent.get(r.content!))
   t.equal(served.filter((s, i) => s === undefined || classOf(s) !== classOf(reads[i].opened)).length, 0, 'the epoch of the cut: every read a whole sample of the opened class')
-  t.same([...served].sort(), dataset.samples, 'the epoch of the cut: every sample exactly once across the nodes', { todo: LOST_ANSWER })
+  t.same([...served].sort(), dataset.samples, 'the epoch of the cut: every sample exactly once across the nodes')
   const next = await job.epoch(dataset.samples, 101)
   t.same(next.filter(r => r.error !== undefined), [], 'the epoch after the cut: no open failed')
-  t.same(next.map(r => dataset.byContent.get(r.content!)).sort(), dataset.samples, 'the epoch after the cut: every sample exactly once across the nodes', { todo: LOST_ANSWER })
+  t.same(next.map(r => dataset.byContent.get(r.content!)).sort(), dataset.samples, 'the epoch after the cut: every sample exactly once across the nodes')
   await job.end()
   await exactJob(t, cluster, 'after-the-data-cut', 1, 110)
 })

@@ -61,8 +61,8 @@ const ping = { protocolVersion: PROTOCOL_VERSION, node: 0, nodes: 2, layoutHash:
 t.test('calls go through with the token; refusals and malformed requests get their status', async t => {
   const client = await serve(t, await loadCredentials({}))
   t.equal(JSON.parse((await client.stats()).json).ok, true)
-  t.equal((await client.read({ node: 0, file: 3, emptyOffsets: Buffer.alloc(1), freeBytes: 0, lastBatch: 0, generation: null }, ping)).served?.data.toString(), 'bytes')
-  t.equal(await statusOf(client.read({ node: 0, file: 99, emptyOffsets: Buffer.alloc(1), freeBytes: 0, lastBatch: 0, generation: null }, ping)), grpc.status.INVALID_ARGUMENT)
+  t.equal((await client.read({ node: 0, file: 3, emptyOffsets: Buffer.alloc(1), freeBytes: 0, lastBatch: 0, givenBackFiles: [], givenBackBatches: [], generation: null }, ping)).served?.data.toString(), 'bytes')
+  t.equal(await statusOf(client.read({ node: 0, file: 99, emptyOffsets: Buffer.alloc(1), freeBytes: 0, lastBatch: 0, givenBackFiles: [], givenBackBatches: [], generation: null }, ping)), grpc.status.INVALID_ARGUMENT)
   t.equal(await statusOf(client.handshake({ ...ping, layoutHash: 'other' })), grpc.status.FAILED_PRECONDITION)
   t.equal(await statusOf(client.reclaim({ node: 0, vc: 0, giveBack: false, offsets: [], generation: null }, ping)), grpc.status.INTERNAL, 'a handler bug is INTERNAL, not a crash')
 })

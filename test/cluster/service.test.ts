@@ -74,12 +74,16 @@ t.test('a sync from a later generation starts it here first, then applies', asyn
   t.equal(received.length, 1)
 })
 
-t.test('a read whose requester is taken for dead while its answer is decided gives the answer back and forgets what it would have shipped', async t => {
+/**
+ * Node 0 answering reads of VC 0 from node 1, with stand-ins that record what the service does with each answer;
+ * `decide()` lets the reads waiting on the engine have their answers, at once and from then on.
+ */
+function readingService (): { service: PeerService, calls: string[], setIncarnation: (n: number) => void, decide: () => void } {
   const calls: string[] = []
   let incarnation = 5
   let decided!: () => void
   const deciding = new Promise<void>(resolve => { decided = resolve })
-  const answer = { served: { file: 1, bytes: Buffer.alloc(4) }, batch: [{ file: 2, bytes: Buffer.alloc(4) }], batchNumber: 3, vcEpoch: 0 }
+  let answers = 0
   const membership = {
     node: 0,
     generation: now,
@@ -93,9 +97,15 @@ t.test('a read whose requester is taken for dead while its answer is decided giv
   }
   const engine = {
     owns: () => true,
-    serveRequest: async () => { await deciding; return answer },
+    serveRequest: async () => {
+      await deciding
+      const n = ++answers
+      return { served: { file: n, bytes: Buffer.alloc(4) }, batch: [{ file: 3, bytes: Buffer.alloc(4) }], batchNumber: n, vcEpoch: 0 }
+    },
     giveBack: (served: { file: number }) => calls.push(`giveBack ${served.file}`),
-    forgetNode: (node: number) => { calls.push(`forgetNode ${node}`); return [] }
+    forgetNode: (node: number) => { calls.push(`forgetNode ${node}`); return [] },
+    takeBackBatch: (node: number) => calls.push(`takeBackBatch ${node}`),
+    answerSent: (node: number, answer: { served: { file: number } }) => calls.push(`answerSent ${node} ${answer.served.file}`)
   }
   const parts = {
     layout: { files: [{}, {}, {}, {}], filePc: [0, 0, 0, 0], pcs: [{ vc: 0 }], vcs: [{ home: 0 }], chunkSize: 4 } as unknown as Layout,
@@ -104,12 +114,31 @@ t.test('a read whose requester is taken for dead while its answer is decided giv
     buffers: { give: () => calls.push('buffer given') },
     log: pino({ level: 'silent' })
   } as unknown as PeerServiceParts
-  const service = new PeerService(parts)
-  const reading = service.read({ generation: now, node: 1, file: 1, emptyOffsets: Buffer.alloc(1), freeBytes: 100, lastBatch: 0 }).then(() => undefined, (err: unknown) => err)
+  return { service: new PeerService(parts), calls, setIncarnation: n => { incarnation = n }, decide: () => decided() }
+}
+
+const readOf = (file: number): Parameters<PeerService['read']>[0] => ({ generation: now, node: 1, file, emptyOffsets: Buffer.alloc(1), freeBytes: 100, lastBatch: 0, givenBackFiles: [], givenBackBatches: [] })
+
+t.test('a read whose requester is taken for dead while its answer is decided gives the answer back and forgets what it would have shipped', async t => {
+  const { service, calls, setIncarnation, decide } = readingService()
+  const reading = service.read(readOf(1)).then(() => undefined, (err: unknown) => err)
   // Node 1 fenced and back as a new incarnation while its read waited on a load.
-  incarnation = 6
-  decided()
+  setIncarnation(6)
+  decide()
   const refusal = await reading
   t.ok(refusal instanceof PeerRefusal, 'the read is refused, not answered')
   t.same(calls, ['giveBack 1', 'forgetNode 1', 'buffer given'], 'its answer waits for another open; the batch is forgotten as the death forgot the rest, and its bytes go back')
+})
+
+t.test('a read its node asked again for before it was answered gives its answer back; the new one is answered and kept until acknowledged', async t => {
+  const { service, calls, decide } = readingService()
+  const first = service.read(readOf(1)).then(() => undefined, (err: unknown) => err)
+  // Node 1's call failed on its side (its connection broke) and it asked again: a second read of the same VC.
+  const second = service.read(readOf(2)).then(reply => reply, (err: unknown) => err)
+  decide()
+  const refusal = await first
+  t.ok(refusal instanceof PeerRefusal && refusal.status === grpc.status.ABORTED, 'the replaced read is told to ask again (nobody is listening for it)')
+  const reply = await second
+  t.notOk(reply instanceof Error, 'the new read is answered')
+  t.same(calls, ['giveBack 1', 'takeBackBatch 1', 'buffer given', 'answerSent 1 2'], 'the first answer goes back to its slot and its batch may be loaded again, never counted sent; the second is noted sent')
 })

@@ -4,7 +4,7 @@
 // owner can be made to fail, to stall, or to hand the VC over.
 import pino from 'pino'
 import t from 'tap'
-import { Engine, type Reclaimer, type ServedFile } from '../../src/engine/engine'
+import { Engine, type Reclaimer, type RequestAnswer, type ServedFile } from '../../src/engine/engine'
 import { RemoteReader, type OwnerReply, type Owners } from '../../src/engine/remote-reader'
 import { FsError } from '../../src/errors'
 import { planMemory } from '../../src/redirect/budget'
@@ -25,8 +25,11 @@ const [NODE0, NODE1] = [nodeId(0), nodeId(1)]
 const remoteFiles = files.map((_, id) => fileId(id)).filter(id => layout.vcs[vcOf(id)].home === NODE0)
 const log = pino({ level: 'silent' })
 
-/** What the fake owner does with the next request: answer, fail, or say the VC is now this node's. */
-type Behaviour = 'answer' | 'fail' | 'owner-is-here' | 'unreadable'
+/**
+ * What the fake owner does with the next request: answer, fail, or say the VC is now this node's; 'lost': answer, but
+ * the answer is lost with its connection, and the requester asks again with the same request (as ClusterNode.askOwner).
+ */
+type Behaviour = 'answer' | 'fail' | 'owner-is-here' | 'unreadable' | 'lost'
 
 interface Pair {
   remote: RemoteReader
@@ -36,6 +39,7 @@ interface Pair {
   peakPerVc: number
   next: Behaviour[]
   delayMs: number
+  lostAnswers: number
 }
 
 /** Node 0's engine as the owner, node 1's remote reader asking it; the sync and reclaims as direct calls. */
@@ -44,12 +48,12 @@ function pair (mode: RedirectMode): Pair {
   // The home's reclaims reach node 1's mirror directly (in a cluster: a gRPC call).
   const reclaimer: Reclaimer = async plan => {
     const answer = state.remote.reclaim(plan.vc, plan.giveBack?.node === NODE1, [...(plan.giveBack?.offsets ?? [])])
-    return { reports: [{ node: NODE1, held: answer.held, lastBatch: answer.lastBatch, returned: answer.returned?.file }], returned: answer.returned }
+    return { reports: [{ node: NODE1, held: answer.held, lastBatch: answer.lastBatch, returned: answer.returned?.file, givenBackBefore: answer.givenBackBefore }], returned: answer.returned }
   }
   const source = new FakeSource()
   const home = new Engine(new Protocol(layout, { mode, memoryBytes, seed: 2, node: NODE0, mixBlock: 4 }), source, source.buffers, log, reclaimer)
   const out = new Map<number, number>()
-  const state: Pair = { remote: undefined as unknown as RemoteReader, home, requests: [], peakPerVc: 0, next: [], delayMs: 0 }
+  const state: Pair = { remote: undefined as unknown as RemoteReader, home, requests: [], peakPerVc: 0, next: [], delayMs: 0, lostAnswers: 0 }
   const owners: Owners = {
     read: async (request): Promise<OwnerReply> => {
       state.requests.push(request)
@@ -62,7 +66,13 @@ function pair (mode: RedirectMode): Pair {
         const behaviour = state.next.shift() ?? 'answer'
         if (behaviour === 'fail') throw new FsError('EIO', 'node 0 could not answer')
         if (behaviour === 'owner-is-here') return { kind: 'owner-is-here' }
-        const answer = await home.serveRequest(request.file, { node: NODE1, emptyOffsets: request.emptyOffsets, freeBytes: request.freeBytes, lastBatch: request.lastBatch })
+        const ask = async (): Promise<RequestAnswer> => await home.serveRequest(request.file, { node: NODE1, emptyOffsets: request.emptyOffsets, freeBytes: request.freeBytes, lastBatch: request.lastBatch })
+        if (behaviour === 'lost') {
+          home.answerSent(NODE1, await ask())
+          state.lostAnswers++
+        }
+        const answer = await ask()
+        home.answerSent(NODE1, answer)
         return { kind: 'answered', answer: behaviour === 'unreadable' ? { ...answer, served: undefined } : answer }
       } finally {
         out.set(request.vc, out.get(request.vc)! - 1)
@@ -129,6 +139,22 @@ t.test('an owner that fails a request fails that open with its error; the next o
   t.equal(served.length, remoteFiles.length - 1, 'every other open was served')
   t.equal(new Set(served.map(s => s.file)).size, served.length, 'no file twice')
 })
+
+for (const mode of ['strict', 'pool', 'mix'] as RedirectMode[]) {
+  t.test(`${mode}: answers lost on their way (their connection broke) are served again: every epoch holds each remote file once`, async t => {
+    const state = pair(mode)
+    for (let e = 0; e < 3; e++) {
+      // Every fifth request of the epoch loses its first answer.
+      state.next.push(...Array.from({ length: remoteFiles.length }, (_, i) => i % 5 === 2 ? 'lost' as const : 'answer' as const))
+      const { served, failed } = await epoch(state.remote, e)
+      state.next.length = 0
+      t.same(failed, [], `epoch ${e}: no open failed`)
+      t.same(sorted(served.map(s => s.file)), remoteFiles, `epoch ${e}: the remote files, each once`)
+    }
+    t.ok(state.lostAnswers > 0, `${state.lostAnswers} answers were lost`)
+    t.equal(state.home.stats().protocol.lostAnswers, state.lostAnswers, 'each one found by the next request, and counted')
+  })
+}
 
 t.test('an answer without the opened file (the owner could not read it) fails that open with EIO', async t => {
   const state = pair('mix')

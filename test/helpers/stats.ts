@@ -27,6 +27,7 @@ const protocol = {
   reclaims: 0,
   reclaimedFiles: 0,
   lostHeldFiles: 0,
+  lostAnswers: 0,
   takeovers: 0
 }
 

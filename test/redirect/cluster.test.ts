@@ -86,6 +86,17 @@ t.test('two nodes and many seeds: exactly once holds for every seed', async t =>
   }
 })
 
+t.test('answers lost on their way (a broken connection) and asked for again: exactly once holds for every seed', async t => {
+  for (let seed = 0; seed < 24; seed++) {
+    const { layout, memoryBytes } = clusterLayout(2 + (seed % 4), [0.1, 0.15, 0.2][seed % 3], [4, 8, 2][seed % 3])
+    const mode = MODES[seed % MODES.length]
+    const result = simulateCluster(layout, { mode, memoryBytes, remoteMemoryBytes: memoryBytes / (1 + seed % 3), epochs: 3, seed, readers: 1 + (seed % 6), prefetch: seed % 5 !== 4, loseOneAnswerIn: 3 + (seed % 8) })
+    const bad = result.epochs.filter(epoch => JSON.stringify(sorted(epoch)) !== JSON.stringify(everyFile)).length
+    const found = result.protocols.reduce((sum, p) => sum + p.counters.lostAnswers, 0)
+    t.ok(bad === 0 && result.answersLost > 0, `seed ${seed}, ${layout.nodes} nodes, ${mode}: every epoch exact with ${result.answersLost} answers lost (${found} found lost in their epoch)`)
+  }
+})
+
 t.test('a node dies mid-epoch (shared storage): its VCs are taken over and the survivors get no sample twice, no wrong label, no error', async t => {
   // 40 scenarios: 2 to 5 nodes, every mode, chunk sizes, memory, readers, sync periods and kill points.
   for (let seed = 0; seed < 40; seed++) {

@@ -25,6 +25,12 @@ export interface ReadRequest {
    */
   'lastBatch'?: (number | string | Long);
   'generation'?: (_redirfs_v1_Generation | null);
+  /**
+   * As in ReclaimAnswer: files the requester gave back to reclaims of this
+   * VC, with the batches they had come in, not yet known to have arrived.
+   */
+  'givenBackFiles'?: (number)[];
+  'givenBackBatches'?: (number | string | Long)[];
 }
 
 export interface ReadRequest__Output {
@@ -49,4 +55,10 @@ export interface ReadRequest__Output {
    */
   'lastBatch': (number);
   'generation': (_redirfs_v1_Generation__Output | null);
+  /**
+   * As in ReclaimAnswer: files the requester gave back to reclaims of this
+   * VC, with the batches they had come in, not yet known to have arrived.
+   */
+  'givenBackFiles': (number)[];
+  'givenBackBatches': (number)[];
 }

@@ -18,6 +18,14 @@ export interface ReclaimAnswer {
    */
   'held'?: (number)[];
   'lastBatch'?: (number | string | Long);
+  /**
+   * Files it gave back before this answer (to reclaims of the VC), each with
+   * the batch it had come in, until a read answered says the owner has
+   * heard of them: an owner whose ledger still has one there never got that
+   * answer, and the file may be loaded again.
+   */
+  'givenBackFiles'?: (number)[];
+  'givenBackBatches'?: (number | string | Long)[];
 }
 
 export interface ReclaimAnswer__Output {
@@ -36,4 +44,12 @@ export interface ReclaimAnswer__Output {
    */
   'held': (number)[];
   'lastBatch': (number);
+  /**
+   * Files it gave back before this answer (to reclaims of the VC), each with
+   * the batch it had come in, until a read answered says the owner has
+   * heard of them: an owner whose ledger still has one there never got that
+   * answer, and the file may be loaded again.
+   */
+  'givenBackFiles': (number)[];
+  'givenBackBatches': (number)[];
 }

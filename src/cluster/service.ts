@@ -116,15 +116,15 @@ export class PeerService implements PeerHandler {
     const token = {}
     this.latestRead.set(key, token)
     try {
-      return await this.answerRead(file, vc, node, incarnation, request)
+      return await this.answerRead(file, vc, node, incarnation, request, () => this.latestRead.get(key) !== token)
     } finally {
       if (this.latestRead.get(key) === token) this.latestRead.delete(key)
     }
   }
 
-  private async answerRead (file: FileId, vc: VcId, node: NodeId, incarnation: number | undefined, request: ReadRequest): Promise<ReadReply> {
+  /** `replaced`: whether the node has asked again since (a newer read of the VC). */
+  private async answerRead (file: FileId, vc: VcId, node: NodeId, incarnation: number | undefined, request: ReadRequest, replaced: () => boolean): Promise<ReadReply> {
     const { engine, takeover, membership } = this.parts
-    const token = this.latestRead.get(`${vc}:${node}`)
     await membership.untilServing(performance.now() + QUORUM_WAIT_MS).catch((err: Error) => { throw askAgain(`node ${this.node} cannot answer now: ${err.message}`) })
     if (!engine.owns(vc)) {
       const why = await takeover.claim(vc)
@@ -148,7 +148,7 @@ export class PeerService implements PeerHandler {
       membership.checkAlive(node)
       throw askAgain(`node ${node} was taken for dead while node ${this.node} answered it`)
     }
-    if (this.latestRead.get(`${vc}:${node}`) !== token && engine.owns(vc)) {
+    if (replaced() && engine.owns(vc)) {
       // The requester asked again meanwhile (this call failed on its side: a connection that broke, say), and would not
       // take this answer: it goes back to its slot, and the batch may be loaded again, before anything counts them sent.
       if (answer.served !== undefined) engine.giveBack(answer.served)

@@ -210,7 +210,7 @@ export class MirrorTable {
     const mirror = this.mirrors.get(vc)
     const givenBackBefore = mirror === undefined ? [] : givenBackOf(mirror)
     const returned = giveBack ? this.giveBack(vc, offsets.length === 0 ? undefined : offsets) : undefined
-    return { held: this.held(vc), lastBatch: this.mirrors.get(vc)?.lastBatch ?? 0, returned, givenBackBefore }
+    return { held: this.held(vc), lastBatch: mirror?.lastBatch ?? 0, returned, givenBackBefore }
   }
 
   private giveBack (vc: VcId, offsets?: readonly number[]): FileId | undefined {

@@ -198,9 +198,10 @@ export class Liveness {
    * deaths that are news, and why this node must stop, if it learned that
    * it is dead.
    */
-  learn (news: { dead?: readonly Death[], suspicions?: readonly Suspicion[] }, now: number): { deaths: Death[], fenced?: string } {
+  learn (news: { dead?: readonly Death[], suspicions?: readonly Suspicion[], alive?: readonly Incarnation[] }, now: number): { deaths: Death[], fenced?: string } {
     const deaths: Death[] = []
     let fenced: string | undefined
+    for (const { node, incarnation } of news.alive ?? []) this.learnAlive(node, incarnation)
     for (const death of news.dead ?? []) {
       if (death.node === this.self && death.incarnation === this.incarnation) fenced ??= 'its peers take it for dead'
       const known = this.record(death, now)
@@ -213,6 +214,25 @@ export class Liveness {
     }
     deaths.push(...this.certify(now))
     return { deaths, fenced }
+  }
+
+  /**
+   * A peer knows `incarnation` of `node` alive. Taken as that node's
+   * current one only by a node that never heard from the one it knows (a
+   * node just mounted, which may know an earlier incarnation only from
+   * news of its death): else it would take a node that came back for dead
+   * and answer for its chunks. One this node heard from it learns of from
+   * that node's own handshake, which tells whether it is back.
+   */
+  private learnAlive (node: NodeId, incarnation: number): void {
+    const peer = this.peers[node]
+    if (node === this.self || this.isPast(node, incarnation) || peer.heardAt !== undefined || peer.incarnation === incarnation) return
+    this.peers[node] = { incarnation, leaseUntil: 0, suspected: this.suspectedBySelf(node, incarnation), heldToEnd: false }
+  }
+
+  /** The incarnation of every other node this node knows alive (dead or not yet heard of: not named). */
+  alive (): Incarnation[] {
+    return this.peers.flatMap((peer, node) => node !== this.self && peer.incarnation !== undefined && !this.isDead(node as NodeId) ? [{ node: node as NodeId, incarnation: peer.incarnation }] : [])
   }
 
   /**

@@ -39,7 +39,7 @@ import { PeerCallError, takenForDead } from './call-error'
 import { PeerClient } from './peer-client'
 import type { Credentials } from './security'
 import { compareGenerations, describeGeneration, FIRST_GENERATION, generationOf, type GenerationId } from './generations'
-import { Liveness, newIncarnation, type Death, type Suspicion } from './liveness'
+import { Liveness, newIncarnation, type Death, type Incarnation, type Suspicion } from './liveness'
 import { PROTOCOL_VERSION, type HandshakeReply, type HandshakeRequest, type RenewReply, type RenewRequest } from './wire'
 
 export type Storage = 'shared' | 'sharded'
@@ -233,7 +233,7 @@ export class Membership {
   }
 
   /** What a peer knows of deaths and suspicions; a node that learns it is suspected stops. */
-  learn (news: { dead?: readonly Death[], suspicions?: readonly Suspicion[] }, from: string): void {
+  learn (news: { dead?: readonly Death[], suspicions?: readonly Suspicion[], alive?: readonly Incarnation[] }, from: string): void {
     const { deaths, fenced } = this.liveness.learn(news, performance.now())
     this.died(deaths, `a majority of the cluster stopped hearing from it (as ${from} says)`)
     if (fenced !== undefined) this.fence(fenced)
@@ -460,19 +460,19 @@ export class Membership {
     return kind
   }
 
-  /** A peer's handshake reply: its incarnation and what it knows. */
+  /** A peer's handshake reply: its incarnation and what it knows (nothing, from an incarnation taken for dead). */
   private admitReply (node: NodeId, reply: HandshakeReply): void {
-    this.admitIncarnation(node, Number(reply.incarnation))
-    this.learn({ dead: reply.dead as Death[], suspicions: reply.suspicions as Suspicion[] }, `node ${node}`)
+    if (this.admitIncarnation(node, Number(reply.incarnation)) === 'past') return
+    this.learn({ dead: reply.dead as Death[], suspicions: reply.suspicions as Suspicion[], alive: reply.alive.map(known => ({ node: known.node as NodeId, incarnation: Number(known.incarnation) })) }, `node ${node}`)
     this.observe(generationOf(reply))
   }
 
   /** Every death this node knows. */
   deaths (): Death[] { return this.liveness.news().dead }
 
-  /** What a handshake reply tells of this node: its incarnation and every death and suspicion it knows. */
-  handshakeNews (): Pick<HandshakeReply, 'incarnation' | 'dead' | 'suspicions'> {
-    return { incarnation: this.incarnation, ...this.liveness.news() }
+  /** What a handshake reply tells of this node: its incarnation, every death and suspicion it knows, and who it knows alive. */
+  handshakeNews (): Pick<HandshakeReply, 'incarnation' | 'dead' | 'suspicions' | 'alive'> {
+    return { incarnation: this.incarnation, ...this.liveness.news(), alive: this.liveness.alive() }
   }
 
   /**
@@ -502,8 +502,9 @@ export class Membership {
       const ask = (node: NodeId): void => {
         const client = this.client(node)
         client.handshake(request, this.options.startupTimeoutMs).then(reply => {
-          if (!waiting.has(node)) return
           const problem = this.mismatch(reply.protocolVersion, reply.layoutHash, reply.node, node, reply.samples)
+          // A peer not waited for (taken for dead from another's news) that answers after all is alive: admitted.
+          if (!waiting.has(node)) { if (problem === undefined) this.admitReply(node, reply); return }
           if (problem !== undefined) { reject(new UsageError(`peer ${node} at ${client.address.text}: ${problem}`)); return }
           waiting.delete(node)
           rejoins ||= reply.rejoining

@@ -4,7 +4,8 @@
 // serving (its trainer's opens fail) and rejoins, so that no virtual chunk
 // ever has two owners; a takeover that races the resumption never gives a
 // survivor's trainer an error; a node killed and mounted again at once is
-// not taken for dead; a node cut off from the others by a partition
+// not taken for dead; a node mounted again after another one came back
+// waits for that one instead of taking it for dead; a node cut off from the others by a partition
 // (proxies that drop traffic) stops serving while the others take over; a
 // partial cut makes no death; a cut of the data channel alone is waited
 // out; and a successor that stops at a chosen point of a takeover
@@ -195,6 +196,26 @@ t.test('a node killed in a job, mounted again and in the next job within a secon
     checkExact(t, await job3.epoch(dataset.samples, 60 + round), `round ${round}: the 3-node job right after the remount`)
     await job3.end()
   }
+})
+
+t.test('a node mounted again after another one was, while that one is slow to answer: told by the others that it is alive, the node waits for it instead of taking it for dead, and the next job, started at once, is exact', async t => {
+  // A longer --peer-timeout: node 0 stays stopped for seconds without being suspected.
+  const cluster = await mountCluster(t, [dataset.root, dataset.root, dataset.root], [...OPTIONS, '--peer-timeout', '20'])
+  t.same(cluster.results.map(r => r.code), [0, 0, 0], cluster.results.map(r => r.stderr).join(''))
+  await forceUnmount(cluster.mountpoints[0])
+  t.equal((await cluster.mount(0)).code, 0, 'node 0 mounted again: its first incarnation is dead to the others')
+  await untilStats(cluster.mountpoints, 'nodes 1 and 2 to take node 0 back', stats => [1, 2].every(node => stats[node]!.cluster!.peers[0].state === 'rejoining'))
+  await forceUnmount(cluster.mountpoints[2])
+  // Stopped, node 0 answers node 2's handshake late; node 1 answers at once, naming node 0's first incarnation dead.
+  await cluster.pause(0)
+  const remount = cluster.mount(2)
+  const whileStopped = await Promise.race([remount.then(() => readStats(cluster.mountpoints[2])), new Promise<undefined>(resolve => setTimeout(() => resolve(undefined), 5000))])
+  cluster.resume(0)
+  t.equal((await remount).code, 0, 'node 2 mounted again')
+  if (whileStopped !== undefined) t.not(whileStopped.cluster!.peers[0].state, 'dead', 'mounted while node 0 was stopped, node 2 took it for alive')
+  const stats = await readStats(cluster.mountpoints[2])
+  t.equal(stats.cluster!.peersLost, 0, 'node 2 never took node 0 for dead')
+  await exactJob(t, cluster, 'after-two-remounts', 2, 140)
 })
 
 t.test('a node cut off from the others (its links, peer service and data channel, partitioned by proxies that drop traffic): it stops serving, the others take over, and once the cut heals it rejoins; the next job is exact', async t => {

@@ -33,7 +33,7 @@ t.teardown(() => rmSync(work, { recursive: true, force: true }))
 const handler: PeerHandler = {
   handshake: request => {
     if (request.layoutHash !== 'abc') throw new PeerRefusal(grpc.status.FAILED_PRECONDITION, 'layout differs')
-    return { protocolVersion: PROTOCOL_VERSION, node: 1, layoutHash: 'abc', dataPort: 0, generation: null, rejoining: false, dead: [], incarnation: 1, suspicions: [], samples: 0 }
+    return { protocolVersion: PROTOCOL_VERSION, node: 1, layoutHash: 'abc', dataPort: 0, generation: null, rejoining: false, dead: [], incarnation: 1, suspicions: [], samples: 0, alive: [] }
   },
   read: async request => {
     if (request.file > 10) throw new PeerRefusal(grpc.status.INVALID_ARGUMENT, `file ${request.file} is not in the layout`)

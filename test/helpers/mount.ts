@@ -1,7 +1,7 @@
 // Mounting through the real CLI, with teardown that leaves nothing
 // mounted and no daemon running even when the test fails.
 import { execFile } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
@@ -14,6 +14,9 @@ export const CLI = path.resolve(__dirname, '../../bin/redirfs')
 /** Directories `emptyDir` made, removed when the test process exits. */
 const made: string[] = []
 process.on('exit', () => {
+  // To read the daemons' logs of a failed run: REDIRFS_TEST_KEEP_LOGS=<dir> keeps a copy of them there.
+  const keep = process.env.REDIRFS_TEST_KEEP_LOGS
+  if (keep !== undefined && keep !== '') cpSync(RUNTIME_DIR, path.join(keep, `${path.basename(RUNTIME_DIR)}-${process.pid}`), { recursive: true })
   // Never through a mount that a failed teardown left: only what is not mounted goes.
   for (const dir of made) if (!isMounted(dir)) rmSync(dir, { recursive: true, force: true })
 })

@@ -6,6 +6,7 @@ import type { Death as _redirfs_v1_Death, Death__Output as _redirfs_v1_Death__Ou
 import type { Generation as _redirfs_v1_Generation, Generation__Output as _redirfs_v1_Generation__Output } from './redirfs/v1/Generation';
 import type { HandshakeReply as _redirfs_v1_HandshakeReply, HandshakeReply__Output as _redirfs_v1_HandshakeReply__Output } from './redirfs/v1/HandshakeReply';
 import type { HandshakeRequest as _redirfs_v1_HandshakeRequest, HandshakeRequest__Output as _redirfs_v1_HandshakeRequest__Output } from './redirfs/v1/HandshakeRequest';
+import type { Incarnation as _redirfs_v1_Incarnation, Incarnation__Output as _redirfs_v1_Incarnation__Output } from './redirfs/v1/Incarnation';
 import type { PeerClient as _redirfs_v1_PeerClient, PeerDefinition as _redirfs_v1_PeerDefinition } from './redirfs/v1/Peer';
 import type { ReadAnswer as _redirfs_v1_ReadAnswer, ReadAnswer__Output as _redirfs_v1_ReadAnswer__Output } from './redirfs/v1/ReadAnswer';
 import type { ReadRequest as _redirfs_v1_ReadRequest, ReadRequest__Output as _redirfs_v1_ReadRequest__Output } from './redirfs/v1/ReadRequest';
@@ -36,6 +37,7 @@ export interface ProtoGrpcType {
       Generation: MessageTypeDefinition<_redirfs_v1_Generation, _redirfs_v1_Generation__Output>
       HandshakeReply: MessageTypeDefinition<_redirfs_v1_HandshakeReply, _redirfs_v1_HandshakeReply__Output>
       HandshakeRequest: MessageTypeDefinition<_redirfs_v1_HandshakeRequest, _redirfs_v1_HandshakeRequest__Output>
+      Incarnation: MessageTypeDefinition<_redirfs_v1_Incarnation, _redirfs_v1_Incarnation__Output>
       Peer: SubtypeConstructor<typeof grpc.Client, _redirfs_v1_PeerClient> & { service: _redirfs_v1_PeerDefinition }
       ReadAnswer: MessageTypeDefinition<_redirfs_v1_ReadAnswer, _redirfs_v1_ReadAnswer__Output>
       ReadRequest: MessageTypeDefinition<_redirfs_v1_ReadRequest, _redirfs_v1_ReadRequest__Output>

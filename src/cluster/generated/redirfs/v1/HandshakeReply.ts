@@ -3,6 +3,7 @@
 import type { Generation as _redirfs_v1_Generation, Generation__Output as _redirfs_v1_Generation__Output } from '../../redirfs/v1/Generation';
 import type { Death as _redirfs_v1_Death, Death__Output as _redirfs_v1_Death__Output } from '../../redirfs/v1/Death';
 import type { Suspicion as _redirfs_v1_Suspicion, Suspicion__Output as _redirfs_v1_Suspicion__Output } from '../../redirfs/v1/Suspicion';
+import type { Incarnation as _redirfs_v1_Incarnation, Incarnation__Output as _redirfs_v1_Incarnation__Output } from '../../redirfs/v1/Incarnation';
 import type { Long } from '@grpc/proto-loader';
 
 export interface HandshakeReply {
@@ -33,6 +34,12 @@ export interface HandshakeReply {
    * The samples of its layout, as in the request.
    */
   'samples'?: (number);
+  /**
+   * The incarnation of every other node this node knows alive: a node
+   * mounted again learns that a peer whose earlier incarnation is dead came
+   * back, and waits for its handshake instead of taking it for dead.
+   */
+  'alive'?: (_redirfs_v1_Incarnation)[];
 }
 
 export interface HandshakeReply__Output {
@@ -63,4 +70,10 @@ export interface HandshakeReply__Output {
    * The samples of its layout, as in the request.
    */
   'samples': (number);
+  /**
+   * The incarnation of every other node this node knows alive: a node
+   * mounted again learns that a peer whose earlier incarnation is dead came
+   * back, and waits for its handshake instead of taking it for dead.
+   */
+  'alive': (_redirfs_v1_Incarnation__Output)[];
 }

@@ -466,7 +466,7 @@ def run_server(kind, args, root, info, memory, limits):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description="Training reads from a bucket through s3fs, rclone and redirfs, side by side.")
-    parser.add_argument("--size", type=size_arg, default=size_arg("750M"), help="dataset size (default 750M: at 25% memory, enough for a chunk of 64 per class)")
+    parser.add_argument("--size", type=size_arg, default=size_arg("750M"), help="dataset size (default 750M: at 25%% memory, enough for a chunk of 64 per class)")
     parser.add_argument("--classes", type=int, default=16)
     parser.add_argument("--data", default=os.path.join(HERE, "data"))
     parser.add_argument("--memory-fraction", type=float, default=0.25)

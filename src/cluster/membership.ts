@@ -481,48 +481,57 @@ export class Membership {
    * knows what differs). A node mounted again after it died learns it from
    * the peers' replies: it rejoins (owning nothing until the next
    * generation), in their generation, and does not wait for the nodes they
-   * take for dead.
+   * take for dead, but does for one they know alive as a later incarnation.
    */
   async handshakeAll (): Promise<void> {
     const request = this.handshakeRequest()
-    const waiting = new Set(this.livePeers())
+    const answered = new Set<NodeId>()
     let rejoins = false
+    let outcome: 'waiting' | 'started' | 'failed' = 'waiting'
     this.startRenewing()
+    const unwatch: (() => void)[] = []
     await new Promise<void>((resolve, reject) => {
+      const fail = (err: Error): void => { if (outcome === 'waiting') { outcome = 'failed'; reject(err) } }
+      // Every peer not taken for dead answers first: one a later reply names alive again is waited for too, one that dies meanwhile no longer.
       const settle = (): void => {
-        if (this.conflict !== undefined) { reject(new UsageError(this.conflict)); return }
+        if (outcome !== 'waiting') return
+        if (this.conflict !== undefined) { fail(new UsageError(this.conflict)); return }
+        const waiting = this.livePeers().filter(node => !answered.has(node))
         for (const node of waiting) {
-          if (this.isDead(node)) waiting.delete(node)
           const refused = this.refusedHere.get(node)
-          if (refused !== undefined && waiting.has(node)) { reject(new UsageError(`peer ${node} at ${this.addressOf(node)} cannot join: ${refused}`)); return }
+          if (refused !== undefined) { fail(new UsageError(`peer ${node} at ${this.addressOf(node)} cannot join: ${refused}`)); return }
         }
-        if (waiting.size === 0) resolve()
+        if (waiting.length === 0) { outcome = 'started'; resolve() }
       }
       this.onRefusedHere = settle
+      for (const node of this.livePeers()) unwatch.push(this.whenDead(node, settle))
       const ask = (node: NodeId): void => {
         const client = this.client(node)
         client.handshake(request, this.options.startupTimeoutMs).then(reply => {
           const problem = this.mismatch(reply.protocolVersion, reply.layoutHash, reply.node, node, reply.samples)
-          // A peer not waited for (taken for dead from another's news) that answers after all is alive: admitted.
-          if (!waiting.has(node)) { if (problem === undefined) this.admitReply(node, reply); return }
-          if (problem !== undefined) { reject(new UsageError(`peer ${node} at ${client.address.text}: ${problem}`)); return }
-          waiting.delete(node)
+          // A peer not waited for (taken for dead from another's news) that answers after start-up is alive: admitted.
+          if (outcome !== 'waiting') { if (outcome === 'started' && problem === undefined) this.admitReply(node, reply); return }
+          if (problem !== undefined) { fail(new UsageError(`peer ${node} at ${client.address.text}: ${problem}`)); return }
+          answered.add(node)
           rejoins ||= reply.rejoining
           this.admitReply(node, reply)
           settle()
         }, err => {
-          if (!waiting.has(node)) return
+          if (outcome !== 'waiting' || answered.has(node)) return
           if (this.isDead(node)) { settle(); return }
           // Its channel was replaced meanwhile, which fails the calls on the old one ("Channel closed before
           // call started"): another incarnation of that node called us (a remount, or another node given its
           // --node). That is no answer from it: ask again on the new channel.
           if (this.client(node) !== client) { ask(node); return }
-          reject(this.handshakeError(node, err))
+          fail(this.handshakeError(node, err))
         })
       }
-      for (const node of [...waiting]) ask(node)
+      for (const node of this.livePeers()) ask(node)
       settle()
-    }).finally(() => { this.onRefusedHere = undefined })
+    }).finally(() => {
+      this.onRefusedHere = undefined
+      for (const stop of unwatch) stop()
+    })
     this.started = true
     if (rejoins) {
       this.rejoining.add(this.node)

@@ -283,7 +283,9 @@ export class ClusterNode {
       const owner = this.membership.ownerOf(request.vc)
       const home = this.layout.vcs[request.vc].home
       if (owner === undefined) {
-        throw new FsError('EIO', `node ${home} (${this.membership.addressOf(home)}) is gone and ${this.membership.storage === 'sharded' ? 'its chunks are only in its pack shard' : 'no node is left to take over its chunks'}`)
+        if (this.membership.storage === 'sharded') throw new FsError('EIO', `node ${home} (${this.membership.addressOf(home)}) is gone and its chunks are only in its pack shard`)
+        // This node may take over whatever has no other owner, unless it rejoins: then every node alive does.
+        throw new FsError('EIO', `virtual chunk ${request.vc} has no owner: every node alive rejoins after it was taken for dead or mounted again, and none answers for chunks until the next training run starts`)
       }
       if (owner === this.membership.node) {
         await this.takeover.adoptOrphans()

@@ -322,13 +322,10 @@ const isStopped = (pid: number): boolean => {
 }
 
 /**
- * Each pause point on three nodes; the first also on five, where the others hold a majority without node 0 and take it
- * for dead: two deaths in one epoch, so its survivors may get a few samples twice in it (docs/cluster.md).
+ * Each pause point on three nodes and on five, where the others hold a majority without node 0 and take it for dead:
+ * two deaths in one epoch, so its survivors may get a few samples twice in it (docs/cluster.md).
  */
-const STOPPED_SUCCESSORS = [
-  ...(['takeover-asks', 'takeover-adopts', 'takeover-wakes'] as const).map(point => ({ point, nodes: 3 })),
-  { point: 'takeover-asks' as const, nodes: 5 }
-]
+const STOPPED_SUCCESSORS = [3, 5].flatMap(nodes => (['takeover-asks', 'takeover-adopts', 'takeover-wakes'] as const).map(point => ({ point, nodes })))
 
 for (const { point, nodes } of STOPPED_SUCCESSORS) {
   const killed = nodes - 1

@@ -63,6 +63,9 @@ export type PeerState = 'self' | 'alive' | 'suspected' | 'rejoining' | 'dead'
 /** What a renewal tells of a peer's trainers: the runs named by a launcher they read now. */
 export type RunsListener = (peer: NodeId, reading: readonly string[]) => void
 
+/** The incarnations a message names alive, as liveness takes them. */
+const aliveOf = (alive: ReadonlyArray<{ node: number, incarnation: number }>): Incarnation[] => alive.map(known => ({ node: known.node as NodeId, incarnation: Number(known.incarnation) }))
+
 /** Renewals go out this many times per peer timeout. */
 const RENEWALS_PER_TIMEOUT = 10
 
@@ -347,7 +350,7 @@ export class Membership {
     try {
       const reply = await this.client(peer).renew(this.renewRequest())
       if (this.incarnation !== incarnation || this.admitIncarnation(peer, Number(reply.incarnation)) === 'past') return
-      this.learn({ dead: reply.dead as Death[], suspicions: reply.suspicions as Suspicion[] }, `node ${peer}`)
+      this.learn({ dead: reply.dead as Death[], suspicions: reply.suspicions as Suspicion[], alive: aliveOf(reply.alive) }, `node ${peer}`)
       this.observe(generationOf(reply))
       for (const listener of this.runsListeners) listener(peer, reply.reading)
       // Fenced by what it learned: the reply was about an incarnation gone.
@@ -372,7 +375,7 @@ export class Membership {
 
   private renewRequest (): RenewRequest {
     const { dead, suspicions } = this.liveness.news()
-    return { node: this.node, incarnation: this.incarnation, generation: this.generation, dead, suspicions, reading: [...this.reading()], rejoining: this.rejoining.has(this.node) }
+    return { node: this.node, incarnation: this.incarnation, generation: this.generation, dead, suspicions, alive: this.liveness.alive(), reading: [...this.reading()], rejoining: this.rejoining.has(this.node) }
   }
 
   /**
@@ -383,7 +386,10 @@ export class Membership {
    */
   renewalFrom (request: RenewRequest): RenewReply {
     const node = request.node as NodeId
-    this.learn({ dead: request.dead as Death[], suspicions: request.suspicions as Suspicion[] }, `node ${node}`)
+    // The asker itself is alive as the incarnation it renews: a node just mounted, which has not had its handshake
+    // reply yet, must not take the asker's earlier incarnation, dead in the news, for its current one.
+    const alive = [...aliveOf(request.alive), { node, incarnation: Number(request.incarnation) }]
+    this.learn({ dead: request.dead as Death[], suspicions: request.suspicions as Suspicion[], alive }, `node ${node}`)
     const generation = this.observe(generationOf(request))
     for (const listener of this.runsListeners) listener(node, request.reading)
     const renewal = this.liveness.renewalFrom(node, Number(request.incarnation), performance.now(), this.started)
@@ -392,7 +398,7 @@ export class Membership {
       for (const listener of this.ownersListeners) listener()
     }
     const { dead, suspicions } = this.liveness.news()
-    const base = { incarnation: this.incarnation, generation: this.generation, dead, suspicions, reading: [...this.reading()] }
+    const base = { incarnation: this.incarnation, generation: this.generation, dead, suspicions, alive: this.liveness.alive(), reading: [...this.reading()] }
     return 'grantedMs' in renewal ? { ...base, grantedMs: renewal.grantedMs, refusal: '', takenForDead: false } : { ...base, grantedMs: 0, refusal: renewal.refusal, takenForDead: renewal.takenForDead }
   }
 
@@ -463,7 +469,7 @@ export class Membership {
   /** A peer's handshake reply: its incarnation and what it knows (nothing, from an incarnation taken for dead). */
   private admitReply (node: NodeId, reply: HandshakeReply): void {
     if (this.admitIncarnation(node, Number(reply.incarnation)) === 'past') return
-    this.learn({ dead: reply.dead as Death[], suspicions: reply.suspicions as Suspicion[], alive: reply.alive.map(known => ({ node: known.node as NodeId, incarnation: Number(known.incarnation) })) }, `node ${node}`)
+    this.learn({ dead: reply.dead as Death[], suspicions: reply.suspicions as Suspicion[], alive: aliveOf(reply.alive) }, `node ${node}`)
     this.observe(generationOf(reply))
   }
 

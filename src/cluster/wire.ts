@@ -31,7 +31,7 @@ import type { RenewRequest__Output } from './generated/redirfs/v1/RenewRequest'
 import type { RenewReply__Output } from './generated/redirfs/v1/RenewReply'
 import type { GenerationId } from './generations'
 
-/** Bumped whenever a message or its meaning changes; checked at handshake. 2: ReadReply lost `unreadable`. 3: Read and Reclaim left gRPC for the data channel. 4: generations and incarnations. 5: leases, suspicions and deaths (Renew). 6: read answers acknowledged by batch number, reclaims name the file given back before. 7: handshake replies name the peers known alive. */
+/** Bumped whenever a message or its meaning changes; checked at handshake. 2: ReadReply lost `unreadable`. 3: Read and Reclaim left gRPC for the data channel. 4: generations and incarnations. 5: leases, suspicions and deaths (Renew). 6: read answers acknowledged by batch number, reclaims name the file given back before. 7: handshake replies and renewals name the peers known alive. */
 export const PROTOCOL_VERSION = 7
 
 export const PROTO_FILE = path.resolve(__dirname, '../../proto/redirfs.proto')

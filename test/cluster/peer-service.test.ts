@@ -43,7 +43,7 @@ const handler: PeerHandler = {
   takeoverState: async () => ({ vcs: [] }),
   sync: () => ({}),
   newGeneration: request => request,
-  renew: () => ({ grantedMs: 1000, refusal: '', takenForDead: false, incarnation: 1, generation: null, dead: [], suspicions: [], reading: [] }),
+  renew: () => ({ grantedMs: 1000, refusal: '', takenForDead: false, incarnation: 1, generation: null, dead: [], suspicions: [], reading: [], alive: [] }),
   stats: () => ({ json: '{"ok":true}' })
 }
 

@@ -3,6 +3,7 @@
 import type { Generation as _redirfs_v1_Generation, Generation__Output as _redirfs_v1_Generation__Output } from '../../redirfs/v1/Generation';
 import type { Death as _redirfs_v1_Death, Death__Output as _redirfs_v1_Death__Output } from '../../redirfs/v1/Death';
 import type { Suspicion as _redirfs_v1_Suspicion, Suspicion__Output as _redirfs_v1_Suspicion__Output } from '../../redirfs/v1/Suspicion';
+import type { Incarnation as _redirfs_v1_Incarnation, Incarnation__Output as _redirfs_v1_Incarnation__Output } from '../../redirfs/v1/Incarnation';
 import type { Long } from '@grpc/proto-loader';
 
 export interface RenewReply {
@@ -21,6 +22,7 @@ export interface RenewReply {
   'dead'?: (_redirfs_v1_Death)[];
   'suspicions'?: (_redirfs_v1_Suspicion)[];
   'reading'?: (string)[];
+  'alive'?: (_redirfs_v1_Incarnation)[];
 }
 
 export interface RenewReply__Output {
@@ -39,4 +41,5 @@ export interface RenewReply__Output {
   'dead': (_redirfs_v1_Death__Output)[];
   'suspicions': (_redirfs_v1_Suspicion__Output)[];
   'reading': (string)[];
+  'alive': (_redirfs_v1_Incarnation__Output)[];
 }

@@ -3,6 +3,7 @@
 import type { Generation as _redirfs_v1_Generation, Generation__Output as _redirfs_v1_Generation__Output } from '../../redirfs/v1/Generation';
 import type { Death as _redirfs_v1_Death, Death__Output as _redirfs_v1_Death__Output } from '../../redirfs/v1/Death';
 import type { Suspicion as _redirfs_v1_Suspicion, Suspicion__Output as _redirfs_v1_Suspicion__Output } from '../../redirfs/v1/Suspicion';
+import type { Incarnation as _redirfs_v1_Incarnation, Incarnation__Output as _redirfs_v1_Incarnation__Output } from '../../redirfs/v1/Incarnation';
 import type { Long } from '@grpc/proto-loader';
 
 export interface RenewRequest {
@@ -21,6 +22,10 @@ export interface RenewRequest {
    * not every peer has had its handshake yet).
    */
   'rejoining'?: (boolean);
+  /**
+   * As in a handshake reply: the nodes it knows alive, with the deaths it tells.
+   */
+  'alive'?: (_redirfs_v1_Incarnation)[];
 }
 
 export interface RenewRequest__Output {
@@ -39,4 +44,8 @@ export interface RenewRequest__Output {
    * not every peer has had its handshake yet).
    */
   'rejoining': (boolean);
+  /**
+   * As in a handshake reply: the nodes it knows alive, with the deaths it tells.
+   */
+  'alive': (_redirfs_v1_Incarnation__Output)[];
 }

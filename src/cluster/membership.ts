@@ -492,6 +492,8 @@ export class Membership {
   async handshakeAll (): Promise<void> {
     const request = this.handshakeRequest()
     const answered = new Set<NodeId>()
+    /** Peers with a handshake call out: one waited for without one (named alive again after its call failed) is asked again. */
+    const asking = new Set<NodeId>()
     let rejoins = false
     let outcome: 'waiting' | 'started' | 'failed' = 'waiting'
     this.startRenewing()
@@ -507,13 +509,15 @@ export class Membership {
           const refused = this.refusedHere.get(node)
           if (refused !== undefined) { fail(new UsageError(`peer ${node} at ${this.addressOf(node)} cannot join: ${refused}`)); return }
         }
-        if (waiting.length === 0) { outcome = 'started'; resolve() }
+        if (waiting.length === 0) { outcome = 'started'; resolve(); return }
+        for (const node of waiting) if (!asking.has(node)) ask(node)
       }
       this.onRefusedHere = settle
       for (const node of this.livePeers()) unwatch.push(this.whenDead(node, settle))
       const ask = (node: NodeId): void => {
         const client = this.client(node)
-        client.handshake(request, this.options.startupTimeoutMs).then(reply => {
+        asking.add(node)
+        client.handshake(request, this.options.startupTimeoutMs).finally(() => asking.delete(node)).then(reply => {
           const problem = this.mismatch(reply.protocolVersion, reply.layoutHash, reply.node, node, reply.samples)
           // A peer not waited for (taken for dead from another's news) that answers after start-up is alive: admitted.
           if (outcome !== 'waiting') { if (outcome === 'started' && problem === undefined) this.admitReply(node, reply); return }
@@ -532,7 +536,6 @@ export class Membership {
           fail(this.handshakeError(node, err))
         })
       }
-      for (const node of this.livePeers()) ask(node)
       settle()
     }).finally(() => {
       this.onRefusedHere = undefined

@@ -513,7 +513,8 @@ export class Membership {
         for (const node of waiting) if (!asking.has(node)) ask(node)
       }
       this.onRefusedHere = settle
-      for (const node of this.livePeers()) unwatch.push(this.whenDead(node, settle))
+      // Every peer, not only those alive now: one dead already may be named alive again, then die again.
+      for (const [node, client] of this.clients.entries()) if (client !== undefined) unwatch.push(this.whenDead(node as NodeId, settle))
       const ask = (node: NodeId): void => {
         const client = this.client(node)
         asking.add(node)

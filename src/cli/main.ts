@@ -24,7 +24,7 @@ import { resetEpochs } from './reset-command'
 import { formatStatsOf, readStats } from './stats-command'
 import { unmount } from './umount-command'
 import { expandOptionLists } from './mount-options'
-import { formatClusterSimulationTable, formatSimulationTable, runClusterSimulations, runSimulations } from './simulate-command'
+import { formatClusterSimulationTable, formatSimulationTable, LAYOUT_KINDS, runClusterSimulations, runSimulations, type LayoutKind } from './simulate-command'
 
 /** The command line, as commander has it (its commands and options are what fuzz/cli.fuzz.ts draws from). */
 export const program = new Command()
@@ -347,19 +347,25 @@ function fraction (text: string): number {
   return value
 }
 
+function layoutKind (text: string): LayoutKind {
+  if (!(LAYOUT_KINDS as string[]).includes(text)) throw new InvalidArgumentError(`layouts are ${LAYOUT_KINDS.join(', ')}`)
+  return text as LayoutKind
+}
+
 function mode (text: string): RedirectMode {
   if (!(REDIRECT_MODES as string[]).includes(text)) throw new InvalidArgumentError(`modes are ${REDIRECT_MODES.join(', ')}`)
   return text as RedirectMode
 }
 
 program.command('simulate')
-  .description('run the protocol on random traces (no FUSE, no disk) and print chunk loads, read amplification, waste and batch randomness per mode, chunk size and memory')
+  .description('run the protocol on random traces (no FUSE, no disk) and print opens that waited, chunk loads, read amplification, waste and batch randomness per layout, mode, chunk size and memory')
   .option('--source <dir>', 'take the file list and sizes from a real ImageFolder instead of a synthetic one')
   .option('--files <n>', 'synthetic dataset: number of files', wholeNumber('--files', 1, 50_000_000), 100_000)
   .option('--classes <n>', 'synthetic dataset: number of classes (uneven sizes)', wholeNumber('--classes', 1, 1_000_000), 100)
   .option('--mean-size <size>', 'synthetic dataset: mean file size', size('--mean-size'), 110 * 1024)
-  .option('--modes <list>', 'modes to compare', list(mode), ['strict', 'pool', 'mix'])
-  .option('--mix-block <files>', 'mix: consecutive files of one chunk a load takes together (1: a directory; a pack reads blocks)', wholeNumber('--mix-block', 1, 65535), 1)
+  .option('--layouts <list>', 'layouts to compare: class (each chunk one class; --modes apply) and shared (each chunk many classes: a few files per class in memory, for datasets with many classes); default both, class only with --nodes', list(layoutKind))
+  .option('--modes <list>', 'modes to compare over the class layout', list(mode), ['strict', 'pool', 'mix'])
+  .option('--mix-block <files>', 'mix and the shared layout: consecutive files of one chunk a load takes together (1: a directory; a pack reads blocks)', wholeNumber('--mix-block', 1, 65535), 1)
   .option('--chunk-sizes <list>', 'chunk sizes K', list(wholeNumber('--chunk-sizes', 1, 65535)), [16, 64])
   .option('--memory <list>', 'memory as fractions of the dataset', list(fraction), [0.1, 0.25, 0.5])
   .option('--epochs <n>', 'epochs per run', wholeNumber('--epochs', 1, 1000), 3)
@@ -372,6 +378,7 @@ program.command('simulate')
   .action(async options => {
     const simulateOptions = { ...options, memoryFractions: options.memory, source: options.source !== undefined ? path.resolve(options.source) : undefined }
     if (options.nodes > 1) {
+      if (options.layouts?.includes('shared') === true) throw new UsageError('--nodes simulates the class layout only: the shared layout does not run on a cluster yet')
       const rows = await runClusterSimulations(simulateOptions)
       process.stdout.write((options.json ? JSON.stringify(rows, null, 2) : formatClusterSimulationTable(rows)) + '\n')
       return

@@ -5,11 +5,12 @@
 import { scanTree } from '../chunks/scan'
 import { UsageError } from '../errors'
 import { planMemory } from '../redirect/budget'
-import { measureFidelity, type FidelityFigures } from '../redirect/fidelity'
+import { measureFidelity, type ChunkedFiles, type FidelityFigures } from '../redirect/fidelity'
 import { buildLayout, type SampleFile } from '../redirect/layout'
 import type { RedirectMode } from '../redirect/protocol'
 import { SeededRandom } from '../redirect/random'
-import { simulate } from '../redirect/simulator'
+import { buildSharedLayout } from '../redirect/shared-layout'
+import { simulate, simulateShared, type SimulationResult } from '../redirect/simulator'
 import { simulateCluster } from '../redirect/cluster-simulator'
 
 export interface SimulateOptions {
@@ -18,6 +19,8 @@ export interface SimulateOptions {
   classes: number
   meanSize: number
   modes: RedirectMode[]
+  /** Which layouts to compare: class chunks (one class each, `modes` apply) and shared chunks (many classes each). */
+  layouts?: LayoutKind[]
   chunkSizes: number[]
   memoryFractions: number[]
   epochs: number
@@ -28,17 +31,34 @@ export interface SimulateOptions {
   nodes?: number
   /** A node's mirror memory, as a fraction of its memory. */
   remoteMemory?: number
-  /** mix: files per block. */
+  /** mix, and the shared layout: files per block (one read). */
   mixBlock?: number
 }
 
-export interface SimulationRow extends FidelityFigures {
-  mode: RedirectMode
+export type LayoutKind = 'class' | 'shared'
+export const LAYOUT_KINDS: readonly LayoutKind[] = ['class', 'shared']
+
+interface RowKey {
+  layout: LayoutKind
+  /** The class layout's mode; the shared layout has one protocol of its own ('shared'). */
+  mode: RedirectMode | 'shared'
   chunkSize: number
+  /** Files one read brings: a mix or shared-layout block, else a whole chunk. */
+  blockSize: number
   memoryFraction: number
+}
+
+export interface MeasuredRow extends RowKey, FidelityFigures {
+  /** Opens that waited for a load, of all opens. */
+  waitedShare: number
   virtualChunks: number
   physicalChunks: number
 }
+
+/** A layout that cannot serve with this memory, and why. */
+export interface RefusedRow extends RowKey { refused: string }
+
+export type SimulationRow = MeasuredRow | RefusedRow
 
 /** A synthetic ImageNet-like sample list: uneven classes, log-normal sizes around the mean. */
 export function syntheticSamples (files: number, classes: number, meanSize: number, seed: number): SampleFile[] {
@@ -62,28 +82,55 @@ export async function runSimulations (options: SimulateOptions): Promise<Simulat
     ? (await scanTree(options.source)).samples
     : syntheticSamples(options.files, options.classes, options.meanSize, options.seed)
   const datasetBytes = samples.reduce((sum, s) => sum + s.size, 0)
+  const classes = new Set(samples.map(s => s.group)).size
+  const layouts = options.layouts ?? LAYOUT_KINDS
+  const mixBlock = options.mixBlock ?? 1
   const rows: SimulationRow[] = []
   for (const chunkSize of options.chunkSizes) {
     for (const memoryFraction of options.memoryFractions) {
       const memoryBytes = Math.round(datasetBytes * memoryFraction)
-      const plan = planMemory(samples, chunkSize, memoryBytes)
-      if (plan.vcCount < new Set(samples.map(s => s.group)).size) {
-        throw new UsageError(`memory ${memoryFraction} of the dataset is too small for chunk size ${chunkSize}: every class needs one virtual chunk`)
+      const traces = { memoryBytes, epochs: options.epochs, seed: options.seed, readers: options.readers }
+      const measured = (key: RowKey, layout: ChunkedFiles, result: SimulationResult, virtualChunks: number): MeasuredRow => ({
+        ...key,
+        waitedShare: result.counters.waitedOpens / Math.max(1, result.counters.opens),
+        virtualChunks,
+        physicalChunks: layout.pcs.length,
+        ...measureFidelity(layout, result, options.batchSize)
+      })
+      if (layouts.includes('class')) {
+        const plan = planMemory(samples, chunkSize, memoryBytes)
+        for (const mode of options.modes) {
+          const key: RowKey = { layout: 'class', mode, chunkSize, blockSize: mode === 'mix' ? mixBlock : chunkSize, memoryFraction }
+          if (plan.vcCount < classes) {
+            rows.push({ ...key, refused: `every class needs a chunk in memory: at least ${percent(plan.minimumBytes / datasetBytes)} of the dataset` })
+            continue
+          }
+          const layout = buildLayout(samples, { chunkSize, seed: options.seed, vcCount: plan.vcCount })
+          rows.push(measured(key, layout, simulate(layout, { ...traces, mode, mixBlock }), layout.vcs.length))
+        }
       }
-      const layout = buildLayout(samples, { chunkSize, seed: options.seed, vcCount: plan.vcCount })
-      for (const mode of options.modes) {
-        const result = simulate(layout, { mode, memoryBytes, epochs: options.epochs, seed: options.seed, readers: options.readers, mixBlock: options.mixBlock })
-        rows.push({ mode, chunkSize, memoryFraction, virtualChunks: layout.vcs.length, physicalChunks: layout.pcs.length, ...measureFidelity(layout, result, options.batchSize) })
+      if (layouts.includes('shared')) {
+        const layout = buildSharedLayout(samples, { chunkSize, blockSize: mixBlock, seed: options.seed })
+        const key: RowKey = { layout: 'shared', mode: 'shared', chunkSize, blockSize: layout.blockSize, memoryFraction }
+        rows.push(measured(key, layout, simulateShared(layout, traces), 0))
       }
     }
   }
   return rows
 }
 
+function percent (share: number): string {
+  return share < 0.1 ? `${(share * 100).toFixed(1)}%` : `${Math.round(share * 100)}%`
+}
+
 export function formatSimulationTable (rows: SimulationRow[]): string {
-  const header = '| mode | K | memory | chunk loads / PC / epoch | read amplification | wasted / epoch | same-chunk pairs per batch (vs uniform) | pairs repeated from the epoch before, per batch (vs uniform) |'
-  const lines = rows.map(r => `| ${r.mode} | ${r.chunkSize} | ${Math.round(r.memoryFraction * 100)}% | ${r.chunkLoadsPerPcPerEpoch.toFixed(2)} | ${r.readAmplification.toFixed(2)} | ${(r.wastedBytesPerEpoch / 2 ** 20).toFixed(1)} MiB | ${r.sameChunkPairsPerBatch.toFixed(2)} (${r.sameChunkRatio.toFixed(1)}x) | ${r.repeatedPairsPerBatch.toFixed(3)} (${r.repeatedPairsRatio.toFixed(1)}x) |`)
-  return [header, '|---|---|---|---|---|---|---|---|', ...lines].join('\n')
+  const header = '| layout | mode | K | block | memory | opens that waited | chunk loads / PC / epoch | read amplification | wasted / epoch | same-chunk pairs per batch (vs uniform) | pairs repeated from the epoch before, per batch (vs uniform) |'
+  const lines = rows.map(r => {
+    const key = `| ${r.layout} | ${r.mode} | ${r.chunkSize} | ${r.blockSize} | ${percent(r.memoryFraction)} |`
+    if ('refused' in r) return `${key} refused: ${r.refused} | | | | | |`
+    return `${key} ${percent(r.waitedShare)} | ${r.chunkLoadsPerPcPerEpoch.toFixed(2)} | ${r.readAmplification.toFixed(2)} | ${(r.wastedBytesPerEpoch / 2 ** 20).toFixed(1)} MiB | ${r.sameChunkPairsPerBatch.toFixed(2)} (${r.sameChunkRatio.toFixed(1)}x) | ${r.repeatedPairsPerBatch.toFixed(3)} (${r.repeatedPairsRatio.toFixed(2)}x) |`
+  })
+  return [header, '|---|---|---|---|---|---|---|---|---|---|---|', ...lines].join('\n')
 }
 
 export interface ClusterSimulationRow {

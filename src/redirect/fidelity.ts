@@ -32,7 +32,10 @@ export interface FidelityFigures {
   repeatedPairsRatio: number
 }
 
-export function measureFidelity (layout: Layout, result: SimulationResult, batchSize: number): FidelityFigures {
+/** What the measures need of a layout, class or shared: its files and how they are cut into chunks. */
+export type ChunkedFiles = Pick<Layout, 'files' | 'totalBytes'> & { readonly pcs: readonly { readonly files: readonly unknown[] }[] }
+
+export function measureFidelity (layout: ChunkedFiles, result: SimulationResult, batchSize: number): FidelityFigures {
   const epochs = result.epochs.length
   const { counters } = result
   let placedBytes = 0

@@ -7,10 +7,12 @@
  * order, so waits, readahead and out-of-order fills are exercised just as
  * the real engine sees them. Time is not modelled: only who gets what.
  */
-import type { FileId, Layout, VcId } from './layout'
+import type { FileId, Layout } from './layout'
 import { Protocol, type LoadPlan, type RedirectMode } from './protocol'
 import type { ProtocolCounters } from './counters'
 import { SeededRandom } from './random'
+import type { SharedLayout } from './shared-layout'
+import { SharedProtocol, type SharedLoadPlan } from './shared-protocol'
 import { appendTo } from '../util/lists'
 
 export interface SimulationOptions {
@@ -57,53 +59,132 @@ export interface SimulationResult {
 
 interface PendingOpen { file: FileId, exact: boolean }
 
+/** What one load asks for, in terms the trace needs: which files, which read, and for which epoch. */
+interface TracePlan {
+  readonly id: number
+  readonly files: readonly FileId[]
+  /** Everything it reads is for the next epoch: past the last epoch, a load the run never needed. */
+  readonly forNextEpoch?: boolean
+}
+
+/** A finished load: the files it placed for this epoch and for the next, its opener's answer, and the waits it ends. */
+interface TraceOutcome {
+  readonly placed: readonly FileId[]
+  readonly placedForNextEpoch: readonly FileId[]
+  readonly served?: FileId
+  readonly wakes: readonly number[]
+}
+
+/** A protocol as the trace drives it: the class-chunk one (protocol.ts) or the shared-chunk one (shared-protocol.ts). */
+interface TraceDriver<Plan extends TracePlan> {
+  readonly counters: ProtocolCounters
+  /** Answers an open; a wait names what it waits on, which a finished load's `wakes` names again. */
+  open (open: PendingOpen, retry: boolean): { kind: 'serve', file: FileId } | { kind: 'load', plan: Plan } | { kind: 'wait', on: number }
+  /** `epoch`: the trace's epoch, which a load's files are counted in or after. */
+  finishLoad (plan: Plan, delivered: ReadonlySet<FileId>, epoch: number): TraceOutcome
+  /** A load to start ahead of need, after an open of `file` was answered. */
+  readahead (file: FileId): Plan | undefined
+  /** The physical chunk a file is read with. */
+  pcOf (file: FileId): number
+}
+
 export function simulate (layout: Layout, options: SimulationOptions): SimulationResult {
   const protocol = options.protocol ?? new Protocol(layout, { mode: options.mode, memoryBytes: options.memoryBytes, seed: options.seed, mixBlock: options.mixBlock })
+  const step = (): void => options.onStep?.(protocol)
+  const driver: TraceDriver<LoadPlan> = {
+    counters: protocol.counters,
+    open ({ file, exact }, retry) {
+      const decision = protocol.open(file, { retry, exact })
+      step()
+      if (decision.kind === 'reclaim') throw new Error('a single node never ships files, so it never reclaims')
+      return decision.kind === 'wait' ? { kind: 'wait', on: decision.vc } : decision
+    },
+    finishLoad (plan, delivered) {
+      const outcome = protocol.finishLoad(plan, delivered)
+      step()
+      const forNext = plan.forNextEpoch === true
+      return { served: outcome.served, placed: forNext ? [] : outcome.placed, placedForNextEpoch: forNext ? outcome.placed : [], wakes: [plan.vc] }
+    },
+    readahead: file => protocol.readahead(protocol.vcOf(file)),
+    pcOf: file => layout.filePc[file]
+  }
+  return runTrace(driver, layout.files.length, options)
+}
+
+export interface SharedSimulationOptions extends Omit<SimulationOptions, 'mode' | 'protocol' | 'onStep' | 'exactShare' | 'mixBlock'> {
+  onStep?: (protocol: SharedProtocol) => void
+}
+
+/** The same traces over the shared-chunk layout and its protocol. */
+export function simulateShared (layout: SharedLayout, options: SharedSimulationOptions): SimulationResult {
+  const protocol = new SharedProtocol(layout, { memoryBytes: options.memoryBytes, seed: options.seed })
+  const step = (): void => options.onStep?.(protocol)
+  const driver: TraceDriver<SharedLoadPlan> = {
+    counters: protocol.counters,
+    open ({ file }, retry) {
+      const decision = protocol.open(file, { retry })
+      step()
+      return decision.kind === 'wait' ? { kind: 'wait', on: decision.group } : decision
+    },
+    finishLoad (plan, delivered, epoch) {
+      const outcome = protocol.finishLoad(plan, delivered)
+      step()
+      // Each class keeps its own epochs: one not opened yet in this trace epoch is still in the last, and what it calls its next epoch is this one.
+      const taken = [...outcome.placed.map(file => [file, protocol.epochOf(protocol.groupOf(file))] as const),
+        ...outcome.placedForNextEpoch.map(file => [file, protocol.epochOf(protocol.groupOf(file)) + 1] as const)]
+      return {
+        ...outcome,
+        placed: taken.filter(([, classEpoch]) => classEpoch <= epoch).map(([file]) => file),
+        placedForNextEpoch: taken.filter(([, classEpoch]) => classEpoch > epoch).map(([file]) => file)
+      }
+    },
+    readahead: () => protocol.readahead(),
+    pcOf: file => layout.filePc[file]
+  }
+  return runTrace(driver, layout.files.length, options)
+}
+
+function runTrace<Plan extends TracePlan> (protocol: TraceDriver<Plan>, fileCount: number, options: Omit<SimulationOptions, 'mode' | 'protocol' | 'onStep'>): SimulationResult {
   const random = new SeededRandom(options.seed + 1)
   const readers = options.readers ?? 1
   const unreadable = options.unreadable ?? new Set<FileId>()
   const epochs: ServedOpen[][] = []
   const loaded: FileId[][] = []
   const readOf = new Map<FileId, string>()
-  const noteRead = (plan: LoadPlan, file: FileId): void => { readOf.set(file, `${plan.id}/${layout.filePc[file]}`) }
+  const noteRead = (plan: Plan, file: FileId): void => { readOf.set(file, `${plan.id}/${protocol.pcOf(file)}`) }
   let loadedForNextEpoch: FileId[] = []
   let loadsForNextEpoch = 0
+  const everyFile = Array.from({ length: fileCount }, (_, id) => id as FileId)
 
   for (let epoch = 0; epoch < options.epochs; epoch++) {
-    const trace = random.shuffle(layout.files.map((_, id) => id as FileId))
-    for (let i = 0; i < (options.extraOpensPerEpoch ?? 0); i++) trace.push(random.below(layout.files.length) as FileId)
+    const trace = random.shuffle([...everyFile])
+    for (let i = 0; i < (options.extraOpensPerEpoch ?? 0); i++) trace.push(random.below(fileCount) as FileId)
     if (options.opensPerEpoch !== undefined) trace.length = Math.min(trace.length, options.opensPerEpoch)
     const answered: ServedOpen[] = []
     const loadedThisEpoch: FileId[] = loadedForNextEpoch
     loadedForNextEpoch = []
     loadsForNextEpoch = 0
-    const noteLoaded = (plan: LoadPlan, files: readonly FileId[]): void => {
-      if (plan.forNextEpoch !== true) {
-        loadedThisEpoch.push(...files)
-        return
-      }
-      loadedForNextEpoch.push(...files)
-      loadsForNextEpoch++
+    const noteLoaded = (plan: Plan, outcome: TraceOutcome): void => {
+      loadedThisEpoch.push(...outcome.placed)
+      loadedForNextEpoch.push(...outcome.placedForNextEpoch)
+      if (plan.forNextEpoch === true) loadsForNextEpoch++
     }
-    const inFlight: { plan: LoadPlan, opener?: PendingOpen }[] = []
-    const waiting = new Map<VcId, PendingOpen[]>()
+    const inFlight: { plan: Plan, opener?: PendingOpen }[] = []
+    const waiting = new Map<number, PendingOpen[]>()
     let outstanding = 0
     let next = 0
 
     const answer = (open: PendingOpen, served: FileId | undefined): void => {
       answered.push({ opened: open.file, exact: open.exact, served, read: served === undefined ? undefined : readOf.get(served) })
       outstanding--
-      const vc = protocol.vcOf(open.file)
-      const ahead = protocol.readahead(vc)
+      const ahead = protocol.readahead(open.file)
       if (ahead !== undefined) inFlight.push({ plan: ahead })
     }
     const ask = (open: PendingOpen, retry: boolean): void => {
-      const decision = protocol.open(open.file, { retry, exact: open.exact })
-      options.onStep?.(protocol)
+      const decision = protocol.open(open, retry)
       if (decision.kind === 'serve') answer(open, decision.file)
       else if (decision.kind === 'load') inFlight.push({ plan: decision.plan, opener: open })
-      else if (decision.kind === 'wait') appendTo(waiting, decision.vc, open)
-      else throw new Error('a single node never ships files, so it never reclaims')
+      else appendTo(waiting, decision.on, open)
     }
 
     while (next < trace.length || outstanding > 0) {
@@ -116,21 +197,22 @@ export function simulate (layout: Layout, options: SimulationOptions): Simulatio
       if (inFlight.length === 0) throw new Error('simulation stalled: opens wait but no load is in flight')
       const { plan, opener } = inFlight.splice(random.below(inFlight.length), 1)[0]
       const delivered = new Set(plan.files.filter(file => !unreadable.has(file)))
-      const outcome = protocol.finishLoad(plan, delivered)
-      for (const file of [...outcome.placed, ...(outcome.served === undefined ? [] : [outcome.served])]) noteRead(plan, file)
-      noteLoaded(plan, outcome.placed)
+      const outcome = protocol.finishLoad(plan, delivered, epoch)
+      for (const file of [...outcome.placed, ...outcome.placedForNextEpoch, ...(outcome.served === undefined ? [] : [outcome.served])]) noteRead(plan, file)
+      noteLoaded(plan, outcome)
       if (outcome.served !== undefined && !outcome.placed.includes(outcome.served)) loadedThisEpoch.push(outcome.served)
-      options.onStep?.(protocol)
       if (opener !== undefined) answer(opener, outcome.served)
-      const woken = waiting.get(plan.vc) ?? []
-      waiting.delete(plan.vc)
-      for (const open of woken) ask(open, true)
+      for (const key of outcome.wakes) {
+        const woken = waiting.get(key) ?? []
+        waiting.delete(key)
+        for (const open of woken) ask(open, true)
+      }
     }
     // Readahead still in flight completes, as it would in the engine.
     for (const { plan } of inFlight.splice(0)) {
-      const outcome = protocol.finishLoad(plan, new Set(plan.files.filter(file => !unreadable.has(file))))
-      for (const file of outcome.placed) noteRead(plan, file)
-      noteLoaded(plan, outcome.placed)
+      const outcome = protocol.finishLoad(plan, new Set(plan.files.filter(file => !unreadable.has(file))), epoch)
+      for (const file of [...outcome.placed, ...outcome.placedForNextEpoch]) noteRead(plan, file)
+      noteLoaded(plan, outcome)
     }
     epochs.push(answered)
     loaded.push(loadedThisEpoch)

@@ -25,7 +25,7 @@ t.test('simulate --nodes with too little memory says why', async t => {
 })
 
 t.test('simulate prints, per mode, read amplification and how far batches are from a uniform shuffle', async t => {
-  const result = await redirfs('simulate', '--files', '4000', '--classes', '8', '--chunk-sizes', '16', '--memory', '0.25', '--epochs', '3', '--batch-size', '64', '--json')
+  const result = await redirfs('simulate', '--layouts', 'class', '--files', '4000', '--classes', '8', '--chunk-sizes', '16', '--memory', '0.25', '--epochs', '3', '--batch-size', '64', '--json')
   t.equal(result.code, 0, result.stderr)
   const rows = JSON.parse(result.stdout) as { mode: string, readAmplification: number, sameChunkRatio: number, repeatedPairsRatio: number }[]
   t.same(rows.map(r => r.mode), ['strict', 'pool', 'mix'], 'the default modes')
@@ -34,7 +34,32 @@ t.test('simulate prints, per mode, read amplification and how far batches are fr
   t.equal(pool.readAmplification, 1)
   t.equal(mix.readAmplification, 1)
   t.ok(mix.sameChunkRatio < pool.sameChunkRatio, `same-chunk pairs vs uniform: mix ${mix.sameChunkRatio.toFixed(2)}x < pool ${pool.sameChunkRatio.toFixed(2)}x`)
-  const table = await redirfs('simulate', '--files', '4000', '--classes', '8', '--chunk-sizes', '16', '--memory', '0.25', '--epochs', '2')
-  t.match(table.stdout, /\| mix \| 16 \| 25% \| 1\.00 \| 1\.00 \|/)
+  const table = await redirfs('simulate', '--layouts', 'class', '--files', '4000', '--classes', '8', '--chunk-sizes', '16', '--memory', '0.25', '--epochs', '2')
+  t.match(table.stdout, /\| class \| mix \| 16 \| 1 \| 25% \| [0-9.]+% \| 1\.00 \| 1\.00 \|/)
   t.match(table.stdout, /pairs repeated from the epoch before/)
+})
+
+t.test('simulate with many classes: the class layout is refused with the memory it needs; the shared layout serves', async t => {
+  const result = await redirfs('simulate', '--files', '20000', '--classes', '400', '--chunk-sizes', '64', '--mix-block', '16', '--memory', '0.1', '--epochs', '2', '--json')
+  t.equal(result.code, 0, result.stderr)
+  const rows = JSON.parse(result.stdout) as { layout: string, mode: string, refused?: string, blockSize: number, waitedShare: number, readAmplification: number, repeatedPairsRatio: number }[]
+  t.same(rows.map(r => `${r.layout}/${r.mode}`), ['class/strict', 'class/pool', 'class/mix', 'shared/shared'], 'both layouts, the class one in every mode')
+  for (const row of rows.slice(0, 3)) t.match(row.refused, /every class needs a chunk in memory: at least 160% of the dataset/)
+  const shared = rows[3]
+  t.equal(shared.blockSize, 16)
+  t.ok(shared.waitedShare < 0.05, `few opens wait: ${shared.waitedShare}`)
+  t.ok(shared.readAmplification < 1.1, `each file read about once per epoch: ${shared.readAmplification}`)
+  t.ok(shared.repeatedPairsRatio < 1.1, `batches keep company about as a uniform shuffle's: ${shared.repeatedPairsRatio}`)
+  const table = await redirfs('simulate', '--files', '20000', '--classes', '400', '--chunk-sizes', '64', '--mix-block', '16', '--memory', '0.1', '--epochs', '2')
+  t.match(table.stdout, /\| class \| pool \| 64 \| 64 \| 10% \| refused: every class needs a chunk in memory/)
+  t.match(table.stdout, /\| shared \| shared \| 64 \| 16 \| 10% \| [0-9.]+% \| /)
+})
+
+t.test('simulate --layouts says which layouts there are', async t => {
+  const result = await redirfs('simulate', '--layouts', 'class,striped')
+  t.not(result.code, 0)
+  t.match(result.stderr, /layouts are class, shared/)
+  const cluster = await redirfs('simulate', '--nodes', '2', '--layouts', 'shared')
+  t.not(cluster.code, 0)
+  t.match(cluster.stderr, /^redirfs: --nodes simulates the class layout only: the shared layout does not run on a cluster yet\n$/)
 })

@@ -1,0 +1,469 @@
+/**
+ * The redirection protocol over shared chunks (shared-layout.ts), for one
+ * node, as a pure state machine (docs/design.md, "Shared chunks").
+ *
+ * Memory holds, per class, a stock of files read and not yet served. An
+ * open of a file is answered with a random file of its class's stock; an
+ * empty stock waits for a load that brings one, or starts one. A load reads
+ * one whole chunk, and its files join the stocks of their own classes:
+ * there are no slots and no virtual chunks, and redirection never leaves
+ * the class, so labels stay right.
+ *
+ * Each class has an epoch of its own. A file is taken (read into memory) at
+ * most once per epoch of its class, and served exactly once: the class's
+ * epoch ends when an open finds every file of it served, and the files
+ * become loadable again. A chunk read at the end of an epoch may hold files
+ * whose class has not ended its epoch yet but has served them already:
+ * they are taken for that class's next epoch and wait in a second stock,
+ * which becomes the stock when the class rolls over. So a chunk is read
+ * once per epoch even where classes end their epochs at different times.
+ *
+ * A load reads a chunk's worth of files as blocks (shared-layout.ts), each
+ * one read, each from its own chunk: blocks smaller than a chunk change
+ * which files arrive together from load to load and epoch to epoch, as mix
+ * mode does. Readahead keeps memory full of the blocks that feed the
+ * classes closest to running dry: each block, of a few drawn at random,
+ * the one whose files matter most (a class's files matter more the more of
+ * its epoch is left and the fewer it has in stock). A demand load, for an
+ * open whose class has nothing in stock or on the way, starts with a block
+ * holding a file of that class. Readahead leaves a share of the memory to
+ * demand loads, which place only what fits: memory never holds more than
+ * its budget, and an open never waits for memory only another open can
+ * free.
+ */
+import { zeroCounters, type ProtocolCounters } from './counters'
+import type { FileId } from './layout'
+import { SeededRandom } from './random'
+import type { SharedLayout } from './shared-layout'
+
+/** Blocks drawn at random for each block a load reads: the best of them is read. */
+const CHOICES = 32
+/** Share of the memory readahead leaves to demand loads. */
+export const DEMAND_SHARE = 0.1
+
+/** A block of the shared layout (`SharedLayout.blocks`): what one read brings. */
+export type BlockId = number & { readonly block: unique symbol }
+
+export interface SharedLoadPlan {
+  readonly id: number
+  /** One read each. */
+  readonly blocks: readonly BlockId[]
+  /** The files it takes; each block's read runs from the first taken of it to the last. */
+  readonly files: readonly FileId[]
+  /** Bytes it adds to memory: its files, but for `answer`, which goes to its opener. */
+  readonly bytes: number
+  /** The opened file whose open asked for this load; absent for readahead. */
+  readonly requester?: FileId
+  /** The file of the requester's class that answers it. */
+  readonly answer?: FileId
+  /** Every file it places waits for its class's next epoch. */
+  readonly forNextEpoch: boolean
+}
+
+export type SharedOpenDecision =
+  | { readonly kind: 'serve', readonly file: FileId }
+  | { readonly kind: 'load', readonly plan: SharedLoadPlan }
+  /** Wait for a load that brings a file of this class; retry when it ends. */
+  | { readonly kind: 'wait', readonly group: number }
+
+export interface SharedLoadOutcome {
+  /** Files now in stock for their class's epoch, and for its next one. */
+  readonly placed: readonly FileId[]
+  readonly placedForNextEpoch: readonly FileId[]
+  /** For a demand load: the file its open is answered with, or undefined when it could not be read (charged to that open). */
+  readonly served?: FileId
+  /** The classes whose waiting opens may now be answered. */
+  readonly wakes: readonly number[]
+}
+
+export interface SharedProtocolOptions {
+  /** Resident plus in-flight bytes never exceed this. */
+  memoryBytes: number
+  seed: number
+}
+
+/** Where a file is: idle (loadable, or served, by its epoch), on its way into memory, or in a stock. */
+const IDLE = 0
+const IN_FLIGHT = 1
+const RESIDENT = 2
+
+export class SharedProtocol {
+  readonly counters: ProtocolCounters = zeroCounters()
+  private readonly random: SeededRandom
+  private nextPlanId = 1
+  /** Blocks one load reads (a chunk's worth), and a block's mean size. */
+  private readonly blocksPerLoad: number
+  private readonly meanBlockBytes: number
+
+  /** Per class: its epoch, files served in it, files loadable in it, and its stocks and files on the way, this epoch's and the next's. */
+  private readonly epochOfClass: Uint32Array
+  private readonly servedOf: Uint32Array
+  private readonly loadableOf: Uint32Array
+  private readonly stockOf: FileId[][]
+  private readonly nextStockOf: FileId[][]
+  private readonly inFlightOf: Uint32Array
+  private readonly nextInFlightOf: Uint32Array
+
+  /** Per file: the epoch of its class it was last taken for (-1: never), and where it is. */
+  private readonly takenFor: Int32Array
+  private readonly where: Uint8Array
+
+  /** Per block: whether a read of it is out, its files loadable now, and its files served and idle. */
+  private readonly blockInFlight: Uint8Array
+  private readonly loadableIn: Uint32Array
+  private readonly servedIn: Uint32Array
+  /** Blocks with files to read for this epoch, and blocks whose files are all served (readable for the next). */
+  private readonly readableNow: BlockSet
+  private readonly readableForNext: BlockSet
+  residentBytes = 0
+
+  constructor (readonly layout: SharedLayout, readonly options: SharedProtocolOptions) {
+    const groups = layout.groups.length
+    const blocks = layout.blocks.length
+    this.random = new SeededRandom(options.seed ^ 0x5eed)
+    this.blocksPerLoad = Math.max(1, Math.round(layout.chunkSize / layout.blockSize))
+    this.meanBlockBytes = layout.totalBytes / Math.max(1, blocks)
+    this.epochOfClass = new Uint32Array(groups)
+    this.servedOf = new Uint32Array(groups)
+    this.loadableOf = Uint32Array.from(layout.filesOfGroup, files => files.length)
+    this.stockOf = layout.groups.map(() => [])
+    this.nextStockOf = layout.groups.map(() => [])
+    this.inFlightOf = new Uint32Array(groups)
+    this.nextInFlightOf = new Uint32Array(groups)
+    this.takenFor = new Int32Array(layout.files.length).fill(-1)
+    this.where = new Uint8Array(layout.files.length)
+    this.blockInFlight = new Uint8Array(blocks)
+    this.loadableIn = Uint32Array.from(layout.blocks, block => block.files.length)
+    this.servedIn = new Uint32Array(blocks)
+    this.readableNow = new BlockSet(blocks)
+    this.readableForNext = new BlockSet(blocks)
+    for (let block = 0; block < blocks; block++) this.readableNow.add(block as BlockId)
+  }
+
+  groupOf (file: FileId): number { return this.layout.groupOf[file] }
+  /** The epoch a class is in: how many times it has rolled over. */
+  epochOf (group: number): number { return this.epochOfClass[group] }
+  private blockOf (file: FileId): BlockId { return this.layout.fileBlock[file] as BlockId }
+
+  /** Answers an open of `file`: a file of its class from the stock, a load, or a wait. */
+  open (file: FileId, { retry = false }: { retry?: boolean } = {}): SharedOpenDecision {
+    if (!retry) this.counters.opens++
+    const decision = this.decide(this.groupOf(file), file)
+    if (decision.kind === 'serve') {
+      if (!retry) this.counters.memoryHits++
+      if (decision.file !== file) this.counters.redirects++
+      this.noteMemory()
+    } else if (!retry) {
+      this.counters.waitedOpens++
+    }
+    return decision
+  }
+
+  private decide (group: number, file: FileId): SharedOpenDecision {
+    if (this.stockOf[group].length > 0) return { kind: 'serve', file: this.takeFromStock(group) }
+    if (this.inFlightOf[group] > 0) return { kind: 'wait', group }
+    if (this.loadableOf[group] === 0) {
+      // Every file of this class's epoch is served: this open is its next epoch's.
+      this.rollOver(group)
+      if (this.stockOf[group].length > 0) return { kind: 'serve', file: this.takeFromStock(group) }
+      if (this.inFlightOf[group] > 0) return { kind: 'wait', group }
+    }
+    const first = this.chooseBlockFor(group)
+    // Its loadable files all sit in blocks being read (taken there for another class's next epoch): wait for one.
+    if (first === undefined) return { kind: 'wait', group }
+    return { kind: 'load', plan: this.planLoad(first, this.options.memoryBytes, file) }
+  }
+
+  /**
+   * A load to start ahead of need, if memory has room for it: blocks for
+   * this epoch while some have unread files, else for the next.
+   */
+  readahead (): SharedLoadPlan | undefined {
+    const limit = this.options.memoryBytes * (1 - DEMAND_SHARE)
+    const room = limit - this.residentBytes - this.counters.inflightBytes
+    // Choosing costs: not before a block of mean size fits.
+    if (room < this.meanBlockBytes) return undefined
+    const first = this.chooseBlock()
+    if (first === undefined || this.placeableBytes(first) > room) return undefined
+    this.counters.readaheadLoads++
+    return this.planLoad(first, limit)
+  }
+
+  /** Of a few blocks not being read, drawn from those with files to read now (else for the next epoch): the one worth most. */
+  private chooseBlock (): BlockId | undefined {
+    const pool = this.readableNow.size > 0 ? this.readableNow : this.readableForNext
+    if (pool.size === 0) return undefined
+    let best: BlockId | undefined
+    let bestScore = -1
+    for (let i = 0; i < CHOICES; i++) {
+      const block = pool.sample(this.random)
+      const score = this.worth(block)
+      if (score > bestScore) { best = block; bestScore = score }
+    }
+    return best
+  }
+
+  /** Of a few blocks holding a loadable file of `group`, not being read: the one worth most. */
+  private chooseBlockFor (group: number): BlockId | undefined {
+    const members = this.layout.filesOfGroup[group]
+    const start = this.random.below(members.length)
+    let best: BlockId | undefined
+    let bestScore = -1
+    let seen = 0
+    for (let i = 0; i < members.length && seen < CHOICES; i++) {
+      const file = members[(start + i) % members.length]
+      const block = this.blockOf(file)
+      if (!this.isLoadable(file) || this.blockInFlight[block] === 1) continue
+      seen++
+      const score = this.worth(block)
+      if (score > bestScore) { best = block; bestScore = score }
+    }
+    return best
+  }
+
+  /**
+   * What reading a block is worth: per file it would place, how soon its
+   * class runs dry (the part of its epoch still to serve over what it has
+   * in stock or on the way). A file for a next epoch is worth little, but
+   * more than nothing.
+   */
+  private worth (block: BlockId): number {
+    let score = 0
+    for (const file of this.layout.blocks[block].files) {
+      const group = this.groupOf(file)
+      if (this.isLoadable(file)) score += (this.layout.filesOfGroup[group].length - this.servedOf[group]) / (1 + this.stockOf[group].length + this.inFlightOf[group])
+      else if (this.readableForNextEpoch(file)) score += 1 / (1 + this.nextStockOf[group].length + this.nextInFlightOf[group])
+    }
+    return score
+  }
+
+  private isLoadable (file: FileId): boolean {
+    return this.where[file] === IDLE && this.takenFor[file] < this.epochOfClass[this.groupOf(file)]
+  }
+
+  private isServed (file: FileId): boolean {
+    return this.where[file] === IDLE && this.takenFor[file] === this.epochOfClass[this.groupOf(file)]
+  }
+
+  /**
+   * A served file is taken for its class's next epoch only once nothing of
+   * the class is left to read in this one: taken earlier, it would hold
+   * memory for the rest of the epoch, memory the classes still reading need.
+   */
+  private readableForNextEpoch (file: FileId): boolean {
+    return this.isServed(file) && this.loadableOf[this.groupOf(file)] === 0
+  }
+
+  private placeableBytes (block: BlockId): number {
+    let bytes = 0
+    for (const file of this.layout.blocks[block].files) if (this.isLoadable(file) || this.readableForNextEpoch(file)) bytes += this.layout.files[file].size
+    return bytes
+  }
+
+  /**
+   * A load of `first` and as many more blocks (best of a few each) as make
+   * a chunk's worth and fit: each block's loadable files for this epoch of
+   * their class, its served ones for the next, as long as memory stays
+   * within `limit`. A demand load's answer (a loadable file of the
+   * requester's class in `first`) is always taken: it goes to its opener,
+   * outside the budget.
+   */
+  private planLoad (first: BlockId, limit: number, requester?: FileId): SharedLoadPlan {
+    let room = limit - this.residentBytes - this.counters.inflightBytes
+    const requesterGroup = requester === undefined ? undefined : this.groupOf(requester)
+    const answer = requesterGroup === undefined ? undefined : this.layout.blocks[first].files.find(file => this.groupOf(file) === requesterGroup && this.isLoadable(file))
+    const blocks: BlockId[] = []
+    const files: FileId[] = []
+    let bytes = 0
+    let allNext = true
+    for (let block: BlockId | undefined = first; block !== undefined && blocks.length < this.blocksPerLoad; block = this.chooseBlock()) {
+      if (blocks.length > 0 && this.placeableBytes(block) > room) break
+      blocks.push(block)
+      for (const file of this.layout.blocks[block].files) {
+        if (!this.isLoadable(file) && !this.readableForNextEpoch(file)) continue
+        const size = this.layout.files[file].size
+        if (file !== answer) {
+          if (size > room) continue
+          room -= size
+          bytes += size
+        }
+        const group = this.groupOf(file)
+        if (this.isLoadable(file)) {
+          allNext = false
+          this.takenFor[file] = this.epochOfClass[group]
+          this.loadableOf[group]--
+          this.loadableIn[block]--
+          this.inFlightOf[group]++
+        } else {
+          this.takenFor[file] = this.epochOfClass[group] + 1
+          this.servedIn[block]--
+          this.nextInFlightOf[group]++
+        }
+        this.where[file] = IN_FLIGHT
+        files.push(file)
+      }
+      this.blockInFlight[block] = 1
+      this.refresh(block)
+    }
+    this.counters.inflightBytes += bytes
+    return { id: this.nextPlanId++, blocks, files, bytes, requester, answer, forNextEpoch: allNext && files.length > 0 }
+  }
+
+  /**
+   * Places a finished load. `delivered` holds the plan's files the source
+   * could read; the others are loadable again (or served, if taken for a
+   * next epoch), unless it is the answer to the open that asked: that open
+   * gets an error and the file counts as served, so every readable file is
+   * still served exactly once per epoch.
+   */
+  finishLoad (plan: SharedLoadPlan, delivered: ReadonlySet<FileId>): SharedLoadOutcome {
+    this.counters.inflightBytes -= plan.bytes
+    this.counters.chunkLoads++
+    // Every class of the blocks read: an open may wait on a block for a file this load did not take (see `decide`).
+    const wakes = new Set<number>()
+    for (const block of plan.blocks) {
+      this.blockInFlight[block] = 0
+      for (const file of this.layout.blocks[block].files) wakes.add(this.groupOf(file))
+    }
+    const placed: FileId[] = []
+    const placedForNextEpoch: FileId[] = []
+    for (const file of plan.files) {
+      const group = this.groupOf(file)
+      const block = this.blockOf(file)
+      const forThisEpoch = this.takenFor[file] === this.epochOfClass[group]
+      if (forThisEpoch) this.inFlightOf[group]--
+      else this.nextInFlightOf[group]--
+      if (!delivered.has(file)) {
+        this.counters.failedFiles++
+        this.where[file] = IDLE
+        this.takenFor[file]--
+        if (this.isLoadable(file)) { this.loadableOf[group]++; this.loadableIn[block]++ } else this.servedIn[block]++
+        continue
+      }
+      this.where[file] = RESIDENT
+      this.residentBytes += this.layout.files[file].size
+      if (file === plan.answer) continue
+      ;(forThisEpoch ? this.stockOf : this.nextStockOf)[group].push(file)
+      ;(forThisEpoch ? placed : placedForNextEpoch).push(file)
+    }
+    this.counters.filesLoaded += placed.length + placedForNextEpoch.length
+    // A block is one read, from the first file taken of it to the last: what lies between and is not taken is read for nothing.
+    const taken = new Set(plan.files)
+    for (const block of plan.blocks) {
+      const files = this.layout.blocks[block].files
+      const at = files.map(file => taken.has(file))
+      for (let i = at.indexOf(true); i >= 0 && i <= at.lastIndexOf(true); i++) {
+        if (at[i]) continue
+        this.counters.wastedFiles++
+        this.counters.wastedBytes += this.layout.files[files[i]].size
+      }
+    }
+
+    let served: FileId | undefined
+    const { answer } = plan
+    if (answer !== undefined && delivered.has(answer)) {
+      this.serve(answer)
+      served = answer
+      if (answer !== plan.requester) this.counters.redirects++
+    } else if (answer !== undefined) {
+      // Charged to this open: it counts as served, and the open gets an error.
+      const group = this.groupOf(answer)
+      const block = this.blockOf(answer)
+      this.takenFor[answer] = this.epochOfClass[group]
+      this.loadableOf[group]--
+      this.loadableIn[block]--
+      this.servedIn[block]++
+      this.servedOf[group]++
+      this.counters.failedOpens++
+    }
+    for (const block of plan.blocks) this.refresh(block)
+    this.noteMemory()
+    return { placed, placedForNextEpoch, served, wakes: [...wakes] }
+  }
+
+  /** A random file of the class's stock, served. */
+  private takeFromStock (group: number): FileId {
+    const stock = this.stockOf[group]
+    const index = this.random.below(stock.length)
+    const file = stock[index]
+    stock[index] = stock[stock.length - 1]
+    stock.pop()
+    this.serve(file)
+    return file
+  }
+
+  private serve (file: FileId): void {
+    const block = this.blockOf(file)
+    this.where[file] = IDLE
+    this.residentBytes -= this.layout.files[file].size
+    this.servedOf[this.groupOf(file)]++
+    this.servedIn[block]++
+    this.refresh(block)
+  }
+
+  /** Ends a class's epoch: its served files are loadable again, and what was taken for the next epoch is now this one's. */
+  private rollOver (group: number): void {
+    this.counters.rollovers++
+    this.epochOfClass[group]++
+    this.servedOf[group] = 0
+    const stock = this.stockOf[group]
+    this.stockOf[group] = this.nextStockOf[group]
+    this.nextStockOf[group] = stock
+    this.inFlightOf[group] = this.nextInFlightOf[group]
+    this.nextInFlightOf[group] = 0
+    for (const file of this.layout.filesOfGroup[group]) {
+      if (!this.isLoadable(file)) continue
+      const block = this.blockOf(file)
+      this.loadableOf[group]++
+      this.loadableIn[block]++
+      this.servedIn[block]--
+      this.refresh(block)
+    }
+  }
+
+  /** Keeps the block's place in the sets readahead draws from. */
+  private refresh (block: BlockId): void {
+    const idle = this.blockInFlight[block] === 0
+    this.readableNow.toggle(block, idle && this.loadableIn[block] > 0)
+    this.readableForNext.toggle(block, idle && this.loadableIn[block] === 0 && this.servedIn[block] === this.layout.blocks[block].files.length)
+  }
+
+  private noteMemory (): void {
+    this.counters.residentBytes = this.residentBytes
+    const inMemory = this.residentBytes + this.counters.inflightBytes
+    if (inMemory > this.counters.peakResidentBytes) this.counters.peakResidentBytes = inMemory
+  }
+}
+
+/** A set of block ids that can also draw one at random, in constant time. */
+class BlockSet {
+  private readonly items: BlockId[] = []
+  private readonly position: Int32Array
+
+  constructor (blocks: number) {
+    this.position = new Int32Array(blocks).fill(-1)
+  }
+
+  get size (): number { return this.items.length }
+
+  add (block: BlockId): void {
+    if (this.position[block] !== -1) return
+    this.position[block] = this.items.length
+    this.items.push(block)
+  }
+
+  delete (block: BlockId): void {
+    const at = this.position[block]
+    if (at === -1) return
+    const last = this.items.pop()!
+    if (last !== block) { this.items[at] = last; this.position[last] = at }
+    this.position[block] = -1
+  }
+
+  toggle (block: BlockId, member: boolean): void {
+    if (member) this.add(block)
+    else this.delete(block)
+  }
+
+  sample (random: SeededRandom): BlockId { return this.items[random.below(this.items.length)] }
+}

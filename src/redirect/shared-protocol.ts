@@ -181,8 +181,10 @@ export class SharedProtocol {
   readahead (): SharedLoadPlan | undefined {
     const limit = this.options.memoryBytes * (1 - DEMAND_SHARE)
     const room = limit - this.residentBytes - this.counters.inflightBytes
-    // Choosing costs: not before a block of mean size fits.
-    if (room < this.meanBlockBytes) return undefined
+    // Not before a chunk's worth fits (or half the memory, when that is less), read as one load. Loads of one
+    // block each, started as soon as one fitted, made the served order less random: the simulator measured
+    // pairs repeated from the epoch before at 1.24x a uniform shuffle's, against 1.02x (ImageNet-21k's shape, 3%).
+    if (room < Math.min(this.meanBlockBytes * this.blocksPerLoad, limit / 2)) return undefined
     const first = this.chooseBlock()
     if (first === undefined || this.placeableBytes(first) > room) return undefined
     this.counters.readaheadLoads++

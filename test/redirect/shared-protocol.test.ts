@@ -1,3 +1,4 @@
+import fc from 'fast-check'
 import t, { type Test } from 'tap'
 import type { FileId } from '../../src/redirect/layout'
 import { buildSharedLayout, type SharedLayout } from '../../src/redirect/shared-layout'
@@ -104,4 +105,32 @@ t.test('a demand load answers its opener with a file of the opened class; a fail
   if (again.kind !== 'load') throw new Error(`expected a load, got ${again.kind}`)
   t.not(again.plan.answer, first.plan.answer, 'the failed file was charged: the next load answers with another')
   t.equal(protocol.finishLoad(again.plan, new Set(again.plan.files)).served, again.plan.answer)
+})
+
+t.test('any shape, memory, block size, readers and unreadable files: labels right, each readable file once per epoch, memory within budget', async t => {
+  const shape = fc.record({
+    classSizes: fc.array(fc.integer({ min: 1, max: 60 }), { minLength: 1, maxLength: 40 }),
+    chunkSize: fc.integer({ min: 1, max: 24 }),
+    blockSize: fc.integer({ min: 1, max: 24 }),
+    memoryFraction: fc.double({ min: 0, max: 0.6, noNaN: true }),
+    readers: fc.integer({ min: 1, max: 16 }),
+    seed: fc.integer({ min: 0, max: 1000 }),
+    unreadableShare: fc.constantFrom(0, 0, 0.02)
+  })
+  fc.assert(fc.property(shape, ({ classSizes, chunkSize, blockSize, memoryFraction, readers, seed, unreadableShare }) => {
+    const files = makeSamples(seed, classSizes)
+    const memoryBytes = Math.round(files.reduce((sum, f) => sum + f.size, 0) * memoryFraction)
+    const layout = buildSharedLayout(files, { chunkSize, blockSize, seed })
+    const unreadable = new Set(files.map((_, id) => fileId(id)).filter(id => (id * 7919 + seed) % 1000 < unreadableShare * 1000))
+    let peak = 0
+    const result = simulateShared(layout, { memoryBytes, epochs: 3, seed, readers, unreadable, onStep: p => { peak = Math.max(peak, p.residentBytes + p.counters.inflightBytes) } })
+    const readable = files.map((_, id) => fileId(id)).filter(id => !unreadable.has(id))
+    for (const epoch of result.epochs) {
+      if (!epoch.every(open => open.served === undefined || files[open.served].group === files[open.opened].group)) return false
+      if (epoch.filter(open => open.served === undefined).length !== unreadable.size) return false
+      if (JSON.stringify(multiset(epoch.flatMap(open => open.served === undefined ? [] : [open.served]))) !== JSON.stringify(readable)) return false
+    }
+    return peak <= memoryBytes
+  }), { numRuns: 150, seed: 41 })
+  t.pass('150 random shapes')
 })

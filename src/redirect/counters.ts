@@ -3,6 +3,8 @@
  * capability (chunk sources, peers) extends the stats object with its own
  * section rather than growing this one.
  */
+import type { FileId } from './layout'
+
 export interface ProtocolCounters {
   /** Opens of sample files. */
   opens: number
@@ -54,6 +56,23 @@ export interface ProtocolCounters {
   lostAnswers: number
   /** VCs taken over from a dead home. */
   takeovers: number
+}
+
+/** Counts how an open was answered: at once from memory (redirected or not), or not at once; a retry is not an open. */
+export function countAnswer (counters: ProtocolCounters, opened: FileId, served: FileId | undefined, retry: boolean): void {
+  if (served !== undefined) {
+    if (!retry) counters.memoryHits++
+    if (served !== opened) counters.redirects++
+  } else if (!retry) {
+    counters.waitedOpens++
+  }
+}
+
+/** Notes the bytes resident now, and the most ever held with loads in flight. */
+export function noteMemory (counters: ProtocolCounters, residentBytes: number): void {
+  counters.residentBytes = residentBytes
+  const inMemory = residentBytes + counters.inflightBytes
+  if (inMemory > counters.peakResidentBytes) counters.peakResidentBytes = inMemory
 }
 
 export function zeroCounters (): ProtocolCounters {

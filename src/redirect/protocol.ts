@@ -19,7 +19,7 @@
  * slots (the ledger of batches shipped into mirrors, reclaims, epochs,
  * ownership, the standby copy) is the home side (home.ts, `home`).
  */
-import { zeroCounters, type ProtocolCounters } from './counters'
+import { countAnswer, noteMemory, zeroCounters, type ProtocolCounters } from './counters'
 import { allVcs, pcOfFile, vcOfFile, type FileId, type Layout, type NodeId, type PcId, type VcId } from './layout'
 import { HomeSide } from './home'
 import { policyFor, type ModePolicy, type ProtocolCore } from './modes'
@@ -238,14 +238,11 @@ export class Protocol {
     if (requester !== undefined) this.home.reconcile(this.vcOf(file), requester)
     const asking: Asking = { forNode: requester?.node, holdersConfirmed }
     const decision = exact ? this.policy.decideExact(file, asking) : this.policy.decide(file, asking)
-    if (decision.kind === 'serve') this.home.noteServed(decision.file, requester?.node)
     if (decision.kind === 'serve') {
-      if (!retry) this.counters.memoryHits++
-      if (decision.file !== file) this.counters.redirects++
+      this.home.noteServed(decision.file, requester?.node)
       this.noteMemory()
-    } else if (!retry) {
-      this.counters.waitedOpens++
     }
+    countAnswer(this.counters, file, decision.kind === 'serve' ? decision.file : undefined, retry)
     return decision
   }
 
@@ -597,9 +594,5 @@ export class Protocol {
     return dropped
   }
 
-  private noteMemory (): void {
-    this.counters.residentBytes = this.slots.residentBytes
-    const inMemory = this.slots.residentBytes + this.counters.inflightBytes
-    if (inMemory > this.counters.peakResidentBytes) this.counters.peakResidentBytes = inMemory
-  }
+  private noteMemory (): void { noteMemory(this.counters, this.slots.residentBytes) }
 }

@@ -31,7 +31,7 @@
  * its budget, and an open never waits for memory only another open can
  * free.
  */
-import { zeroCounters, type ProtocolCounters } from './counters'
+import { countAnswer, noteMemory, zeroCounters, type ProtocolCounters } from './counters'
 import type { FileId } from './layout'
 import { SeededRandom } from './random'
 import type { SharedLayout } from './shared-layout'
@@ -149,13 +149,8 @@ export class SharedProtocol {
   open (file: FileId, { retry = false }: { retry?: boolean } = {}): SharedOpenDecision {
     if (!retry) this.counters.opens++
     const decision = this.decide(this.groupOf(file), file)
-    if (decision.kind === 'serve') {
-      if (!retry) this.counters.memoryHits++
-      if (decision.file !== file) this.counters.redirects++
-      this.noteMemory()
-    } else if (!retry) {
-      this.counters.waitedOpens++
-    }
+    if (decision.kind === 'serve') this.noteMemory()
+    countAnswer(this.counters, file, decision.kind === 'serve' ? decision.file : undefined, retry)
     return decision
   }
 
@@ -181,9 +176,8 @@ export class SharedProtocol {
   readahead (): SharedLoadPlan | undefined {
     const limit = this.options.memoryBytes * (1 - DEMAND_SHARE)
     const room = limit - this.residentBytes - this.counters.inflightBytes
-    // Not before a chunk's worth fits (or half the memory, when that is less), read as one load. Loads of one
-    // block each, started as soon as one fitted, made the served order less random: the simulator measured
-    // pairs repeated from the epoch before at 1.24x a uniform shuffle's, against 1.02x (ImageNet-21k's shape, 3%).
+    // Not before a chunk's worth fits (or half the memory, when that is less), read as one load: loads of one
+    // block each, started as soon as one fitted, made the served order less random (docs/design.md, "Shared chunks").
     if (room < Math.min(this.meanBlockBytes * this.blocksPerLoad, limit / 2)) return undefined
     const first = this.chooseBlock()
     if (first === undefined || this.placeableBytes(first) > room) return undefined
@@ -430,11 +424,7 @@ export class SharedProtocol {
     this.readableForNext.toggle(block, idle && this.loadableIn[block] === 0 && this.servedIn[block] === this.layout.blocks[block].files.length)
   }
 
-  private noteMemory (): void {
-    this.counters.residentBytes = this.residentBytes
-    const inMemory = this.residentBytes + this.counters.inflightBytes
-    if (inMemory > this.counters.peakResidentBytes) this.counters.peakResidentBytes = inMemory
-  }
+  private noteMemory (): void { noteMemory(this.counters, this.residentBytes) }
 }
 
 /** A set of block ids that can also draw one at random, in constant time. */

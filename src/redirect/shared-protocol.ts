@@ -112,6 +112,13 @@ export class SharedProtocol {
   private readonly blockInFlight: Uint8Array
   private readonly loadableIn: Uint32Array
   private readonly servedIn: Uint32Array
+  /**
+   * Blocks whose last read lost files: readahead skips them until a class
+   * of theirs rolls over (reading them ahead of need would only fail
+   * again); a demand load may still take one, which charges a lost file
+   * to its open.
+   */
+  private readonly failedBlocks = new Set<BlockId>()
   /** Blocks with files to read for this epoch, and blocks whose files are all served (readable for the next). */
   private readonly readableNow: BlockSet
   private readonly readableForNext: BlockSet
@@ -178,25 +185,31 @@ export class SharedProtocol {
     const room = limit - this.residentBytes - this.counters.inflightBytes
     // Not before a chunk's worth fits (or half the memory, when that is less), read as one load: loads of one
     // block each, started as soon as one fitted, made the served order less random (docs/design.md, "Shared chunks").
-    if (room < Math.min(this.meanBlockBytes * this.blocksPerLoad, limit / 2)) return undefined
+    if (room <= 0 || room < Math.min(this.meanBlockBytes * this.blocksPerLoad, limit / 2)) return undefined
     const first = this.chooseBlock()
     if (first === undefined || this.placeableBytes(first) > room) return undefined
     this.counters.readaheadLoads++
     return this.planLoad(first, limit)
   }
 
-  /** Of a few blocks not being read, drawn from those with files to read now (else for the next epoch): the one worth most. */
+  /**
+   * Of a few blocks not being read and not failed, drawn from those with
+   * files to read now (else for the next epoch): the one worth most, if
+   * it is worth anything.
+   */
   private chooseBlock (): BlockId | undefined {
-    const pool = this.readableNow.size > 0 ? this.readableNow : this.readableForNext
-    if (pool.size === 0) return undefined
-    let best: BlockId | undefined
-    let bestScore = -1
-    for (let i = 0; i < CHOICES; i++) {
-      const block = pool.sample(this.random)
-      const score = this.worth(block)
-      if (score > bestScore) { best = block; bestScore = score }
+    for (const pool of [this.readableNow, this.readableForNext]) {
+      let best: BlockId | undefined
+      let bestScore = 0
+      for (let i = 0; i < CHOICES && pool.size > 0; i++) {
+        const block = pool.sample(this.random)
+        if (this.failedBlocks.has(block)) continue
+        const score = this.worth(block)
+        if (score > bestScore) { best = block; bestScore = score }
+      }
+      if (best !== undefined) return best
     }
-    return best
+    return undefined
   }
 
   /** Of a few blocks holding a loadable file of `group`, not being read: the one worth most. */
@@ -272,7 +285,7 @@ export class SharedProtocol {
     const files: FileId[] = []
     let bytes = 0
     let allNext = true
-    for (let block: BlockId | undefined = first; block !== undefined && blocks.length < this.blocksPerLoad; block = this.chooseBlock()) {
+    for (let block: BlockId | undefined = first; block !== undefined; block = blocks.length < this.blocksPerLoad ? this.chooseBlock() : undefined) {
       if (blocks.length > 0 && this.placeableBytes(block) > room) break
       blocks.push(block)
       for (const file of this.layout.blocks[block].files) {
@@ -320,6 +333,8 @@ export class SharedProtocol {
     for (const block of plan.blocks) {
       this.blockInFlight[block] = 0
       for (const file of this.layout.blocks[block].files) wakes.add(this.groupOf(file))
+      if (plan.files.some(file => this.blockOf(file) === block && !delivered.has(file))) this.failedBlocks.add(block)
+      else this.failedBlocks.delete(block)
     }
     const placed: FileId[] = []
     const placedForNextEpoch: FileId[] = []
@@ -408,6 +423,7 @@ export class SharedProtocol {
     this.inFlightOf[group] = this.nextInFlightOf[group]
     this.nextInFlightOf[group] = 0
     for (const file of this.layout.filesOfGroup[group]) {
+      this.failedBlocks.delete(this.blockOf(file))
       if (!this.isLoadable(file)) continue
       const block = this.blockOf(file)
       this.loadableOf[group]++

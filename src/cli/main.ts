@@ -347,15 +347,15 @@ function fraction (text: string): number {
   return value
 }
 
-function layoutKind (text: string): LayoutKind {
-  if (!(LAYOUT_KINDS as string[]).includes(text)) throw new InvalidArgumentError(`layouts are ${LAYOUT_KINDS.join(', ')}`)
-  return text as LayoutKind
+/** A parser for one of `values`, whose error names them all ("modes are strict, pool, ..."). */
+function oneOf<T extends string> (what: string, values: readonly T[]) {
+  return (text: string): T => {
+    if (!(values as readonly string[]).includes(text)) throw new InvalidArgumentError(`${what} are ${values.join(', ')}`)
+    return text as T
+  }
 }
-
-function mode (text: string): RedirectMode {
-  if (!(REDIRECT_MODES as string[]).includes(text)) throw new InvalidArgumentError(`modes are ${REDIRECT_MODES.join(', ')}`)
-  return text as RedirectMode
-}
+const layoutKind = oneOf<LayoutKind>('layouts', LAYOUT_KINDS)
+const mode = oneOf<RedirectMode>('modes', REDIRECT_MODES)
 
 program.command('simulate')
   .description('run the protocol on random traces (no FUSE, no disk) and print opens that waited, chunk loads, read amplification, waste and batch randomness per layout, mode, chunk size and memory')

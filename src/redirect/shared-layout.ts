@@ -15,7 +15,7 @@
  * the seed and K.
  */
 import { createHash } from 'node:crypto'
-import type { FileId, PcId, SampleFile } from './layout'
+import type { FileId, SampleFile } from './layout'
 import { SeededRandom } from './random'
 
 export interface SharedChunk {
@@ -41,11 +41,6 @@ export interface SharedLayout {
   readonly fileBlock: Uint32Array
   readonly totalBytes: number
   readonly hash: string
-}
-
-/** The chunk file `file` is stored in. */
-export function sharedPcOfFile (layout: SharedLayout, file: FileId): PcId {
-  return layout.filePc[file] as PcId
 }
 
 /**

@@ -39,7 +39,7 @@ import type { SharedLayout } from './shared-layout'
 /** Blocks drawn at random for each block a load reads: the best of them is read. */
 const CHOICES = 32
 /** Share of the memory readahead leaves to demand loads. */
-export const DEMAND_SHARE = 0.1
+const DEMAND_SHARE = 0.1
 
 /** A block of the shared layout (`SharedLayout.blocks`): what one read brings. */
 export type BlockId = number & { readonly block: unique symbol }

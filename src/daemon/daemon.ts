@@ -378,7 +378,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, buffers: Samp
     log,
     stats,
     reset,
-    beforeSampleOpen: runs === undefined ? undefined : thread => thread === undefined || onRunEvent(runs.noteOpen(thread), cluster ?? engine, log),
+    beforeSampleOpen: runs === undefined ? undefined : (thread, recheck) => thread === undefined || onRunEvent(runs.noteOpen(thread, Date.now(), recheck), cluster ?? engine, log),
     runsBegun: runs === undefined ? undefined : () => engine.newRuns,
     afterSampleOpen: seconds => metrics?.observeOpen(seconds),
     watch: dataset.watch,

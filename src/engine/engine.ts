@@ -130,6 +130,7 @@ export class Engine {
       try {
         decision = this.protocol.open(file, { retry, requester, exact, holdersConfirmed: reclaimed !== undefined })
       } finally {
+        this.freeDropped()
         // Only now: the opens parked on the VC decide after this one. Even if it threw (the VC is no longer this
         // node's: it was fenced while it reclaimed), or they would wait for good.
         if (reclaimed !== undefined) this.wake(reclaimed)
@@ -152,6 +153,7 @@ export class Engine {
         const outcome = await this.askHolders(decision.plan)
         // From the holders' answers to the next decision, no await: nothing else decides for the VC in between.
         const returned = this.protocol.home.finishReclaim(decision.plan, outcome.reports)
+        this.freeDropped()
         if (returned === undefined) {
           reclaimed = decision.plan.vc
           continue
@@ -260,7 +262,11 @@ export class Engine {
   }
 
   /** A dead node's mirrors are gone: what it was shipped and never served is loadable again. Gives the VCs that lost files. */
-  forgetNode (node: NodeId): VcId[] { return this.protocol.home.forgetNode(node) }
+  forgetNode (node: NodeId): VcId[] {
+    const lost = this.protocol.home.forgetNode(node)
+    this.freeDropped()
+    return lost
+  }
 
   /** `serveRequest`'s answer went out to `node` (not given back): kept until its next request says whether it came. */
   answerSent (node: NodeId, answer: RequestAnswer): void {
@@ -270,6 +276,7 @@ export class Engine {
   /** `serveRequest`'s batch for `node` was never sent: its files may be loaded again (their bytes are the caller's to free). */
   takeBackBatch (node: NodeId, answer: RequestAnswer): void {
     if (answer.batch.length > 0) this.protocol.home.takeBack(this.protocol.vcOf(answer.batch[0].file), node, answer.batch.map(f => f.file))
+    this.freeDropped()
   }
 
   get takeovers (): number { return this.protocol.counters.takeovers }
@@ -321,6 +328,12 @@ export class Engine {
     } else {
       this.buffers.give(served.bytes)
     }
+    this.freeDropped()
+  }
+
+  /** Frees the bytes of files the protocol let go outside a load (Protocol.takeDropped). */
+  private freeDropped (): void {
+    for (const file of this.protocol.takeDropped()) this.resident.drop(file)
   }
 
   /** Waits for readahead loads to end (for a clean shutdown). */

@@ -25,7 +25,9 @@ export class ResidentBytes {
     this.length = new Float64Array(files)
   }
 
+  /** Keeps a file's bytes; a copy already kept (staged for the next epoch, when the served one comes back) goes back for reuse. */
   set (file: FileId, bytes: Buffer): void {
+    this.drop(file)
     this.memory[file] = bytes.buffer as ArrayBuffer
     this.start[file] = bytes.byteOffset
     this.length[file] = bytes.length

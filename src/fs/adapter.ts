@@ -49,9 +49,10 @@ export interface AdapterOptions {
    * Told of every sample open before it is decided, with the calling thread
    * when the backend knows it (the native one does): a new training run
    * starts a new epoch (src/runs). False refuses the open (EIO): an
-   * orphaned worker of a run that ended.
+   * orphaned worker of a run that ended, or an opener gone. `recheck`:
+   * asked again as an answer is ready, the thread looked at afresh.
    */
-  beforeSampleOpen?: (thread: number | undefined) => boolean
+  beforeSampleOpen?: (thread: number | undefined, recheck?: boolean) => boolean
   /** How many runs have begun so far (src/runs): one that began while an open waited may have orphaned its opener. */
   runsBegun?: () => number
   /** Told how long each sample open took here (the metrics' open-wait histogram). */
@@ -168,7 +169,7 @@ export class FsAdapter {
       // A run that began while this open waited (on a load) may have made its opener a worker of one that ended
       // (its trainer killed): its answer, or the failure it was charged with, is the new run's, and goes back:
       // the engine does it as soon as the answer is ready (`wanted`); a source that does not ask, here after.
-      const orphaned = (): boolean => runs !== undefined && this.options.runsBegun!() !== runs && this.options.beforeSampleOpen?.(options.thread) === false
+      const orphaned = (): boolean => runs !== undefined && this.options.runsBegun!() !== runs && this.options.beforeSampleOpen?.(options.thread, true) === false
       const started = process.hrtime.bigint()
       let served: ServedFile
       try {

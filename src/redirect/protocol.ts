@@ -175,6 +175,11 @@ export class Protocol {
   private readonly failedPcs = new Set<PcId>()
   /** VCs whose staged chunk was read for their next epoch: it waits for the rollover. */
   private readonly stagedForNextEpoch = new Set<VcId>()
+  /** VCs whose load in flight reads for their next epoch, and those of them whose chunk is no longer wanted (`giveUpNextEpoch`). */
+  private readonly loadingForNextEpoch = new Set<VcId>()
+  private readonly nextEpochGivenUp = new Set<VcId>()
+  /** Files let go out of memory outside a load, reset or new run: the caller frees their bytes (`takeDropped`). */
+  private dropped: FileId[] = []
   /** Per VC, exact opens this epoch of a file it had served already (see `exactMayEndEpoch`). */
   private readonly repeatsThisEpoch: Uint32Array
   readonly node: NodeId
@@ -365,6 +370,7 @@ export class Protocol {
     // An exact load's own file goes to its opener's handle, as a served file does: handles are not the budget's (docs/design.md, "Invariants").
     for (const file of files) if (!(exact && file === requester)) bytes += this.layout.files[file].size
     this.slots.setLoading(vc, true)
+    if (forNextEpoch) this.loadingForNextEpoch.add(vc)
     this.counters.inflightBytes += bytes
     return { id: this.nextPlanId++, vc, pieces, files, bytes, requester, exact, forNode, forNextEpoch }
   }
@@ -379,6 +385,8 @@ export class Protocol {
   finishLoad (plan: LoadPlan, delivered: ReadonlySet<FileId>): LoadOutcome {
     const { vc } = plan
     this.slots.setLoading(vc, false)
+    const givenUp = this.nextEpochGivenUp.delete(vc)
+    this.loadingForNextEpoch.delete(vc)
     this.counters.inflightBytes -= plan.bytes
     this.counters.chunkLoads++
     if (plan.requester === undefined) this.counters.readaheadLoads++
@@ -396,7 +404,8 @@ export class Protocol {
     if (plan.forNextEpoch === true) {
       // Staged even into an empty VC: these files were served this epoch, so they wait for the rollover. A file
       // a reset made unconsumed meanwhile is this epoch's again and is left for a load of this epoch.
-      const served = arrived.filter(file => this.slots.isConsumed(file))
+      // Given up while it was read (a file of this epoch came back to the VC): nothing is staged, its bytes go.
+      const served = givenUp ? [] : arrived.filter(file => this.slots.isConsumed(file))
       if (served.length > 0) {
         this.slots.stage(vc, served)
         this.stagedForNextEpoch.add(vc)
@@ -534,9 +543,32 @@ export class Protocol {
         this.noteMemory()
         return
       }
-      // Its staged bytes stay where they are until this epoch's load of it replaces them (their buffer then goes to the collector).
+      this.dropped.push(file)
     }
     this.slots.unconsume(file)
+    this.giveUpNextEpoch(vc)
+    this.noteMemory()
+  }
+
+  /**
+   * A file of this epoch came back to a VC after the room it had left was
+   * given to a chunk read ahead for the VC's next epoch: that chunk gives
+   * the room back, or the file's return (or this epoch's load of it) would
+   * come on top of it, past --memory. Its files were served this epoch, so
+   * they stay consumed, and the rollover makes them loadable again: the
+   * next epoch reads them anew.
+   */
+  private giveUpNextEpoch (vc: VcId): void {
+    if (this.loadingForNextEpoch.has(vc)) this.nextEpochGivenUp.add(vc)
+    if (!this.stagedForNextEpoch.delete(vc)) return
+    this.dropped.push(...this.slots.dropStaged(vc))
+  }
+
+  /** The files let go out of memory since the last call, outside a load, reset or new run: the caller frees their bytes. */
+  takeDropped (): FileId[] {
+    const dropped = this.dropped
+    this.dropped = []
+    return dropped
   }
 
   /**
@@ -555,8 +587,8 @@ export class Protocol {
     // Not while a load of its VC is in flight: that load was planned with the slot empty and the file
     // consumed, and would fill the slot again (strict) or stage a second copy of it (pool, mix).
     if (this.slots.isSlotEmpty(vc, offset) && !this.slots.isLoading(vc)) {
-      // Out of a chunk staged for the next epoch too, if there (see `reopen`): the bytes given back serve this one.
-      if (this.stagedForNextEpoch.has(vc)) this.slots.takeStaged(vc, file)
+      // Out of a chunk staged for the next epoch, if there (see `reopen`): the bytes given back serve this one. Else that chunk makes room for them.
+      if (!(this.stagedForNextEpoch.has(vc) && this.slots.takeStaged(vc, file))) this.giveUpNextEpoch(vc)
       this.slots.place(vc, offset, file)
       this.noteMemory()
       return 'placed'

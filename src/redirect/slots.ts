@@ -144,8 +144,7 @@ export class SlotTable {
   resetVc (vc: VcId): FileId[] {
     const dropped: FileId[] = []
     for (const offset of this.validOffsets(vc)) dropped.push(this.take(vc, offset))
-    for (const file of this.stagedFiles.get(vc) ?? []) { dropped.push(file); this.residentBytes -= this.layout.files[file].size }
-    this.stagedFiles.delete(vc)
+    dropped.push(...this.dropStaged(vc))
     let files = 0
     for (const pc of this.layout.vcs[vc].pcs) {
       for (const file of this.layout.pcs[pc].files) { this.consumedBits[file] = 0; files++ }
@@ -173,6 +172,14 @@ export class SlotTable {
     if (files!.length === 0) this.stagedFiles.delete(vc)
     this.residentBytes -= this.layout.files[file].size
     return true
+  }
+
+  /** Empties the VC's staged chunk, its files left as they are (consumed or not). Returns the files dropped from memory. */
+  dropStaged (vc: VcId): FileId[] {
+    const files = this.stagedFiles.get(vc) ?? []
+    for (const file of files) this.residentBytes -= this.layout.files[file].size
+    this.stagedFiles.delete(vc)
+    return files
   }
 
   /** Moves the staged chunk into the (empty) slots of its VC. */

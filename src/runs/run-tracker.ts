@@ -203,14 +203,19 @@ export class RunTracker {
 
   constructor (private readonly table: ProcessTable = procTable) {}
 
-  /** Places an open by `thread`; what it changes (see RunEvent). */
-  noteOpen (thread: number, now = Date.now()): RunEvent {
+  /**
+   * Places an open by `thread`; what it changes (see RunEvent). `recheck`:
+   * look at the thread again now, not once a second (an answer about to go
+   * to an opener that may have gone while it waited).
+   */
+  noteOpen (thread: number, now = Date.now(), recheck = false): RunEvent {
     const known = this.threads.get(thread)
     if (known !== undefined) {
-      const checked = now - known.checkedAt < RECHECK_MS || this.table.info(thread)?.startTime === known.startTime
-      if (checked) {
+      const due = recheck || now - known.checkedAt >= RECHECK_MS
+      const info = due ? this.table.info(thread) : undefined
+      if (!due || info?.startTime === known.startTime) {
         // Still the thread it was: still of its run, unless that run ended (checked with the thread, once a second).
-        if (now - known.checkedAt >= RECHECK_MS) {
+        if (due) {
           known.checkedAt = now
           if (known.run !== undefined && known.run !== 'orphan' && !this.isReading(known.run)) this.threads.set(thread, { ...known, run: 'orphan' })
           else if (known.trainer !== undefined) this.noteWorkersOf(known.trainer, now)
@@ -218,6 +223,8 @@ export class RunTracker {
         return this.placed(this.threads.get(thread)!.run)
       }
       this.threads.delete(thread)
+      // A thread seen before and gone now (its process killed while its open waited): no answer can reach it.
+      if (info === undefined) return this.placed('orphan')
     }
     const threadStart = this.table.info(thread)?.startTime
     const pid = this.table.processOf(thread)

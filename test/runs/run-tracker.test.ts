@@ -242,6 +242,22 @@ t.test('a thread is looked up once, and again when its id is reused', async t =>
   t.equal(runs.noteOpen(200, 1500).kind, 'new', 'after that the start time is checked')
 })
 
+t.test('an opener seen before and gone now is an orphan; asked to recheck, found at once', async t => {
+  const table = machine()
+  const runs = new RunTracker(table)
+  table.add(200, 100, TRAIN)
+  t.equal(runs.noteOpen(200, 0).kind, 'first')
+  table.exit(200) // killed while its open waited on a load
+  t.equal(runs.noteOpen(200, 500).kind, 'same', 'within a second the cache answers')
+  t.equal(runs.noteOpen(200, 600, true).kind, 'orphan', 'a recheck looks at the thread now')
+  t.equal(runs.stats().orphanOpens, 1)
+  const later = new RunTracker(table)
+  table.add(300, 100, TRAIN)
+  later.noteOpen(300, 0)
+  table.exit(300)
+  t.equal(later.noteOpen(300, 1500).kind, 'orphan', 'after a second, without being asked')
+})
+
 t.test('a job restarted under the same name while another job reads is that other job\'s neighbour, and its opens go on', async t => {
   const table = machine()
   const runs = new RunTracker(table)

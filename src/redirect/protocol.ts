@@ -145,8 +145,14 @@ export interface LoadFor {
 
 export interface ProtocolOptions {
   mode: RedirectMode
-  /** Readahead is started only while resident plus in-flight bytes stay within this. */
+  /** Readahead is started only while resident plus in-flight bytes, and those held by opens, stay within this. */
   memoryBytes: number
+  /**
+   * Bytes of samples served and still held by open files (the FUSE layer's
+   * handles): out of the slots, yet in memory until released. Readahead
+   * leaves room for them. None when absent.
+   */
+  heldByOpens?: () => number
   /** Seeds the runtime choices (refill ties, pool picks). */
   seed: number
   /** This node's id in a cluster (default 0); it owns the VCs it is home to. */
@@ -482,7 +488,7 @@ export class Protocol {
   private fitsInMemory (pieces: readonly LoadPiece[]): boolean {
     let bytes = 0
     for (const piece of pieces) for (const file of piece.files) bytes += this.layout.files[file].size
-    return this.slots.residentBytes + this.counters.inflightBytes + bytes <= this.options.memoryBytes
+    return this.slots.residentBytes + this.counters.inflightBytes + (this.options.heldByOpens?.() ?? 0) + bytes <= this.options.memoryBytes
   }
 
   /**

@@ -303,6 +303,20 @@ t.test('readahead never re-plans a chunk whose last load lost files, so a broken
   }
 })
 
+t.test('readahead leaves room for the bytes that open files still hold', async t => {
+  for (const mode of ['strict', 'pool', 'mix'] as RedirectMode[]) {
+    const { layout } = layoutFor(0.5)
+    const vc = vcId(layout.vcs.findIndex(v => v.pcs.length >= 2))
+    let held = 0
+    const memoryBytes = 10 * layout.pcs[layout.vcs[vc].pcs[0]].files.reduce((sum, file) => sum + layout.files[file].size, 0)
+    const protocol = new Protocol(layout, { mode, memoryBytes, seed: 1, heldByOpens: () => held })
+    held = memoryBytes
+    t.equal(protocol.readahead(vc), undefined, `${mode}: no readahead while opens hold the whole budget`)
+    held = 0
+    t.ok(protocol.readahead(vc) !== undefined, `${mode}: readahead once they released it`)
+  }
+})
+
 for (const mixBlock of [1, 4]) {
   t.test(`mix, blocks of ${mixBlock}: every file is read exactly once per epoch and nothing is wasted`, async t => {
     const { layout, memoryBytes } = layoutFor(0.25)

@@ -312,9 +312,8 @@ async function serve (config: MountConfig, dataset: OpenedDataset, buffers: Samp
   // A directory reads files one by one, so mix may take each from any chunk; a pack reads blocks, a few per load.
   const mixBlock = config.mixBlock ?? (dataset.checkLayout !== undefined ? Math.max(1, Math.ceil(chunkSize / 4)) : 1)
   // Samples bound to open files are the adapter's (built below, once the engine is): readahead leaves room for them.
-  let adapterBuilt: FsAdapter | undefined
-  const heldByOpens = (): number => adapterBuilt?.handles.boundBytes ?? 0
-  const protocol = new Protocol(layout, { mode: config.mode, memoryBytes: config.memoryBytes, seed: config.seed, node: shape.node, prefetch: config.cluster?.prefetch, mixBlock, heldByOpens })
+  const opens = { held: (): number => 0 }
+  const protocol = new Protocol(layout, { mode: config.mode, memoryBytes: config.memoryBytes, seed: config.seed, node: shape.node, prefetch: config.cluster?.prefetch, mixBlock, heldByOpens: () => opens.held() })
   // The object graph, built once: the engine reclaims through the cluster's
   // membership, the cluster node routes opens to the engine, and the stats
   // it serves its peers are the whole mount's (a function, called only once
@@ -387,7 +386,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, buffers: Samp
     watch: dataset.watch,
     passThroughCap: passThroughCap(fdLimit()?.soft)
   })
-  adapterBuilt = adapter
+  opens.held = () => adapter.handles.boundBytes
   let metrics: MetricsServer | undefined
 
   try {

@@ -189,7 +189,8 @@ export class Engine {
     }
     let served: ServedFile | { charged?: FileId } | { unwanted: true } = { charged: outcome.charged }
     if (outcome.served !== undefined) {
-      const bytes = this.resident.has(outcome.served) ? this.resident.take(outcome.served) : delivered.get(outcome.served)!
+      // The load's own copy first (an exact load's file, never placed): one in memory may be a chunk's staged for the next epoch.
+      const bytes = delivered.get(outcome.served) ?? this.resident.take(outcome.served)
       delivered.delete(outcome.served)
       served = { file: outcome.served, bytes }
     }

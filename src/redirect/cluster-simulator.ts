@@ -96,6 +96,7 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
     if (dead.has(owner)) return answer(undefined)
     const protocol = protocols[owner]
     const decision = protocol.open(file, { retry, requester: report, holdersConfirmed })
+    protocol.takeDropped() // files let go: the simulator holds no bytes to free
     const vc = vcOf(file)
     const again = (confirmed = false): void => serveAtHome(owner, file, true, report, answer, confirmed)
     if (decision.kind === 'serve') {
@@ -127,6 +128,7 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
     const reports: ReclaimReport[] = []
     const finish = (): void => {
       const returned = protocols[owner].home.finishReclaim(plan, reports)
+      protocols[owner].takeDropped()
       wake(homeWaiters, `${owner}:${plan.vc}`)
       if (returned !== undefined) answer(returned)
       else again(true) // in the same step: the holders' answers are fresh for this decision only
@@ -252,7 +254,10 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
           unsyncedAtDeath.set(kill.node, answeredSinceSync[kill.node])
           unsyncedClusterWide.set(kill.node, answeredSinceSync.reduce((sum, n) => sum + n, 0))
           queues[kill.node].length = 0
-          for (const [survivor, protocol] of protocols.entries()) if (!dead.has(survivor)) protocol.home.forgetNode(kill.node)
+          for (const [survivor, protocol] of protocols.entries()) {
+            if (!dead.has(survivor)) protocol.home.forgetNode(kill.node)
+            protocol.takeDropped()
+          }
           adoptOrphans()
         }
       })

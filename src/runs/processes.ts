@@ -44,6 +44,8 @@ export interface ProcessTable {
   launcherVariables (pid: number): Partial<Record<LauncherVariable, string>> | undefined
   /** The processes a process started (any of its threads), as far as can be read. */
   children (pid: number): number[]
+  /** Whether a process or thread is known to be gone (no such entry in /proc), not merely unreadable. */
+  gone (pid: number): boolean
 }
 
 /** `/proc/<pid>/stat`: the command name is in parentheses and may hold spaces and parentheses itself. */
@@ -77,6 +79,14 @@ export function isRunning (pid: number, startTime: number): boolean {
 }
 
 export const procTable: ProcessTable = {
+  gone (pid) {
+    try {
+      statSync(`/proc/${pid}`)
+      return false
+    } catch (err) {
+      return (err as NodeJS.ErrnoException).code === 'ENOENT'
+    }
+  },
   processOf (thread) {
     const status = readOrUndefined(`/proc/${thread}/status`)
     const tgid = status?.match(/^Tgid:\s+(\d+)$/m)

@@ -57,7 +57,7 @@ export type RunEvent =
   | { readonly kind: 'new', readonly run: Run, readonly previous: Run }
   /** A new run while another still reads: epochs are no longer exact. */
   | { readonly kind: 'concurrent', readonly run: Run, readonly others: readonly Run[] }
-  /** An open by a worker whose trainer is gone or whose run ended: it must not take a sample. */
+  /** An open by a worker whose trainer is gone or whose run ended, or (asked again) by a thread gone since: it must not take a sample. */
   | { readonly kind: 'orphan' }
 
 export interface RunStats {
@@ -223,8 +223,9 @@ export class RunTracker {
         return this.placed(this.threads.get(thread)!.run)
       }
       this.threads.delete(thread)
-      // A thread seen before and gone now (its process killed while its open waited): no answer can reach it.
-      if (info === undefined) return this.placed('orphan')
+      // Asked as an answer is ready: a thread seen before and gone now (its process killed while its open waited) is
+      // an orphan, for no answer can reach it. Only when /proc says it is gone: an unreadable one stays unknown.
+      if (recheck && info === undefined && this.table.gone(thread)) return this.placed('orphan')
     }
     const threadStart = this.table.info(thread)?.startTime
     const pid = this.table.processOf(thread)

@@ -7,10 +7,10 @@ import { capacityFor } from '../../src/chunks/sample-buffers'
 import { Engine, type ServedFile } from '../../src/engine/engine'
 import { FsError } from '../../src/errors'
 import { planMemory } from '../../src/redirect/budget'
-import { allVcs, buildLayout, type FileId, type Layout } from '../../src/redirect/layout'
+import { allVcs, buildLayout, type FileId, type Layout, type VcId } from '../../src/redirect/layout'
 import { Protocol, type RedirectMode } from '../../src/redirect/protocol'
 import { bytesOf, FakeSource } from '../helpers/fake-source'
-import { fileId } from '../helpers/ids'
+import { fileId, vcId } from '../helpers/ids'
 import { makeSamples, UNEVEN_CLASSES } from '../helpers/samples'
 
 const files = makeSamples(3, UNEVEN_CLASSES)
@@ -25,6 +25,8 @@ function engineFor (mode: RedirectMode, source: FakeSource, memoryFraction = 0.2
 }
 
 interface Outcome { opened: FileId, served?: ServedFile, error?: unknown }
+
+const lentBytes = (source: FakeSource): number => { const { slabBytes, idleBytes } = source.buffers.stats(); return slabBytes - idleBytes }
 
 /** One epoch: every file opened once, in a shuffled order, by `readers` concurrent callers. */
 async function epoch (engine: Engine, seed: number, readers = 8): Promise<Outcome[]> {
@@ -166,6 +168,92 @@ for (const mode of MODES) {
     }
     engine.reset()
     t.equal(lentBytes(), 0, 'every buffer is back')
+  })
+}
+
+/** Lets finished loads start their readahead (on the following turn) and those loads end. */
+async function settle (engine: Engine): Promise<void> {
+  for (let turn = 0; turn < 20; turn++) {
+    await engine.drain()
+    await new Promise(resolve => setImmediate(resolve))
+  }
+}
+
+/** The files of the first VC of at least `pcs` chunks, and the VC. */
+function vcOfChunks (layout: Layout, pcs: number): { vc: VcId, vcFiles: FileId[] } {
+  const vc = vcId(layout.vcs.findIndex(v => v.pcs.length >= pcs))
+  return { vc, vcFiles: layout.vcs[vc].pcs.flatMap(pc => layout.pcs[pc].files) }
+}
+
+const sortedIds = (ids: FileId[]): FileId[] => [...ids].sort((a, b) => a - b)
+
+for (const mode of ['pool', 'mix'] as RedirectMode[]) {
+  t.test(`${mode}: a file given back after its VC staged its next epoch gives that chunk's bytes back, and both epochs serve each file once`, async t => {
+    const source = new FakeSource()
+    const { engine, layout, memoryBytes, protocol } = engineFor(mode, source, 0.5)
+    const { vc, vcFiles } = vcOfChunks(layout, 3)
+    const served: ServedFile[] = []
+    for (const file of vcFiles) { served.push(await engine.open(file)); await settle(engine) }
+    const staged = protocol.slots.staged(vc)
+    t.ok(staged !== undefined && staged.length > 0, 'served out, the VC read ahead for its next epoch')
+    // Its opener went away: the file goes back to its slot, and the chunk read into its room is given up.
+    const victim = served.find(s => staged?.includes(s.file) !== true)!
+    const lentBefore = lentBytes(source)
+    engine.giveBack(victim)
+    t.equal(protocol.slots.staged(vc), undefined, 'the next epoch\'s chunk is given up')
+    t.ok(protocol.slots.residentBytes <= memoryBytes, 'within --memory')
+    t.ok(lentBytes(source) < lentBefore, 'its bytes went back to the pool')
+    const again = await engine.open(victim.file)
+    t.ok(again.bytes.equals(bytesOf(again.file)))
+    t.same(sortedIds([...served.filter(s => s !== victim).map(s => s.file), again.file]), sortedIds(vcFiles), 'this epoch served each file once')
+    for (const s of served) if (s !== victim) source.buffers.give(s.bytes)
+    source.buffers.give(again.bytes)
+    await settle(engine)
+    const next: FileId[] = []
+    for (const file of vcFiles) {
+      const s = await engine.open(file)
+      t.ok(s.bytes.equals(bytesOf(s.file)), `the bytes of file ${s.file}`)
+      next.push(s.file)
+      source.buffers.give(s.bytes)
+      await settle(engine)
+    }
+    t.same(sortedIds(next), sortedIds(vcFiles), 'the next epoch serves each file once')
+    await settle(engine)
+    engine.reset()
+    t.equal(lentBytes(source), 0, 'every buffer is back')
+  })
+
+  t.test(`${mode}: an exact open of a file the VC staged early for its next epoch gets the load's own copy, and the staged chunk keeps its bytes`, async t => {
+    const source = new FakeSource()
+    const { engine, layout, protocol } = engineFor(mode, source, 0.5)
+    let found = false
+    for (const v of allVcs(layout)) {
+      const vcFiles = layout.vcs[v].pcs.flatMap(pc => layout.pcs[pc].files)
+      const servedThisEpoch = new Set<FileId>()
+      for (const file of vcFiles) {
+        const served = await engine.open(file)
+        servedThisEpoch.add(served.file)
+        source.buffers.give(served.bytes)
+        await settle(engine)
+        // Staged early: a chunk of files served this epoch, read for the next while this one still has files in its slots.
+        const repeated = protocol.slots.staged(v)?.find(f => servedThisEpoch.has(f))
+        if (repeated === undefined || protocol.slots.validSlots(v) === 0) continue
+        found = true
+        const exact = await engine.open(repeated, { exact: true })
+        t.equal(exact.file, repeated)
+        t.ok(exact.bytes.equals(bytesOf(repeated)), 'the exact open gets its own bytes')
+        source.buffers.give(exact.bytes)
+        for (let i = 0; i < vcFiles.length * 2; i++) {
+          const s = await engine.open(vcFiles[i % vcFiles.length])
+          t.ok(s.bytes.equals(bytesOf(s.file)), `the bytes of file ${s.file}`)
+          source.buffers.give(s.bytes)
+          await settle(engine)
+        }
+        break
+      }
+      if (found) break
+    }
+    t.ok(found, 'a VC staged its next epoch while it still served')
   })
 }
 

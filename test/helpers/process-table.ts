@@ -37,6 +37,7 @@ export class FakeTable implements ProcessTable {
 
   processOf (thread: number): number | undefined { return this.threads.get(thread) }
   info (pid: number): ProcessInfo | undefined { return this.processes.get(pid) ?? this.otherThreads.get(pid) }
+  gone (pid: number): boolean { return this.info(pid) === undefined }
   launcherVariables (pid: number): Partial<Record<LauncherVariable, string>> | undefined { return this.environments.get(pid) }
   children (pid: number): number[] { return [...this.processes.values()].filter(p => p.parent === pid).map(p => p.pid) }
   /** Its parent exited: init adopts it. */

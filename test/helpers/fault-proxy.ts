@@ -46,7 +46,7 @@ export interface FaultProxy {
   readonly injected: Record<Fault, number>
   /** Faults told and not dealt yet. */
   pending: () => number
-  /** Requests held now (fault 'hold'). */
+  /** Requests held now (fault 'hold'); one whose client went away is dropped. */
   held: () => number
   /** Forwards the held requests. */
   release: () => void
@@ -84,7 +84,10 @@ export async function startFaultProxy (t: Teardown, target: string, options: { r
       return
     }
     if (fault === 'hold') {
-      held.push(() => forward(request, response, undefined))
+      const release = (): void => forward(request, response, undefined)
+      held.push(release)
+      // A held request whose client went away is dropped, never forwarded: a killed client's request never reaches the server.
+      request.socket.once('close', () => { held = held.filter(waiting => waiting !== release) })
       return
     }
     if (fault === 'stall') {

@@ -20,7 +20,7 @@ import type { DatasetTree, FileReader, OpenFile } from './tree'
 import { nsecOf, secOf } from './scan'
 import { codeOf } from '../errors'
 import { native } from './native'
-import type { SourceCheck } from './source-check'
+import type { SourceCheck, UnchangedDirectories } from './source-check'
 import type { SampleBuffers } from './sample-buffers'
 import type { ChunkRequest, ChunkSource } from './source'
 import type { FileId } from '../redirect/layout'
@@ -42,6 +42,8 @@ export class DirectorySource implements ChunkSource {
     private readonly check: SourceCheck,
     private readonly buffers: SampleBuffers,
     private readonly log: Logger,
+    /** Asked before each load: the directories it need not stat again (source-watch.ts); none when absent. */
+    private readonly unchanged?: () => UnchangedDirectories,
     /** Batches in flight at once, across all loads. */
     concurrency = 8
   ) {
@@ -52,7 +54,7 @@ export class DirectorySource implements ChunkSource {
   async fetch (request: ChunkRequest): Promise<Map<FileId, Buffer>> {
     const delivered = new Map<FileId, Buffer>()
     const files = this.tree.samples
-    const refusing = await this.check.directoriesRefusing(request.files.map(id => files[id].entry))
+    const refusing = await this.check.directoriesRefusing(request.files.map(id => files[id].entry), this.unchanged?.())
     const readable = request.files.filter(id => {
       const refusal = refusing(files[id].entry)
       if (refusal !== undefined) this.refuse(id, refusal.why)

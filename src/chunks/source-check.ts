@@ -34,6 +34,9 @@ const O_PATH = 0o10000000
 /** Why an entry is not served now, and the errno a direct open of it gets. */
 export interface Refusal { readonly errno: 'EACCES' | 'EIO', readonly why: string }
 
+/** Whether a directory, and every directory above it, is known unchanged since it was last found as the scan saw it. */
+export type UnchangedDirectories = (directory: number) => boolean
+
 export class SourceCheck {
   /** The root with one trailing slash: a file's path is a concatenation. */
   private readonly prefix: string
@@ -70,13 +73,21 @@ export class SourceCheck {
   /**
    * For the files `entries`, a function that says why one is not served
    * because a directory on its way changed since the scan (undefined when
-   * none did). Each directory is stat'ed once per call.
+   * none did). Each directory is stat'ed once per call, but for those
+   * `unchanged` vouches for, with every directory above them (the kernel
+   * said nothing about them since they were last found as the scan saw
+   * them: source-watch.ts).
    */
-  async directoriesRefusing (entries: readonly number[]): Promise<(entry: number) => Refusal | undefined> {
+  async directoriesRefusing (entries: readonly number[], unchanged: UnchangedDirectories = () => false): Promise<(entry: number) => Refusal | undefined> {
     const { parent } = this.tree.columns
     const directories = new Set<number>()
+    const vouched = new Set<number>()
     for (const entry of entries) {
-      for (let d = parent[entry]; !directories.has(d); d = parent[d]) {
+      for (let d = parent[entry]; !directories.has(d) && !vouched.has(d); d = parent[d]) {
+        if (unchanged(d)) {
+          vouched.add(d)
+          break
+        }
         directories.add(d)
         if (d === 0) break
       }

@@ -34,7 +34,7 @@ import path from 'node:path'
 import type { Logger } from 'pino'
 import { codeOf } from '../errors'
 import { native } from './native'
-import type { Refusal, SourceCheck } from './source-check'
+import type { Refusal, SourceCheck, UnchangedDirectories } from './source-check'
 import type { DatasetTree } from './tree'
 
 /** How long a check holds where the kernel cannot say what changed. */
@@ -91,6 +91,8 @@ export class SourceWatch {
   private readonly linkChecked: Uint32Array
   private readonly counters = { changeEvents: 0, checksAtOpen: 0, refusedAtOpen: 0 }
   private watched = 0
+  /** Reads of the event queue so far: a request that arrived before the last one began needs no read of its own. */
+  private drains = 0
 
   private constructor (private readonly fd: number | undefined, private readonly tree: DatasetTree, private readonly check: SourceCheck, private readonly log: Logger) {
     this.state = new Uint8Array(tree.count)
@@ -133,6 +135,8 @@ export class SourceWatch {
       const onLinks = directories.map(dir => watch.add(dir, { kind: 'links', next: tree.links!.holding.has(dir) ? 'any' : below.get(dir) ?? new Set() }))
       if (onLinks.includes(false)) for (const entry of tree.links?.entries ?? []) unwatched.push(tree.isDirectory(entry) ? entry : tree.columns.parent[entry])
     }
+    // What changed between the scan and these watches raised no event: each directory is checked once, at the first open or load under it.
+    for (let entry = 0; entry < tree.count; entry++) if (tree.isDirectory(entry)) watch.suspect(entry)
     if (unwatched.length > 0) watch.poll(unwatched)
     if (unwatched.length > 0 && fd !== undefined) {
       log.warn({ directories: unwatched.length }, 'past the inotify watch limit (fs.inotify.max_user_watches): changes in these directories are noticed within a second of an open instead of at once')
@@ -161,8 +165,9 @@ export class SourceWatch {
     for (const dir of directories) this.polled.directories[dir] = 1
   }
 
-  /** Reads the changes pending now and marks what they name suspect. Call before deciding an open. */
+  /** Reads the changes pending now and marks what they name suspect. */
   drain (): void {
+    this.drains++
     if (this.fd === undefined) return
     const events = native().watchRead(this.fd)
     if (events === undefined) return
@@ -177,6 +182,22 @@ export class SourceWatch {
       }
       for (const role of this.roles.get(wds[i]) ?? []) this.apply(role, masks[i], names[i])
     }
+  }
+
+  /** A mark for a request (an open) that has just arrived, for `drainSince`. */
+  arrival (): number {
+    return this.drains
+  }
+
+  /**
+   * Before deciding a request that arrived at `arrival`: reads the changes
+   * pending, unless a read since it arrived did. Any read after a request
+   * arrived has every change made before it (the kernel queues an event as
+   * the change is made), so the opens of one batch cost one read between
+   * them.
+   */
+  drainSince (arrival: number): void {
+    if (this.drains === arrival) this.drain()
   }
 
   private apply (role: Role, mask: number, name: Buffer): void {
@@ -209,6 +230,19 @@ export class SourceWatch {
       if (this.state[e] !== State.Clear || this.linkIsStale(e) || (this.polled !== undefined && this.isStale(e, now))) return false
       if (e === 0) return true
     }
+  }
+
+  /**
+   * For a load, after the changes pending are read: the directories the
+   * kernel vouches for, each with every directory above it watched and
+   * unchanged since it was last found as the scan saw it, so the load need
+   * not stat them again. None where any directory is checked once a second
+   * instead (that check holds for a second, and a load's for none).
+   */
+  unchangedDirectories (): UnchangedDirectories {
+    if (this.fd === undefined || this.polled !== undefined) return () => false
+    this.drain()
+    return directory => this.isClear(directory)
   }
 
   private linkIsStale (entry: number): boolean {

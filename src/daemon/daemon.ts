@@ -128,7 +128,7 @@ async function openDirectory (config: MountConfig, buffers: SampleBuffers, log: 
     return {
       tree,
       files: new DirectoryFileReader(tree, check),
-      source: new DirectorySource(tree, check, buffers, log),
+      source: new DirectorySource(tree, check, buffers, log, () => watch.unchangedDirectories()),
       statfsPath: sourceRoot,
       chunkSize: config.chunkSize,
       layoutSeed: config.seed,

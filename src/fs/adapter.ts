@@ -159,6 +159,7 @@ export class FsAdapter {
 
   /** `bind` for a tree entry the caller has already found (the native server knows it by inode). */
   async bindEntry (entry: number, flags: number, options: OpenOptions = {}): Promise<Handle> {
+    const arrival = this.options.watch?.arrival()
     refuseWrites(flags)
     const tree = this.options.tree
     if (tree.isDirectory(entry)) throw new FsError('EISDIR', 'is a directory')
@@ -173,7 +174,7 @@ export class FsAdapter {
       const started = process.hrtime.bigint()
       let served: ServedFile
       try {
-        served = await this.serveSample(sample, options.exact === true, () => !orphaned())
+        served = await this.serveSample(sample, options.exact === true, () => !orphaned(), arrival)
       } catch (err) {
         if (err instanceof UnreadableSample && err.charged !== undefined && orphaned()) {
           this.options.samples.uncharge?.(err.charged, err.generation)
@@ -188,7 +189,7 @@ export class FsAdapter {
       this.options.afterSampleOpen?.(Number(process.hrtime.bigint() - started) / 1e9)
       return { kind: 'bytes', entry, bytes: served.bytes, served: served.file }
     }
-    await this.refuseChanged(entry, 'EACCES')
+    await this.refuseChanged(entry, 'EACCES', arrival)
     if (this.passThroughFiles >= (this.options.passThroughCap ?? Infinity)) throw new FsError('EMFILE', 'as many files are open through the mount as the daemon allows')
     this.counters.passthroughOpens++
     this.passThroughFiles++
@@ -213,12 +214,12 @@ export class FsAdapter {
    * load that finds a file changed fails the open it was for: each such
    * file costs one open, and is lost to the epoch.
    */
-  private async serveSample (sample: number, exact: boolean, wanted: () => boolean): Promise<ServedFile> {
+  private async serveSample (sample: number, exact: boolean, wanted: () => boolean, arrival: number | undefined): Promise<ServedFile> {
     const served = await this.options.samples.open(sample, { exact, wanted })
     const watch = this.options.watch
     if (watch === undefined) return served
     const answered = this.options.tree.samples[served.file].entry
-    watch.drain()
+    watch.drainSince(arrival!)
     const refusal = watch.isClear(answered) ? undefined : await watch.refusal(answered)
     if (refusal === undefined) return served
     this.options.buffers.give(served.bytes)
@@ -226,10 +227,10 @@ export class FsAdapter {
   }
 
   /** Fails an open of a non-sample the source no longer lets its readers have (source-watch.ts). */
-  private async refuseChanged (entry: number, errno: 'EACCES'): Promise<void> {
+  private async refuseChanged (entry: number, errno: 'EACCES', arrival: number | undefined): Promise<void> {
     const watch = this.options.watch
     if (watch === undefined) return
-    watch.drain()
+    watch.drainSince(arrival!)
     if (watch.isClear(entry)) return
     const refusal = await watch.refusal(entry)
     if (refusal !== undefined) throw new FsError(errno, refusal.why)

@@ -219,6 +219,8 @@ class ModelWatch {
 
   chmod (entry: number, mode: number): void { this.modeNow.set(entry, mode) }
   drain (): void {}
+  arrival (): number { return 0 }
+  drainSince (): void {}
   isClear (entry: number): boolean { return this.way(entry).every(e => !this.modeNow.has(e)) }
   async refusal (entry: number): Promise<{ errno: 'EIO', why: string } | undefined> {
     await Promise.resolve()

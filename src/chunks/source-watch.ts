@@ -12,16 +12,18 @@
  * on every directory of the tree, on the directories above the source, on
  * those a link leads through, and on each file with other hard links (a
  * chmod through another of its names says nothing to its directory). Before each sample open is decided, the
- * events pending are read, without blocking (a change made before the open
- * reached the daemon is always among them), and each marks the entry it
- * names suspect. An open whose file, or whose answer's file, or a
+ * events pending are read, without blocking, unless a read since the open
+ * arrived did (a change made before the open reached the daemon is always
+ * among them), and each marks the entry it names suspect. Every directory
+ * starts suspect: a change between the scan and the watches raised none. An open whose file, or whose answer's file, or a
  * directory above either, is suspect waits for that entry to be checked
  * against the source again (its identity, owner, mode, ACL and, for a
  * link, the directories on its real path); an entry that fails is refused
  * for the rest of the mount (a widening waits for a remount), and an open
  * of it, or redirected to it, is not served from it. An open of entries
- * that nothing marked costs one read(2) of the event queue and a few array
- * lookups.
+ * that nothing marked costs at most one read(2) of the event queue and a
+ * few array lookups; a load stats only the directories not vouched for
+ * (`unchangedDirectories`).
  *
  * Where inotify cannot see every change (a network filesystem, where
  * another client's chmod raises no event here; a directory past the

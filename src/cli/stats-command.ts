@@ -27,6 +27,8 @@ export function formatStatsOf (mountpoint: string, stats: MountStats): string {
   }
 }
 
+/** Readaheads held back by files kept open, when any (a daemon of an older version does not count them). */
+const heldBack = (count: number | undefined): string => count !== undefined && count > 0 ? `; ${count} held back by files kept open` : ''
 const percent = (part: number, whole: number): string => whole === 0 ? '-' : `${(100 * part / whole).toFixed(1)}%`
 
 /** A type per field, a list of one shape (`[shape]`), or an object's fields (`name?` when optional); `record`: names to numbers or text. */
@@ -119,7 +121,7 @@ export function formatStats (s: MountStats, mountpoint: string): string {
       ? `${opens} samples by this node's trainer: ${p.opens - p.remoteOpens} of chunks it owns, ${s.cluster.remoteOpens} of other nodes' (${s.cluster.prefetchUsed} from its mirrors)`
       : `${p.opens} samples: ${p.memoryHits} from memory (${percent(p.memoryHits, p.opens)}), ${p.waitedOpens} waited for a load (${percent(p.waitedOpens, p.opens)}), ${p.failedOpens} failed`],
     ['redirects', `${p.redirects} (${percent(p.redirects, p.opens)} of opens got another file of their class)`],
-    ['loads', `${p.chunkLoads} chunk loads (${p.readaheadLoads} ahead of need), ${p.filesLoaded} files placed`],
+    ['loads', `${p.chunkLoads} chunk loads (${p.readaheadLoads} ahead of need${heldBack(p.readaheadHeldBack)}), ${p.filesLoaded} files placed`],
     ['waste', `${p.wastedFiles} files / ${formatSize(p.wastedBytes)} of loaded chunks not placed`],
     ['rollovers', `${p.rollovers} (per virtual chunk), ${p.resets} resets, ${p.newRuns} new runs`],
     ...(s.runs !== undefined ? [runsRow(s.runs)] : []),

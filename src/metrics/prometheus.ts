@@ -109,6 +109,7 @@ export function mountRegistry (stats: Stats): { registry: Registry, openWait: Hi
   ], stats, ['result'])
   total(registry, 'redirfs_redirects_total', 'Opens answered with another sample of the same group', s => [[{}, p(s).redirects]], stats)
   total(registry, 'redirfs_chunk_loads_total', 'Chunk loads, by what started them', s => [[{ trigger: 'open' }, p(s).chunkLoads - p(s).readaheadLoads], [{ trigger: 'readahead' }, p(s).readaheadLoads]], stats, ['trigger'])
+  total(registry, 'redirfs_readahead_held_back_total', 'Readahead loads not started because bytes bound to open files took their room', s => [[{}, p(s).readaheadHeldBack ?? 0]], stats)
   total(registry, 'redirfs_files_loaded_total', 'Sample files placed in memory by loads', s => [[{}, p(s).filesLoaded]], stats)
   total(registry, 'redirfs_wasted_bytes_total', 'Bytes of loaded chunks that were not placed (read amplification)', s => [[{}, p(s).wastedBytes]], stats)
   total(registry, 'redirfs_failed_files_total', 'Sample files a source failed to deliver', s => [[{}, p(s).failedFiles]], stats)

@@ -23,6 +23,8 @@ export interface ProtocolCounters {
   chunkLoads: number
   /** Of those, loads started ahead of need. */
   readaheadLoads: number
+  /** Readahead loads not started because bytes bound to open files took their room (tried again at later opens). */
+  readaheadHeldBack: number
   /** Files placed in memory by loads. */
   filesLoaded: number
   /** Files of loaded chunks that were not placed (a whole-chunk reader reads them for nothing). */
@@ -86,6 +88,7 @@ export function zeroCounters (): ProtocolCounters {
     failedOpens: 0,
     chunkLoads: 0,
     readaheadLoads: 0,
+    readaheadHeldBack: 0,
     filesLoaded: 0,
     wastedFiles: 0,
     wastedBytes: 0,

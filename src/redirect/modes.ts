@@ -47,8 +47,8 @@ export interface ProtocolCore {
   decideExact (file: FileId, asking: Asking): OpenDecision
   /** The file itself, from memory if its chunk brought it there, else by loading its chunk. */
   loadOwnFile (file: FileId, asking: Asking): OpenDecision
-  /** Whether resident, in-flight and these pieces' bytes fit the memory budget. */
-  fitsInMemory (pieces: readonly LoadPiece[]): boolean
+  /** Whether a readahead of these pieces fits the memory budget beside the bytes resident, in flight and bound to open files. */
+  readaheadFits (pieces: readonly LoadPiece[]): boolean
   /** Files of the VC served this epoch that nothing can serve again before its rollover. */
   servedThisEpoch (vc: VcId): (file: FileId) => boolean
 }
@@ -120,7 +120,7 @@ class StrictPolicy implements ModePolicy {
     const { layout, slots, random, failedPcs } = this.core
     if (slots.emptySlots(vc) * 4 < slots.capacity[vc] * 3) return undefined
     const pc = chooseRefill(layout, slots, random, vc, undefined, failedPcs)
-    if (pc === undefined || !this.core.fitsInMemory([{ pc, files: slots.unconsumedFilesOf(pc) }])) return undefined
+    if (pc === undefined || !this.core.readaheadFits([{ pc, files: slots.unconsumedFilesOf(pc) }])) return undefined
     return this.core.planLoad(vc, pc)
   }
 }
@@ -182,7 +182,7 @@ class PoolPolicy implements ModePolicy {
       const served = core.servedThisEpoch(vc)
       if (slots.validSlots(vc) > 0 && !this.mayStageEarly(vc, served)) return undefined
       const next = chooseNextEpochPieces(core.layout, slots, core.random, vc, this.nextEpochBlock(), core.failedPcs, served)
-      if (next === undefined || !core.fitsInMemory(next)) return undefined
+      if (next === undefined || !core.readaheadFits(next)) return undefined
       return core.startLoad(vc, next, { forNextEpoch: true })
     }
     return this.readaheadLoad(vc)
@@ -198,7 +198,7 @@ class PoolPolicy implements ModePolicy {
   protected readaheadLoad (vc: VcId): LoadPlan | undefined {
     const { core } = this
     const pc = choosePoolPc(core.layout, core.slots, core.random, vc, core.failedPcs)
-    if (pc === undefined || !core.fitsInMemory([{ pc, files: core.slots.unconsumedFilesOf(pc) }])) return undefined
+    if (pc === undefined || !core.readaheadFits([{ pc, files: core.slots.unconsumedFilesOf(pc) }])) return undefined
     return core.planLoad(vc, pc)
   }
 
@@ -232,7 +232,7 @@ class MixPolicy extends PoolPolicy {
 
   protected override readaheadLoad (vc: VcId): LoadPlan | undefined {
     const pieces = this.pieces(vc, this.core.failedPcs)
-    if (pieces === undefined || !this.core.fitsInMemory(pieces)) return undefined
+    if (pieces === undefined || !this.core.readaheadFits(pieces)) return undefined
     return this.core.startLoad(vc, pieces)
   }
 

@@ -227,7 +227,7 @@ export class Protocol {
       startLoad: (vc, pieces, load) => this.startLoad(vc, pieces, load),
       decideExact: (file, asking) => this.decideExact(file, asking),
       loadOwnFile: (file, asking) => this.loadOwnFile(file, asking),
-      fitsInMemory: pieces => this.fitsInMemory(pieces),
+      readaheadFits: pieces => this.fitsInMemory(pieces, { readahead: true }),
       servedThisEpoch: vc => this.servedThisEpoch(vc)
     }
   }
@@ -485,10 +485,15 @@ export class Protocol {
     return this.policy.readahead(vc)
   }
 
-  private fitsInMemory (pieces: readonly LoadPiece[]): boolean {
+  /** Whether these pieces' bytes fit the budget beside those resident, in flight and bound to open files. */
+  private fitsInMemory (pieces: readonly LoadPiece[], { readahead = false } = {}): boolean {
     let bytes = 0
     for (const piece of pieces) for (const file of piece.files) bytes += this.layout.files[file].size
-    return this.slots.residentBytes + this.counters.inflightBytes + (this.options.heldByOpens?.() ?? 0) + bytes <= this.options.memoryBytes
+    const unbound = this.slots.residentBytes + this.counters.inflightBytes + bytes
+    if (unbound + (this.options.heldByOpens?.() ?? 0) <= this.options.memoryBytes) return true
+    // Held back by open files alone: a loader that keeps many open reads ahead less, and this says so.
+    if (readahead && unbound <= this.options.memoryBytes) this.counters.readaheadHeldBack++
+    return false
   }
 
   /**

@@ -35,3 +35,9 @@ t.test('a line break or a terminal escape in a path stays on its row, written ou
   t.equal(output.split('\n').length, 13)
   t.match(output, 'mount      /data/a\\u000ab\\u001b[2J at /mnt/train')
 })
+
+t.test('readaheads held back by files kept open are said on the loads row, and a daemon that does not count them is still shown', async t => {
+  t.match(formatStats(singleStats, '/mnt/train'), /^loads +\d+ chunk loads \(40 ahead of need; 5 held back by files kept open\)/m)
+  const { readaheadHeldBack, ...older } = singleStats.protocol
+  t.match(formatStats(parseStats('/mnt/x', JSON.stringify({ ...singleStats, protocol: older })), '/mnt/x'), /^loads +\d+ chunk loads \(40 ahead of need\), /m)
+})

@@ -11,6 +11,7 @@ const protocol = {
   failedOpens: 0,
   chunkLoads: 160,
   readaheadLoads: 40,
+  readaheadHeldBack: 5,
   filesLoaded: 9200,
   wastedFiles: 80,
   wastedBytes: 123456,

@@ -312,9 +312,19 @@ t.test('readahead leaves room for the bytes that open files still hold', async t
     const protocol = new Protocol(layout, { mode, memoryBytes, seed: 1, heldByOpens: () => held })
     held = memoryBytes
     t.equal(protocol.readahead(vc), undefined, `${mode}: no readahead while opens hold the whole budget`)
+    t.equal(protocol.counters.readaheadHeldBack, 1, `${mode}: counted as held back by open files`)
     held = 0
     t.ok(protocol.readahead(vc) !== undefined, `${mode}: readahead once they released it`)
+    t.equal(protocol.counters.readaheadHeldBack, 1, `${mode}: and not counted again`)
   }
+})
+
+t.test('a readahead that would not fit even with no file open is not counted as held back by open files', async t => {
+  const { layout } = layoutFor(0.5)
+  const vc = vcId(layout.vcs.findIndex(v => v.pcs.length >= 2))
+  const protocol = new Protocol(layout, { mode: 'mix', memoryBytes: 1, seed: 1, heldByOpens: () => 1 })
+  t.equal(protocol.readahead(vc), undefined, 'no readahead: the budget holds no chunk')
+  t.equal(protocol.counters.readaheadHeldBack, 0)
 })
 
 for (const mixBlock of [1, 4]) {

@@ -698,18 +698,21 @@ Napi::Value WatchOpen(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), fd);
 }
 
-// watchAdd(fd, path): the watch descriptor, or an Error whose code names the errno (ENOSPC: out of watches).
+// watchAdd(fd, path, directory): the watch descriptor, or an Error whose code names the errno (ENOSPC: out of
+// watches; ENOTDIR: `directory` and the path is not one).
 Napi::Value WatchAdd(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  if (info.Length() < 2 || !info[0].IsNumber() || !info[1].IsString()) {
-    Napi::TypeError::New(env, "watchAdd(fd, path)").ThrowAsJavaScriptException();
+  if (info.Length() < 3 || !info[0].IsNumber() || !info[1].IsString() || !info[2].IsBoolean()) {
+    Napi::TypeError::New(env, "watchAdd(fd, path, directory)").ThrowAsJavaScriptException();
     return env.Undefined();
   }
   std::string path = info[1].As<Napi::String>().Utf8Value();
   // What can make an entry less readable, or another entry: its mode, owner, ACL (IN_ATTRIB), and names
-  // moved, created or deleted; the directory itself moved or deleted.
-  constexpr uint32_t kMask = IN_ATTRIB | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
-  int wd = inotify_add_watch(info[0].As<Napi::Number>().Int32Value(), path.c_str(), kMask);
+  // moved, created or deleted; the entry itself moved or deleted. A file (one with other hard links) is
+  // watched for its own changes; a directory must be one.
+  constexpr uint32_t kMask = IN_ATTRIB | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF;
+  uint32_t mask = info[2].As<Napi::Boolean>().Value() ? kMask | IN_ONLYDIR : kMask;
+  int wd = inotify_add_watch(info[0].As<Napi::Number>().Int32Value(), path.c_str(), mask);
   if (wd < 0) return ErrorWithCode(env, ErrnoMessage(path, errno), errno);
   return Napi::Number::New(env, wd);
 }

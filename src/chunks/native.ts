@@ -30,8 +30,8 @@ interface NativeBinding {
   hasAcl (path: string): boolean
   /** An inotify instance, non-blocking (source-watch.ts). */
   watchOpen (): number
-  /** Watches a directory for what can change who may read its entries; the watch descriptor, or why not (code ENOSPC: past the limit). */
-  watchAdd (fd: number, path: string): number | Error
+  /** Watches a directory (or, `directory` false, a file) for what can change who may read its entries; the watch descriptor, or why not (code ENOSPC: past the limit). */
+  watchAdd (fd: number, path: string, directory: boolean): number | Error
   /** The events pending now (a name is empty for the directory's own); undefined when none is. */
   watchRead (fd: number): { wds: Int32Array, masks: Uint32Array, names: Buffer[] } | undefined
   /** Makes glibc serve sample-sized buffers by mmap, so freed samples leave the process (the daemon calls it once at start). */

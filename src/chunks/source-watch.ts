@@ -47,6 +47,8 @@ const enum State { Clear = 0, Suspect = 1, Checking = 2, Refused = 3 }
 /** inotify's event bits (linux/inotify.h). */
 const IN_Q_OVERFLOW = 0x4000
 const IN_IGNORED = 0x8000
+/** Events after which a path may lead through another directory than the one watched: moved, created, deleted, or its watch gone. */
+const RENAMED = 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800 | IN_IGNORED
 
 /**
  * Filesystems whose changes made elsewhere raise no inotify event here
@@ -79,7 +81,8 @@ export interface SourceWatchStats {
 export class SourceWatch {
   private readonly state: Uint8Array
   private readonly refusals = new Map<number, Refusal>()
-  private readonly checking = new Map<number, Promise<Refusal | undefined>>()
+  /** The check of an entry running now; one begun before its entry was marked again is not reused (`checked`). */
+  private readonly checking = new Map<number, { readonly promise: Promise<Refusal | undefined> }>()
   private readonly roles = new Map<number, Role[]>()
   /** Entries whose check holds for POLL_MS only (undefined: none), and when each was last checked. */
   private polled?: { readonly directories: Uint8Array, readonly checkedAt: Float64Array }
@@ -89,7 +92,7 @@ export class SourceWatch {
    * moves the links' generation on, and a link entry is clear only when it
    * was checked in the current one.
    */
-  private linksGeneration = 0
+  private linksGeneration = 1
   private readonly linkChecked: Uint32Array
   private readonly counters = { changeEvents: 0, checksAtOpen: 0, refusedAtOpen: 0 }
   private watched = 0
@@ -116,8 +119,12 @@ export class SourceWatch {
     }
     const watch = new SourceWatch(fd, tree, check, log)
     const unwatched: number[] = []
+    // Directories on other filesystems (mounted below the source, or reached through a link) that are remote are checked once a second.
+    const blind = fd === undefined ? [] : await remoteDirectories(tree, check)
+    for (const entry of blind) unwatched.push(entry)
+    const isBlind = new Set(blind)
     for (let entry = 0; entry < tree.count; entry++) {
-      if (!tree.isDirectory(entry)) continue
+      if (!tree.isDirectory(entry) || isBlind.has(entry)) continue
       if (fd === undefined || !watch.add(check.pathOf(entry), { kind: 'directory', entry })) unwatched.push(entry)
     }
     // A file with other hard links is changed through them without a word to its directory's watch: its own watch hears it.
@@ -140,15 +147,16 @@ export class SourceWatch {
     // What changed between the scan and these watches raised no event: each directory is checked once, at the first open or load under it.
     for (let entry = 0; entry < tree.count; entry++) if (tree.isDirectory(entry)) watch.suspect(entry)
     if (unwatched.length > 0) watch.poll(unwatched)
-    if (unwatched.length > 0 && fd !== undefined) {
-      log.warn({ directories: unwatched.length }, 'past the inotify watch limit (fs.inotify.max_user_watches): changes in these directories are noticed within a second of an open instead of at once')
+    if (blind.length > 0) log.warn({ directories: blind.length }, 'directories of the source on a network filesystem: changes made there from elsewhere are noticed within a second of an open instead of at once')
+    if (unwatched.length > blind.length && fd !== undefined) {
+      log.warn({ directories: unwatched.length - blind.length }, 'past the inotify watch limit (fs.inotify.max_user_watches): changes in these directories are noticed within a second of an open instead of at once')
     }
     return watch
   }
 
   /** Adds a watch; false when it cannot be had (ENOSPC: past the limit). */
   private add (dir: string, role: Role): boolean {
-    const wd = native().watchAdd(this.fd!, dir)
+    const wd = native().watchAdd(this.fd!, dir, role.kind !== 'file')
     if (typeof wd !== 'number') {
       if (codeOf(wd) !== 'ENOSPC') this.log.warn({ dir, err: wd.message }, 'cannot watch a directory of the source')
       return false
@@ -204,12 +212,20 @@ export class SourceWatch {
 
   private apply (role: Role, mask: number, name: Buffer): void {
     if (role.kind === 'links') {
-      if (name.length === 0 || role.next === 'any' || role.next.has(name.toString())) this.linksGeneration++
+      if (name.length === 0 || role.next === 'any' || role.next.has(name.toString())) {
+        this.linksGeneration++
+        // A link's real path may now lead through directories no watch hears: its checks hold for a second from now.
+        if ((mask & RENAMED) !== 0) this.poll(Array.from(this.tree.links?.entries ?? [], entry => this.tree.isDirectory(entry) ? entry : this.tree.columns.parent[entry]))
+      }
     } else if (role.kind === 'file') {
       this.suspect(role.entry)
       if ((mask & IN_IGNORED) !== 0) this.poll([this.tree.columns.parent[role.entry]])
     } else if (role.kind === 'above') {
-      if (name.length === 0 || name.equals(role.next)) this.suspect(0)
+      if (name.length === 0 || name.equals(role.next)) {
+        this.suspect(0)
+        // The source's path may now lead through a directory no watch hears (moved away, made anew): its check holds for a second from now.
+        if ((mask & RENAMED) !== 0) this.poll([0])
+      }
     } else if (name.length === 0) {
       this.suspect(role.entry)
       // Its watch is gone (the directory moved, deleted, or its filesystem unmounted): check it once a second from now.
@@ -242,9 +258,15 @@ export class SourceWatch {
    * instead (that check holds for a second, and a load's for none).
    */
   unchangedDirectories (): UnchangedDirectories {
-    if (this.fd === undefined || this.polled !== undefined) return () => false
+    if (this.fd === undefined) return () => false
     this.drain()
-    return directory => this.isClear(directory)
+    const { parent } = this.tree.columns
+    return directory => {
+      for (let d = directory; ; d = parent[d]) {
+        if (this.state[d] !== State.Clear || this.linkIsStale(d) || this.polled?.directories[d] === 1) return false
+        if (d === 0) return true
+      }
+    }
   }
 
   private linkIsStale (entry: number): boolean {
@@ -280,27 +302,30 @@ export class SourceWatch {
     const now = Date.now()
     if (this.state[entry] === State.Clear && !this.linkIsStale(entry) && (this.polled === undefined || !this.isStale(entry, now))) return undefined
     let running = this.checking.get(entry)
-    if (running === undefined) {
+    // A check running since before the entry was marked again may have looked before the change: this open needs a new one.
+    if (running === undefined || this.state[entry] === State.Suspect) {
       this.state[entry] = State.Checking
       const generation = this.linksGeneration
       this.counters.checksAtOpen++
-      running = this.check.entryRefusal(entry, { linked: this.linked[entry] === 1 }).then(refusal => {
+      const check: { promise: Promise<Refusal | undefined> } = { promise: Promise.resolve(undefined) }
+      check.promise = this.check.entryRefusal(entry, { linked: this.linked[entry] === 1 }).then(refusal => {
         if (refusal !== undefined) {
           this.state[entry] = State.Refused
           this.refusals.set(entry, refusal)
           this.counters.refusedAtOpen++
           this.log.error({ path: this.tree.pathOf(entry), err: `${refusal.why}; remount to serve it` }, 'refused at open: changed in the source since the mount')
-        } else if (this.state[entry] === State.Checking) {
-          // A change that came in while it was checked leaves it suspect (or its link's generation behind).
+        } else if (this.state[entry] === State.Checking && this.checking.get(entry) === check) {
+          // A change that came in while it was checked leaves it suspect (or its link's generation behind), as a newer check does.
           this.state[entry] = State.Clear
           if (this.linked[entry] === 1) this.linkChecked[entry] = generation
           if (this.polled !== undefined) this.polled.checkedAt[entry] = now
         }
         return refusal
-      }).finally(() => this.checking.delete(entry))
-      this.checking.set(entry, running)
+      }).finally(() => { if (this.checking.get(entry) === check) this.checking.delete(entry) })
+      this.checking.set(entry, check)
+      running = check
     }
-    return await running
+    return await running.promise
   }
 
   stats (): SourceWatchStats {
@@ -311,4 +336,27 @@ export class SourceWatch {
   close (): void {
     if (this.fd !== undefined) closeSync(this.fd)
   }
+}
+
+/**
+ * The tree's directories on a network filesystem other than the source's
+ * own (one mounted below it, or reached through a link): a change made
+ * there from another host raises no event here. One statfs(2) per device.
+ */
+async function remoteDirectories (tree: DatasetTree, check: SourceCheck): Promise<number[]> {
+  const { dev } = tree.columns
+  const remoteDevices = new Map<number, boolean>([[dev[0], false]])
+  const remote: number[] = []
+  for (let entry = 0; entry < tree.count; entry++) {
+    if (!tree.isDirectory(entry)) continue
+    let isRemote = remoteDevices.get(dev[entry])
+    if (isRemote === undefined) {
+      const type = await fs.statfs(check.pathOf(entry)).then(stat => Number(stat.type), () => undefined)
+      // One that cannot be asked is taken for remote: a check a second costs little, a missed change much.
+      isRemote = type === undefined || REMOTE_FILESYSTEMS.has(type)
+      remoteDevices.set(dev[entry], isRemote)
+    }
+    if (isRemote) remote.push(entry)
+  }
+  return remote
 }

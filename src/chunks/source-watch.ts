@@ -82,7 +82,7 @@ export class SourceWatch {
   private readonly state: Uint8Array
   private readonly refusals = new Map<number, Refusal>()
   /** The check of an entry running now; one begun before its entry was marked again is not reused (`checked`). */
-  private readonly checking = new Map<number, { readonly promise: Promise<Refusal | undefined> }>()
+  private readonly checking = new Map<number, { readonly promise: Promise<Refusal | undefined>, readonly generation: number }>()
   private readonly roles = new Map<number, Role[]>()
   /** Entries whose check holds for POLL_MS only (undefined: none), and when each was last checked. */
   private polled?: { readonly directories: Uint8Array, readonly checkedAt: Float64Array }
@@ -96,6 +96,9 @@ export class SourceWatch {
   private readonly linkChecked: Uint32Array
   private readonly counters = { changeEvents: 0, checksAtOpen: 0, refusedAtOpen: 0 }
   private watched = 0
+  /** Watches refused for the inotify limit (ENOSPC). */
+  private pastLimit = 0
+  private linksPolled = false
   /** Reads of the event queue so far: a request that arrived before the last one began needs no read of its own. */
   private drains = 0
 
@@ -119,12 +122,17 @@ export class SourceWatch {
     }
     const watch = new SourceWatch(fd, tree, check, log)
     const unwatched: number[] = []
-    // Directories on other filesystems (mounted below the source, or reached through a link) that are remote are checked once a second.
+    // Entries on another filesystem (mounted below the source, or reached through a link) that is remote are checked once a second.
     const blind = fd === undefined ? [] : await remoteDirectories(tree, check)
     for (const entry of blind) unwatched.push(entry)
-    const isBlind = new Set(blind)
+    // Above the source or on a link's way, a network filesystem says nothing of changes made from elsewhere either.
+    if (fd !== undefined) {
+      const parts = realSource.split('/').filter(Boolean)
+      if (await anyRemote(parts.map((_, i) => '/' + parts.slice(0, i).join('/')))) unwatched.push(0)
+      if (await anyRemote(tree.links?.directories ?? [])) for (const entry of tree.links?.entries ?? []) unwatched.push(tree.isDirectory(entry) ? entry : tree.columns.parent[entry])
+    }
     for (let entry = 0; entry < tree.count; entry++) {
-      if (!tree.isDirectory(entry) || isBlind.has(entry)) continue
+      if (!tree.isDirectory(entry)) continue
       if (fd === undefined || !watch.add(check.pathOf(entry), { kind: 'directory', entry })) unwatched.push(entry)
     }
     // A file with other hard links is changed through them without a word to its directory's watch: its own watch hears it.
@@ -148,8 +156,8 @@ export class SourceWatch {
     for (let entry = 0; entry < tree.count; entry++) if (tree.isDirectory(entry)) watch.suspect(entry)
     if (unwatched.length > 0) watch.poll(unwatched)
     if (blind.length > 0) log.warn({ directories: blind.length }, 'directories of the source on a network filesystem: changes made there from elsewhere are noticed within a second of an open instead of at once')
-    if (unwatched.length > blind.length && fd !== undefined) {
-      log.warn({ directories: unwatched.length - blind.length }, 'past the inotify watch limit (fs.inotify.max_user_watches): changes in these directories are noticed within a second of an open instead of at once')
+    if (watch.pastLimit > 0) {
+      log.warn({ watches: watch.pastLimit }, 'past the inotify watch limit (fs.inotify.max_user_watches): changes in these directories are noticed within a second of an open instead of at once')
     }
     return watch
   }
@@ -158,7 +166,8 @@ export class SourceWatch {
   private add (dir: string, role: Role): boolean {
     const wd = native().watchAdd(this.fd!, dir, role.kind !== 'file')
     if (typeof wd !== 'number') {
-      if (codeOf(wd) !== 'ENOSPC') this.log.warn({ dir, err: wd.message }, 'cannot watch a directory of the source')
+      if (codeOf(wd) === 'ENOSPC') this.pastLimit++
+      else this.log.warn({ dir, err: wd.message }, 'cannot watch a directory of the source')
       return false
     }
     // A directory watched twice (a link into the source) is one descriptor with both roles.
@@ -167,6 +176,13 @@ export class SourceWatch {
     this.roles.set(wd, roles)
     if (role.kind === 'directory') this.watched++
     return true
+  }
+
+  /** Puts every link entry's check on polling, once. */
+  private pollLinks (): void {
+    if (this.linksPolled) return
+    this.linksPolled = true
+    this.poll(Array.from(this.tree.links?.entries ?? [], entry => this.tree.isDirectory(entry) ? entry : this.tree.columns.parent[entry]))
   }
 
   /** Directories whose entries' checks hold for a second only. */
@@ -214,8 +230,10 @@ export class SourceWatch {
     if (role.kind === 'links') {
       if (name.length === 0 || role.next === 'any' || role.next.has(name.toString())) {
         this.linksGeneration++
-        // A link's real path may now lead through directories no watch hears: its checks hold for a second from now.
-        if ((mask & RENAMED) !== 0) this.poll(Array.from(this.tree.links?.entries ?? [], entry => this.tree.isDirectory(entry) ? entry : this.tree.columns.parent[entry]))
+        // A directory on a link's way moved or made anew: its real path may now lead through directories no watch
+        // hears, and its checks hold for a second from now. (A name replaced where a target lies is a new identity,
+        // which the check refuses.)
+        if ((mask & RENAMED) !== 0 && (role.next !== 'any' || name.length === 0)) this.pollLinks()
       }
     } else if (role.kind === 'file') {
       this.suspect(role.entry)
@@ -303,13 +321,14 @@ export class SourceWatch {
     if (this.state[entry] === State.Clear && !this.linkIsStale(entry) && (this.polled === undefined || !this.isStale(entry, now))) return undefined
     let running = this.checking.get(entry)
     // A check running since before the entry was marked again may have looked before the change: this open needs a new one.
-    if (running === undefined || this.state[entry] === State.Suspect) {
+    if (running === undefined || this.state[entry] === State.Suspect || (this.linked[entry] === 1 && running.generation !== this.linksGeneration)) {
       this.state[entry] = State.Checking
       const generation = this.linksGeneration
       this.counters.checksAtOpen++
-      const check: { promise: Promise<Refusal | undefined> } = { promise: Promise.resolve(undefined) }
+      const check: { promise: Promise<Refusal | undefined>, readonly generation: number } = { promise: Promise.resolve(undefined), generation }
       check.promise = this.check.entryRefusal(entry, { linked: this.linked[entry] === 1 }).then(refusal => {
         if (refusal !== undefined) {
+          if (this.state[entry] === State.Refused) return this.refusals.get(entry)
           this.state[entry] = State.Refused
           this.refusals.set(entry, refusal)
           this.counters.refusedAtOpen++
@@ -339,16 +358,16 @@ export class SourceWatch {
 }
 
 /**
- * The tree's directories on a network filesystem other than the source's
- * own (one mounted below it, or reached through a link): a change made
- * there from another host raises no event here. One statfs(2) per device.
+ * The directories whose entries lie on a network filesystem other than
+ * the source's own (one mounted below it, or reached through a link): a
+ * change made there from another host raises no event here. One
+ * statfs(2) per device.
  */
 async function remoteDirectories (tree: DatasetTree, check: SourceCheck): Promise<number[]> {
-  const { dev } = tree.columns
+  const { dev, parent } = tree.columns
   const remoteDevices = new Map<number, boolean>([[dev[0], false]])
   const remote: number[] = []
   for (let entry = 0; entry < tree.count; entry++) {
-    if (!tree.isDirectory(entry)) continue
     let isRemote = remoteDevices.get(dev[entry])
     if (isRemote === undefined) {
       const type = await fs.statfs(check.pathOf(entry)).then(stat => Number(stat.type), () => undefined)
@@ -356,7 +375,17 @@ async function remoteDirectories (tree: DatasetTree, check: SourceCheck): Promis
       isRemote = type === undefined || REMOTE_FILESYSTEMS.has(type)
       remoteDevices.set(dev[entry], isRemote)
     }
-    if (isRemote) remote.push(entry)
+    // A file on another device (a link to one) is checked through its directory's polling.
+    if (isRemote) remote.push(tree.isDirectory(entry) ? entry : parent[entry])
   }
   return remote
+}
+
+/** Whether any of these directories is on a network filesystem (or cannot be asked). */
+async function anyRemote (directories: readonly string[]): Promise<boolean> {
+  for (const directory of directories) {
+    const type = await fs.statfs(directory).then(stat => Number(stat.type), () => undefined)
+    if (type === undefined || REMOTE_FILESYSTEMS.has(type)) return true
+  }
+  return false
 }

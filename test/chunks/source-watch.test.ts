@@ -1,7 +1,7 @@
 // The source watch on a real directory and real inotify: which directories
 // it vouches for, so that a load need not stat them again, and which
 // changes an open sees (src/chunks/source-watch.ts, source-check.ts).
-import { chmodSync, linkSync, mkdirSync, mkdtempSync, promises as fs, realpathSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, linkSync, mkdirSync, mkdtempSync, promises as fs, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -31,7 +31,7 @@ interface Watched { base: string, root: string, find: (relative: string) => numb
  * `between` runs between the two. `hardLink`: cat/0.jpg has another name
  * in `<base>`.
  */
-async function watched (t: Test, { between = () => {}, hardLink = false }: { between?: (root: string) => void, hardLink?: boolean } = {}): Promise<Watched> {
+async function watched (t: Test, { between = () => {}, hardLink = false, linkedCat = false }: { between?: (root: string) => void, hardLink?: boolean, linkedCat?: boolean } = {}): Promise<Watched> {
   const base = mkdtempSync(path.join(os.tmpdir(), 'redirfs-watch-'))
   t.teardown(() => rmSync(base, { recursive: true, force: true }))
   // Open to everyone, as a dataset's directories usually are: the mount shows what the path lets through.
@@ -42,6 +42,11 @@ async function watched (t: Test, { between = () => {}, hardLink = false }: { bet
     for (let i = 0; i < 2; i++) writeFileSync(path.join(root, c, `${i}.jpg`), Buffer.alloc(10, i))
   }
   if (hardLink) linkSync(path.join(root, 'cat', '0.jpg'), path.join(base, 'elsewhere.jpg'))
+  if (linkedCat) {
+    mkdirSync(path.join(base, 'outside'))
+    renameSync(path.join(root, 'cat'), path.join(base, 'outside', 'cat'))
+    symlinkSync(path.join(base, 'outside', 'cat'), path.join(root, 'cat'))
+  }
   // As the daemon reads it: through a descriptor opened before the scan.
   const directory = await fs.open(root, 'r')
   t.teardown(async () => await directory.close())
@@ -92,6 +97,23 @@ t.test('an open after a change does not take the answer of a check that looked b
   t.equal(await first, undefined, 'the open before the chmod is served')
   t.match(await second, { errno: 'EACCES' }, 'the open after it is refused')
   t.notOk(watch.unchangedDirectories()(find('cat')), 'and cat is not vouched for')
+})
+
+t.test('an open after a change on a link\'s real path does not take the answer of a check that looked before it', async t => {
+  const { base, find, check, watch } = await watched(t, { linkedCat: true })
+  t.equal(await watch.refusal(find('dog/0.jpg')), undefined, 'the source directory checked')
+  let release = (): void => {}
+  check.gate = new Promise(resolve => { release = resolve })
+  const looked = check.looked
+  const first = watch.refusal(find('cat/0.jpg'))
+  while (check.looked === looked) await sleep(5)
+  chmodSync(path.join(base, 'outside'), 0o700)
+  watch.drain()
+  check.gate = Promise.resolve()
+  const second = watch.refusal(find('cat/0.jpg'))
+  release()
+  t.equal(await first, undefined, 'the open before the chmod is served')
+  t.match(await second, { errno: 'EACCES' }, 'the open after it is refused')
 })
 
 t.test('a sample with another hard link is watched itself: a chmod through the other name marks it, and nothing falls back to polling', async t => {

@@ -80,40 +80,39 @@ t.test('a directory checked at an open is vouched for until a change names it, a
   t.match(refusing(find('cat/0.jpg')), { errno: 'EACCES' }, 'and the load refuses its files')
 })
 
-t.test('an open after a change does not take the answer of a check that looked before it', async t => {
-  const { root, find, check, watch } = await watched(t)
-  t.equal(await watch.refusal(find('dog/0.jpg')), undefined, 'the source directory checked')
+/**
+ * Two opens of cat/0.jpg around `change`: the first's check of cat has
+ * looked at the source and waits while the change is made (and its event
+ * read); the second comes after. What each was told.
+ */
+async function opensAround ({ find, check, watch }: Watched, change: () => void): Promise<{ first: Refusal | undefined, second: Refusal | undefined }> {
+  await watch.refusal(find('dog/0.jpg'))
   let release = (): void => {}
   check.gate = new Promise(resolve => { release = resolve })
-  // The first open's check looks at cat while it is open, then waits.
   const looked = check.looked
   const first = watch.refusal(find('cat/0.jpg'))
   while (check.looked === looked) await sleep(5)
-  chmodSync(path.join(root, 'cat'), 0o700)
+  change()
   watch.drain()
   check.gate = Promise.resolve()
   const second = watch.refusal(find('cat/0.jpg'))
   release()
-  t.equal(await first, undefined, 'the open before the chmod is served')
-  t.match(await second, { errno: 'EACCES' }, 'the open after it is refused')
-  t.notOk(watch.unchangedDirectories()(find('cat')), 'and cat is not vouched for')
+  return { first: await first, second: await second }
+}
+
+t.test('an open after a change does not take the answer of a check that looked before it', async t => {
+  const source = await watched(t)
+  const { first, second } = await opensAround(source, () => chmodSync(path.join(source.root, 'cat'), 0o700))
+  t.equal(first, undefined, 'the open before the chmod is served')
+  t.match(second, { errno: 'EACCES' }, 'the open after it is refused')
+  t.notOk(source.watch.unchangedDirectories()(source.find('cat')), 'and cat is not vouched for')
 })
 
 t.test('an open after a change on a link\'s real path does not take the answer of a check that looked before it', async t => {
-  const { base, find, check, watch } = await watched(t, { linkedCat: true })
-  t.equal(await watch.refusal(find('dog/0.jpg')), undefined, 'the source directory checked')
-  let release = (): void => {}
-  check.gate = new Promise(resolve => { release = resolve })
-  const looked = check.looked
-  const first = watch.refusal(find('cat/0.jpg'))
-  while (check.looked === looked) await sleep(5)
-  chmodSync(path.join(base, 'outside'), 0o700)
-  watch.drain()
-  check.gate = Promise.resolve()
-  const second = watch.refusal(find('cat/0.jpg'))
-  release()
-  t.equal(await first, undefined, 'the open before the chmod is served')
-  t.match(await second, { errno: 'EACCES' }, 'the open after it is refused')
+  const source = await watched(t, { linkedCat: true })
+  const { first, second } = await opensAround(source, () => chmodSync(path.join(source.base, 'outside'), 0o700))
+  t.equal(first, undefined, 'the open before the chmod is served')
+  t.match(second, { errno: 'EACCES' }, 'the open after it is refused')
 })
 
 t.test('a sample with another hard link is watched itself: a chmod through the other name marks it, and nothing falls back to polling', async t => {

@@ -11,12 +11,13 @@
  * filesystem). So the kernel says what changed instead: an inotify watch
  * on every directory of the tree, on the directories above the source, on
  * those a link leads through, and on each file with other hard links (a
- * chmod through another of its names says nothing to its directory). Before each sample open is decided, the
- * events pending are read, without blocking, unless a read since the open
- * arrived did (a change made before the open reached the daemon is always
- * among them), and each marks the entry it names suspect. Every directory
- * starts suspect: a change between the scan and the watches raised none. An open whose file, or whose answer's file, or a
- * directory above either, is suspect waits for that entry to be checked
+ * chmod through another of its names says nothing to its directory).
+ * Before each sample open is decided, the events pending are read, without
+ * blocking, unless a read since the open arrived did (a change made before
+ * the open reached the daemon is always among them), and each marks the
+ * entry it names suspect. Every directory starts suspect: a change between
+ * the scan and the watches raised none. An open whose file, or whose
+ * answer's file, or a directory above either, is suspect waits for that entry to be checked
  * against the source again (its identity, owner, mode, ACL and, for a
  * link, the directories on its real path); an entry that fails is refused
  * for the rest of the mount (a widening waits for a remount), and an open
@@ -129,7 +130,7 @@ export class SourceWatch {
     if (fd !== undefined) {
       const parts = realSource.split('/').filter(Boolean)
       if (await anyRemote(parts.map((_, i) => '/' + parts.slice(0, i).join('/')))) unwatched.push(0)
-      if (await anyRemote(tree.links?.directories ?? [])) for (const entry of tree.links?.entries ?? []) unwatched.push(tree.isDirectory(entry) ? entry : tree.columns.parent[entry])
+      if (await anyRemote(tree.links?.directories ?? [])) unwatched.push(...linkDirectories(tree))
     }
     for (let entry = 0; entry < tree.count; entry++) {
       if (!tree.isDirectory(entry)) continue
@@ -150,7 +151,7 @@ export class SourceWatch {
       const below = new Map<string, Set<string>>()
       for (const dir of directories) if (dir !== '/') below.set(path.dirname(dir), (below.get(path.dirname(dir)) ?? new Set()).add(path.basename(dir)))
       const onLinks = directories.map(dir => watch.add(dir, { kind: 'links', next: tree.links!.holding.has(dir) ? 'any' : below.get(dir) ?? new Set() }))
-      if (onLinks.includes(false)) for (const entry of tree.links?.entries ?? []) unwatched.push(tree.isDirectory(entry) ? entry : tree.columns.parent[entry])
+      if (onLinks.includes(false)) unwatched.push(...linkDirectories(tree))
     }
     // What changed between the scan and these watches raised no event: each directory is checked once, at the first open or load under it.
     for (let entry = 0; entry < tree.count; entry++) if (tree.isDirectory(entry)) watch.suspect(entry)
@@ -182,7 +183,7 @@ export class SourceWatch {
   private pollLinks (): void {
     if (this.linksPolled) return
     this.linksPolled = true
-    this.poll(Array.from(this.tree.links?.entries ?? [], entry => this.tree.isDirectory(entry) ? entry : this.tree.columns.parent[entry]))
+    this.poll(linkDirectories(this.tree))
   }
 
   /** Directories whose entries' checks hold for a second only. */
@@ -370,9 +371,7 @@ async function remoteDirectories (tree: DatasetTree, check: SourceCheck): Promis
   for (let entry = 0; entry < tree.count; entry++) {
     let isRemote = remoteDevices.get(dev[entry])
     if (isRemote === undefined) {
-      const type = await fs.statfs(check.pathOf(entry)).then(stat => Number(stat.type), () => undefined)
-      // One that cannot be asked is taken for remote: a check a second costs little, a missed change much.
-      isRemote = type === undefined || REMOTE_FILESYSTEMS.has(type)
+      isRemote = await onNetworkFilesystem(check.pathOf(entry))
       remoteDevices.set(dev[entry], isRemote)
     }
     // A file on another device (a link to one) is checked through its directory's polling.
@@ -383,9 +382,17 @@ async function remoteDirectories (tree: DatasetTree, check: SourceCheck): Promis
 
 /** Whether any of these directories is on a network filesystem (or cannot be asked). */
 async function anyRemote (directories: readonly string[]): Promise<boolean> {
-  for (const directory of directories) {
-    const type = await fs.statfs(directory).then(stat => Number(stat.type), () => undefined)
-    if (type === undefined || REMOTE_FILESYSTEMS.has(type)) return true
-  }
+  for (const directory of directories) if (await onNetworkFilesystem(directory)) return true
   return false
+}
+
+/** One that cannot be asked is taken for remote: a check a second costs little, a missed change much. */
+async function onNetworkFilesystem (where: string): Promise<boolean> {
+  const type = await fs.statfs(where).then(stat => Number(stat.type), () => undefined)
+  return type === undefined || REMOTE_FILESYSTEMS.has(type)
+}
+
+/** The directories whose polling covers the link entries: each directory link, and each file link's directory. */
+function linkDirectories (tree: DatasetTree): number[] {
+  return Array.from(tree.links?.entries ?? [], entry => tree.isDirectory(entry) ? entry : tree.columns.parent[entry])
 }

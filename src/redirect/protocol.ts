@@ -41,7 +41,10 @@ export interface LoadPlan {
   readonly pieces: readonly LoadPiece[]
   /** The files the load must deliver, all pieces together (a whole-chunk reader may read more). */
   readonly files: readonly FileId[]
+  /** Bytes the load brings into the budget: every file but an exact load's own (that one goes to its opener). */
   readonly bytes: number
+  /** An exact load's own file: bound for its opener's handle, and held as an open file's bytes are while it is read. */
+  readonly openerBytes: number
   /** The opened file whose open asked for this load; absent for readahead. */
   readonly requester?: FileId
   /** The node that open came from, when not this one. */
@@ -173,6 +176,8 @@ export class Protocol {
   private readonly random: SeededRandom
   private readonly policy: ModePolicy
   private nextPlanId = 1
+  /** Bytes of exact loads' own files being read: bound for their openers, so readahead leaves room for them. */
+  private openerBytesInFlight = 0
   /**
    * PCs whose last load lost files. Readahead skips them (retrying a broken
    * chunk ahead of need would only fail again, and keep the VC busy); a
@@ -373,12 +378,18 @@ export class Protocol {
   private startLoad (vc: VcId, pieces: readonly LoadPiece[], { requester, exact = false, forNode, forNextEpoch = false }: LoadFor = {}): LoadPlan {
     const files = pieces.flatMap(piece => piece.files)
     let bytes = 0
-    // An exact load's own file goes to its opener's handle, as a served file does: handles are not the budget's (docs/design.md, "Invariants").
-    for (const file of files) if (!(exact && file === requester)) bytes += this.layout.files[file].size
+    let openerBytes = 0
+    // An exact load's own file goes to its opener's handle, as a served file does: handles are not the budget's
+    // (docs/design.md, "Invariants"), but readahead leaves room for it as for a file held open, from its read on.
+    for (const file of files) {
+      if (exact && file === requester) openerBytes += this.layout.files[file].size
+      else bytes += this.layout.files[file].size
+    }
     this.slots.setLoading(vc, true)
     if (forNextEpoch) this.loadingForNextEpoch.add(vc)
     this.counters.inflightBytes += bytes
-    return { id: this.nextPlanId++, vc, pieces, files, bytes, requester, exact, forNode, forNextEpoch }
+    this.openerBytesInFlight += openerBytes
+    return { id: this.nextPlanId++, vc, pieces, files, bytes, openerBytes, requester, exact, forNode, forNextEpoch }
   }
 
   /**
@@ -394,6 +405,7 @@ export class Protocol {
     const givenUp = this.nextEpochGivenUp.delete(vc)
     this.loadingForNextEpoch.delete(vc)
     this.counters.inflightBytes -= plan.bytes
+    this.openerBytesInFlight -= plan.openerBytes
     this.counters.chunkLoads++
     if (plan.requester === undefined) this.counters.readaheadLoads++
     const lost = plan.files.filter(file => !delivered.has(file)).length
@@ -485,12 +497,13 @@ export class Protocol {
     return this.policy.readahead(vc)
   }
 
-  /** Whether these pieces' bytes fit the budget beside those resident, in flight and bound to open files. */
+  /** Whether these pieces' bytes fit the budget beside those resident, in flight and bound (or being read) for open files. */
   private fitsInMemory (pieces: readonly LoadPiece[], { readahead = false } = {}): boolean {
     let bytes = 0
     for (const piece of pieces) for (const file of piece.files) bytes += this.layout.files[file].size
     const unbound = this.slots.residentBytes + this.counters.inflightBytes + bytes
-    if (unbound + (this.options.heldByOpens?.() ?? 0) <= this.options.memoryBytes) return true
+    const held = (this.options.heldByOpens?.() ?? 0) + this.openerBytesInFlight
+    if (unbound + held <= this.options.memoryBytes) return true
     // Held back by open files alone: a loader that keeps many open reads ahead less, and this says so.
     if (readahead && unbound <= this.options.memoryBytes) this.counters.readaheadHeldBack++
     return false

@@ -279,7 +279,7 @@ export class ClusterNode {
   private async askOwner (request: RemoteRequest): Promise<OwnerReply> {
     const deadline = performance.now() + OPEN_WAIT_MS
     for (let tries = 0; ; tries++) {
-      if (this.membership.fenced !== undefined) await this.membership.untilServing(deadline)
+      if (this.membership.fenced !== undefined || this.membership.closed) await this.membership.untilServing(deadline)
       const owner = this.membership.ownerOf(request.vc)
       const home = this.layout.vcs[request.vc].home
       if (owner === undefined) {
@@ -288,9 +288,13 @@ export class ClusterNode {
         throw new FsError('EIO', `virtual chunk ${request.vc} has no owner: every node alive rejoins after it was taken for dead or mounted again, and none answers for chunks until the next training run starts`)
       }
       if (owner === this.membership.node) {
-        await this.takeover.adoptOrphans()
-        if (!this.engine.owns(request.vc)) throw new FsError('EIO', `this node could not take over virtual chunk ${request.vc} of dead node ${home}`)
-        return { kind: 'owner-is-here' }
+        // A takeover that did not end with the VC here (a new generation overtook it, a survivor's refusal fenced
+        // this node, a call failed) is no answer: the open asks again, as of an owner that does not answer yet.
+        const failed = await this.takeover.adoptOrphans().then(() => undefined, (err: Error) => err.message)
+        if (this.engine.owns(request.vc)) return { kind: 'owner-is-here' }
+        if (performance.now() > deadline) throw new FsError('EIO', `this node could not take over virtual chunk ${request.vc} of dead node ${home} for ${OPEN_WAIT_MS / 1000}s${failed !== undefined ? ` (${failed})` : ''}`)
+        await sleep(ASK_AGAIN_MS)
+        continue
       }
       const incarnation = this.membership.incarnationOf(owner)
       const gaveUp = new AbortController()

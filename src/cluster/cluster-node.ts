@@ -219,7 +219,7 @@ export class ClusterNode {
     // Mounted again after it died: its VCs stay with their adopters until the next generation.
     if (this.membership.isRejoining(this.membership.node)) this.engine.setOwnership(vc => this.membership.ownerOf(vc) === this.membership.node)
     // Peers that died while this node started: their chunks are taken over now.
-    void this.takeover.adoptOrphans().catch(err => this.log.error({ err: (err as Error).message }, 'takeover failed'))
+    void this.takeover.adoptOrphans().catch(err => this.takeover.failed(err))
     this.sync.start()
   }
 

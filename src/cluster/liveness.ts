@@ -195,10 +195,11 @@ export class Liveness {
 
   /**
    * What a peer knows (a renewal, a handshake reply, a takeover): gives the
-   * deaths that are news, and why this node must stop, if it learned that
-   * it is dead.
+   * deaths that are news, why this node must stop, if it learned that it
+   * is dead, and the later incarnations, alive by the news, of nodes it
+   * heard from and takes for dead (`isBackUnheard`).
    */
-  learn (news: { dead?: readonly Death[], suspicions?: readonly Suspicion[], alive?: readonly Incarnation[] }, now: number): { deaths: Death[], fenced?: string } {
+  learn (news: { dead?: readonly Death[], suspicions?: readonly Suspicion[], alive?: readonly Incarnation[] }, now: number): { deaths: Death[], fenced?: string, backUnheard: Incarnation[] } {
     const deaths: Death[] = []
     let fenced: string | undefined
     for (const { node, incarnation } of news.alive ?? []) this.learnAlive(node, incarnation)
@@ -213,7 +214,8 @@ export class Liveness {
       if (by === this.self && node !== this.self && this.peers[node].incarnation === incarnation) this.peers[node].suspected = true
     }
     deaths.push(...this.certify(now))
-    return { deaths, fenced }
+    const backUnheard = (news.alive ?? []).filter(({ node, incarnation }) => this.isBackUnheard(node, incarnation))
+    return { deaths, fenced, backUnheard }
   }
 
   /**
@@ -228,6 +230,16 @@ export class Liveness {
     const peer = this.peers[node]
     if (node === this.self || this.isPast(node, incarnation) || peer.heardAt !== undefined || peer.incarnation === incarnation) return
     this.peers[node] = { incarnation, leaseUntil: 0, suspected: this.suspectedBySelf(node, incarnation), heldToEnd: false }
+  }
+
+  /**
+   * A later incarnation of a node this node heard from and takes for dead:
+   * only that node's handshake tells whether it is back, and it may never
+   * send one (each of two nodes fenced at once takes the other for dead,
+   * so neither rejoins with the other): this node must ask for it.
+   */
+  private isBackUnheard (node: NodeId, incarnation: number): boolean {
+    return node !== this.self && this.isDead(node) && !this.isPast(node, incarnation) && this.peers[node].incarnation !== incarnation
   }
 
   /** The incarnation of every other node this node knows alive (dead or not yet heard of: not named). */

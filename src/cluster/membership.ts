@@ -237,9 +237,29 @@ export class Membership {
 
   /** What a peer knows of deaths and suspicions; a node that learns it is suspected stops. */
   learn (news: { dead?: readonly Death[], suspicions?: readonly Suspicion[], alive?: readonly Incarnation[] }, from: string): void {
-    const { deaths, fenced } = this.liveness.learn(news, performance.now())
+    const { deaths, fenced, backUnheard } = this.liveness.learn(news, performance.now())
     this.died(deaths, `a majority of the cluster stopped hearing from it (as ${from} says)`)
     if (fenced !== undefined) this.fence(fenced)
+    for (const { node, incarnation } of backUnheard) this.askBack(node, incarnation)
+  }
+
+  /** Handshakes asked of later incarnations of nodes taken for dead, one at a time per incarnation. */
+  private readonly askingBack = new Set<string>()
+
+  /**
+   * A node this node takes for dead is alive again as a later incarnation,
+   * say its peers: it may never handshake with this node (two nodes fenced
+   * at once each take the other for dead, so neither rejoins with the
+   * other, and each would answer for the other's chunks), so this node asks
+   * it for one. Its reply makes it back here (rejoining, a new client).
+   */
+  private askBack (node: NodeId, incarnation: number): void {
+    const asked = `${node}:${incarnation}`
+    if (this.closing || this.askingBack.has(asked)) return
+    this.askingBack.add(asked)
+    void this.client(node).handshake(this.handshakeRequest())
+      .then(reply => this.admitReply(node, reply), () => {})
+      .finally(() => this.askingBack.delete(asked))
   }
 
   /**
@@ -451,8 +471,15 @@ export class Membership {
 
   /** Takes note of `incarnation` of `node`, from its handshake or its answer. */
   private admitIncarnation (node: NodeId, incarnation: number): 'new' | 'known' | 'back' | 'past' {
+    const earlier = this.liveness.incarnationOf(node)
     const { kind, death } = this.liveness.admit(node, incarnation, performance.now())
     if (death !== undefined) this.died([death], 'it was mounted again, or rejoined')
+    if (kind === 'new' && earlier !== undefined) {
+      // The first heard of, after an earlier one known only from news (a remount that failed while this node was
+      // paused, say): another process all the same, whose data port this node's client may have from one before.
+      this.clients[node]?.close()
+      this.clients[node] = this.newClient(node)
+    }
     if (kind === 'back') {
       // A new process, or a new incarnation after a fencing: start afresh with it, its reconnection backoff and data port included.
       this.clients[node]?.close()
@@ -589,7 +616,11 @@ export class Membership {
     if (!(err instanceof PeerCallError)) return new UsageError(`handshake with peer ${node} at ${address} failed: ${(err as Error).message}`)
     if (err.status === grpc.status.UNAUTHENTICATED) return new UsageError(`peer ${node} at ${address} refused our cluster token: every node needs the same --token-file`)
     if (err.status === grpc.status.FAILED_PRECONDITION) return new UsageError(`peer ${node} at ${address} refused us: ${err.details}`)
-    if (err.unreachable) return new UsageError(`peer ${node} at ${address} did not answer within ${this.options.startupTimeoutMs / 1000}s (${err.details}); start every node's mount at about the same time (mount-scripts/ do)`)
+    if (err.unreachable) {
+      // gRPC's own account of a deadline (its resolver and balancer steps) says nothing the line does not.
+      const why = err.details.startsWith('Deadline exceeded') ? '' : ` (${err.details.split(',')[0]})`
+      return new UsageError(`peer ${node} at ${address} did not answer within ${this.options.startupTimeoutMs / 1000}s${why}: start every node's mount at about the same time (mount-scripts/ do); when joining a running cluster, that peer must be running and reachable (a peer that is stopped or cut off holds a node's start until it answers or the others take it for dead)`)
+    }
     return new UsageError(`handshake with peer ${node} at ${address} failed: ${err.details}`)
   }
 

@@ -38,7 +38,7 @@ export class Takeover {
     private readonly log: Logger
   ) {
     membership.onDeath((node, why) => this.peerDied(node, why))
-    membership.onOwnersChanged(() => { void this.adoptOrphans().catch(err => this.log.error({ err: (err as Error).message }, 'takeover failed')) })
+    membership.onOwnersChanged(() => { void this.adoptOrphans().catch(err => this.failed(err)) })
   }
 
   private get node (): NodeId { return this.membership.node }
@@ -51,8 +51,18 @@ export class Takeover {
     } else {
       this.log.error({ peer: node, address, why, vcsWithLostFiles: lost.length }, `peer ${node} (${address}) is dead (${why}): the other nodes take over its chunks`)
       // Before start-up is done this node answers for nothing anyone else counts on: it takes over once it has started (ClusterNode.start).
-      if (this.membership.ready) void this.adoptOrphans().catch(err => this.log.error({ dead: node, err: (err as Error).message }, 'takeover failed'))
+      if (this.membership.ready) void this.adoptOrphans().catch(err => this.failed(err, node))
     }
+  }
+
+  /**
+   * A takeover that failed is tried again (`adoptOrphans`); one of a node
+   * fenced meanwhile is no fault: it answers for nothing until it rejoins.
+   */
+  failed (err: unknown, dead?: NodeId): void {
+    const message = (err as Error).message
+    if (this.membership.fenced !== undefined) this.log.info({ dead, err: message }, 'a takeover stopped: this node was taken for dead meanwhile, and takes nothing over until it rejoins')
+    else this.log.error({ dead, err: message }, 'takeover failed; trying again')
   }
 
   /** A new generation: every VC starts afresh with its owner, so nothing of a takeover carries over. */
@@ -99,7 +109,7 @@ export class Takeover {
     this.retry = setTimeout(() => {
       this.retry = undefined
       if (this.membership.closed || !this.membership.ready) return
-      void this.adoptOrphans().catch(err => this.log.error({ err: (err as Error).message }, 'takeover failed; trying again'))
+      void this.adoptOrphans().catch(err => this.failed(err))
     }, 1000)
     this.retry.unref()
   }

@@ -10,6 +10,8 @@ export interface ChunkRequest {
   readonly pc: number
   /** The files wanted, in offset order. */
   readonly files: readonly FileId[]
+  /** The file among them an exact open waits for: it goes to that open's handle, not into memory's budget. */
+  readonly forOpener?: FileId
 }
 
 export interface ChunkSource {

@@ -353,7 +353,8 @@ class Connection {
   private nextId = 1
   closed = false
 
-  constructor (host: string, port: number, credentials: Credentials, token: string, private readonly peer: string, private readonly buffers: SampleBuffers, private readonly onClosed: () => void) {
+  /** `onRefused`: the port refused the connection (nothing listens there any more). */
+  constructor (host: string, port: number, credentials: Credentials, token: string, private readonly peer: string, private readonly buffers: SampleBuffers, private readonly onClosed: () => void, onRefused: () => void = () => {}) {
     const reader = new FrameReader((kind, id, message) => this.onFrame(kind, id, message))
     const feed = (buffer: Buffer, length: number): boolean => {
       try {
@@ -373,7 +374,10 @@ class Connection {
       this.socket = net.connect({ host: unbracketed(host), port, onread: { buffer: readBuffer, callback: length => feed(readBuffer, length) } })
     }
     this.socket.setNoDelay(true)
-    this.socket.on('error', err => this.fail(new PeerCallError(peer, grpc.status.UNAVAILABLE, `data channel: ${err.message}`)))
+    this.socket.on('error', (err: NodeJS.ErrnoException) => {
+      if (err.code === 'ECONNREFUSED') onRefused()
+      this.fail(new PeerCallError(peer, grpc.status.UNAVAILABLE, `data channel: ${err.message}`))
+    })
     this.socket.on('close', () => this.fail(new PeerCallError(peer, grpc.status.UNAVAILABLE, 'data channel: the connection closed')))
     this.socket.write(frame(HELLO, 0, messages().hello.encode({ token, protocolVersion: PROTOCOL_VERSION })))
   }
@@ -482,8 +486,13 @@ export class DataClient {
   private connected (): Connection {
     if (this.port === undefined) throw new Error('the peer\'s data port is not known before a handshake')
     if (this.connection === undefined || this.connection.closed) {
-      const connection: Connection = new Connection(this.host, this.port, this.credentials, this.token, this.peer, this.buffers, () => {
+      const port = this.port
+      const connection: Connection = new Connection(this.host, port, this.credentials, this.token, this.peer, this.buffers, () => {
         if (this.connection === connection) this.connection = undefined
+      }, () => {
+        // Nothing listens there: the peer was mounted again (its new process may be known to this node only from
+        // news, with no handshake of its own here yet). The next call asks its peer service where it listens now.
+        if (this.port === port) this.port = undefined
       })
       this.connection = connection
     }

@@ -240,26 +240,34 @@ export class Membership {
     const { deaths, fenced, backUnheard } = this.liveness.learn(news, performance.now())
     this.died(deaths, `a majority of the cluster stopped hearing from it (as ${from} says)`)
     if (fenced !== undefined) this.fence(fenced)
-    for (const { node, incarnation } of backUnheard) this.askBack(node, incarnation)
+    for (const { node, incarnation } of backUnheard) this.takeBack(node, incarnation)
   }
 
-  /** Handshakes asked of later incarnations of nodes taken for dead, one at a time per incarnation. */
+  /** Handshakes asked of nodes taken back from news: one at a time each, and none again for a while after one failed. */
   private readonly askingBack = new Set<string>()
 
   /**
    * A node this node takes for dead is alive again as a later incarnation,
-   * say its peers: it may never handshake with this node (two nodes fenced
+   * say its peers. It may never handshake with this node (two nodes fenced
    * at once each take the other for dead, so neither rejoins with the
-   * other, and each would answer for the other's chunks), so this node asks
-   * it for one. Its reply makes it back here (rejoining, a new client).
+   * other), and this node would then answer, from the next generation on,
+   * for chunks it took over from it while the rest of the cluster takes it
+   * for their owner: so this node takes it back at once, as a handshake
+   * would (rejoining, a new client), then gives it a handshake, so that it
+   * learns this node's incarnation in turn.
    */
-  private askBack (node: NodeId, incarnation: number): void {
+  private takeBack (node: NodeId, incarnation: number): void {
+    if (this.closing || this.admitIncarnation(node, incarnation) === 'past') return
     const asked = `${node}:${incarnation}`
-    if (this.closing || this.askingBack.has(asked)) return
+    if (this.askingBack.has(asked)) return
     this.askingBack.add(asked)
-    void this.client(node).handshake(this.handshakeRequest())
-      .then(reply => this.admitReply(node, reply), () => {})
-      .finally(() => this.askingBack.delete(asked))
+    this.client(node).handshake(this.handshakeRequest()).then(reply => {
+      this.admitReply(node, reply)
+      this.askingBack.delete(asked)
+    }, (err: Error) => {
+      this.log.debug({ peer: node, err: err.message }, 'a handshake with a peer back from the dead failed; its renewals will tell it')
+      setTimeout(() => this.askingBack.delete(asked), this.options.peerTimeoutMs).unref()
+    })
   }
 
   /**

@@ -61,7 +61,8 @@ export class Takeover {
    */
   failed (err: unknown, dead?: NodeId): void {
     const message = (err as Error).message
-    if (this.membership.fenced !== undefined) this.log.info({ dead, err: message }, 'a takeover stopped: this node was taken for dead meanwhile, and takes nothing over until it rejoins')
+    if (this.membership.closed) this.log.debug({ dead, err: message }, 'a takeover stopped: the mount is going away')
+    else if (this.membership.fenced !== undefined) this.log.info({ dead, err: message }, 'a takeover stopped: this node was taken for dead meanwhile, and takes nothing over until it rejoins')
     else this.log.error({ dead, err: message }, 'takeover failed; trying again')
   }
 

@@ -210,8 +210,9 @@ export class Engine {
 
   /** Reads a plan's pieces concurrently (mix mode reads a block of each of several chunks). */
   private async fetchPieces (plan: LoadPlan): Promise<Map<FileId, Buffer>> {
-    if (plan.pieces.length === 1) return await this.source.fetch(plan.pieces[0])
-    if (this.source.readsFileByFile) return await this.source.fetch({ pc: plan.pieces[0].pc, files: plan.files })
+    const forOpener = plan.exact === true ? plan.requester : undefined
+    if (plan.pieces.length === 1) return await this.source.fetch(forOpener === undefined ? plan.pieces[0] : { ...plan.pieces[0], forOpener })
+    if (this.source.readsFileByFile) return await this.source.fetch({ pc: plan.pieces[0].pc, files: plan.files, forOpener })
     const parts = await Promise.allSettled(plan.pieces.map(async piece => await this.source.fetch(piece)))
     const delivered = new Map<FileId, Buffer>()
     parts.forEach((part, i) => {

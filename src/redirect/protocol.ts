@@ -371,7 +371,8 @@ export class Protocol {
     const exact = load.exact === true
     const wanted = this.layout.pcs[pc].files.filter((file, offset) =>
       file === load.requester && exact ? true : !this.slots.isConsumed(file) && ((this.policy.stagesWhole && !exact) || this.slots.isSlotEmpty(vc, offset)))
-    const files = exact && this.policy.stagesWhole && !this.fitsInMemory([{ pc, files: wanted.filter(file => file !== load.requester) }]) ? [load.requester!] : wanted
+    // The others fit beside the load's own file, for which readahead leaves room too (openerBytesInFlight).
+    const files = exact && this.policy.stagesWhole && !this.fitsInMemory([{ pc, files: wanted }]) ? [load.requester!] : wanted
     return this.startLoad(vc, [{ pc, files }], load)
   }
 

@@ -240,7 +240,7 @@ t.test('a node killed while another is stopped, whose remount fails for want of 
   await exactJob(t, cluster, 'after-a-failed-remount', 2, 170)
 })
 
-t.test('two of five nodes stopped together for longer than --peer-timeout: once resumed, each fenced node learns from the others that the other came back, asks it for a handshake, and the next job is exact with one owner per VC', async t => {
+t.test('two of five nodes stopped together for longer than --peer-timeout: once resumed, each fenced node learns from the others that the other came back and takes it back, and the next job is exact with one owner per VC', async t => {
   // Found by an adversarial try-out: each fenced node took the other for dead for good (neither rejoined with the
   // other), so in the next job both answered for the chunks one would take over from the other, and opens hung.
   const nodes = [0, 1, 2, 3, 4]

@@ -195,10 +195,10 @@ class ModelSource implements ChunkSource {
 
   get pendingBytes (): number { return this.pending.reduce((sum, read) => sum + read.bytes, 0) }
 
-  /** The bytes of `files` that reads in flight bring. */
-  pendingBytesOf (files: ReadonlyMap<FileId, unknown>): number {
+  /** The bytes reads in flight bring for exact opens' handles (each read's `forOpener`). */
+  get pendingForOpeners (): number {
     let bytes = 0
-    for (const { request } of this.pending) for (const file of request.files) if (files.has(file)) bytes += this.layout.files[file].size
+    for (const { request } of this.pending) if (request.forOpener !== undefined) bytes += this.layout.files[request.forOpener].size
     return bytes
   }
 
@@ -326,8 +326,6 @@ class World {
   steps: string[] = []
   /** Opens issued and answered, for `settle` to know when nothing moves any more. */
   progress = 0
-  /** Files that exact opens wait for: a read of one is bound for its opener's handle. */
-  readonly exactWanted = new Map<FileId, number>()
 
   constructor (readonly scenario: Scenario, readonly checks: Checks = CHECKS) {
     this.dataset = datasetOf(scenario)
@@ -512,7 +510,6 @@ class World {
       pass.outstanding++
     }
     this.progress++
-    if (exact) this.exactWanted.set(file, (this.exactWanted.get(file) ?? 0) + 1)
     const answered = (outcome: Outcome): void => this.answered(job, counted ? pass : undefined, opener, thread, file, exact, outcome)
     const caught = (outcome: Outcome): void => { try { answered(outcome) } catch { /* kept in this.violation */ } }
     bound.then(handle => caught({ handle }), (error: unknown) => caught({ error }))
@@ -538,11 +535,6 @@ class World {
     if (pass !== undefined) pass.outstanding--
     this.progress++
     thread.busy = false
-    if (exact) {
-      const waiting = this.exactWanted.get(file)! - 1
-      if (waiting === 0) this.exactWanted.delete(file)
-      else this.exactWanted.set(file, waiting)
-    }
     const { paths } = this.dataset
     if ('handle' in outcome) {
       const handle = outcome.handle
@@ -726,7 +718,7 @@ class World {
     if (this.checks.steer && this.scenario.sizes === 'wide') return
     const bound = this.checks.handles ? 0 : this.adapter.handles.boundBytes
     // A file read for an exact open goes to its opener's handle: it counts as bound from its read on.
-    const forHandles = this.checks.handles ? 0 : this.source.pendingBytesOf(this.exactWanted)
+    const forHandles = this.checks.handles ? 0 : this.source.pendingForOpeners
     const reading = this.source.pendingBytes - forHandles
     const held = this.buffers.lentBytes - bound + reading
     if (held > this.dataset.memoryBytes) this.fail(`${held} bytes of samples in memory or being read (${this.buffers.lentBytes - bound} in memory, ${reading} being read; ${bound + forHandles} more bound, or being read, for handles), over --memory ${this.dataset.memoryBytes}`)

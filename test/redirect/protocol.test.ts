@@ -323,13 +323,14 @@ t.test('readahead leaves room for the file an exact open is reading for its open
   for (const mode of ['strict', 'pool', 'mix'] as RedirectMode[]) {
     const { layout } = layoutFor(0.5, 1)
     const vc = vcId(layout.vcs.findIndex(v => v.pcs.length >= 2))
-    const file = layout.vcs.findIndex((_, other) => other !== vc)
-    const own = fileId(layout.vcs[file].pcs.flatMap(pc => layout.pcs[pc].files)[0])
+    const otherVc = layout.vcs.findIndex((_, other) => other !== vc)
+    const own = fileId(layout.vcs[otherVc].pcs.flatMap(pc => layout.pcs[pc].files)[0])
     const ahead = new Protocol(layout, { mode, memoryBytes: datasetBytes, seed: 1 }).readahead(vc)!.bytes
     const protocol = new Protocol(layout, { mode, memoryBytes: ahead + layout.files[own].size - 1, seed: 1, heldByOpens: () => 0 })
     const decision = protocol.open(own, { exact: true })
     if (decision.kind !== 'load') throw new Error(`${mode}: an exact open of a file not in memory loads it`)
     t.equal(protocol.readahead(vc), undefined, `${mode}: no readahead while the exact open's file is read, if both would pass --memory`)
+    t.equal(protocol.counters.readaheadHeldBack, 1, `${mode}: counted as held back by a file bound for an open`)
     protocol.finishLoad(decision.plan, new Set([own]))
     t.ok(protocol.readahead(vc) !== undefined, `${mode}: readahead once that file reached its opener (and was released)`)
   }

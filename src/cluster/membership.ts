@@ -482,16 +482,14 @@ export class Membership {
     const earlier = this.liveness.incarnationOf(node)
     const { kind, death } = this.liveness.admit(node, incarnation, performance.now())
     if (death !== undefined) this.died([death], 'it was mounted again, or rejoined')
-    if (kind === 'new' && earlier !== undefined) {
-      // The first heard of, after an earlier one known only from news (a remount that failed while this node was
-      // paused, say): another process all the same, whose data port this node's client may have from one before.
+    // Another process than the one known (back; or the first heard of, after an earlier one known only from news,
+    // such as a remount that failed while this node was paused): start afresh with it, its reconnection backoff
+    // and data port included.
+    if (kind === 'back' || (kind === 'new' && earlier !== undefined)) {
       this.clients[node]?.close()
       this.clients[node] = this.newClient(node)
     }
     if (kind === 'back') {
-      // A new process, or a new incarnation after a fencing: start afresh with it, its reconnection backoff and data port included.
-      this.clients[node]?.close()
-      this.clients[node] = this.newClient(node)
       this.rejoining.add(node)
       // Its VCs go to their next owners now: the death told above found it alive (its new incarnation) and not yet rejoining.
       for (const listener of this.ownersListeners) listener()

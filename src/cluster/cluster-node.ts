@@ -25,7 +25,7 @@ import type { Logger } from 'pino'
 import { FsError, UsageError } from '../errors'
 import type { SampleBuffers } from '../chunks/sample-buffers'
 import type { ClusterStats } from '../stats'
-import type { Engine, OpenOptions, Reclaimer, RequestAnswer, ServedFile } from '../engine/engine'
+import { NotOwnedHere, type Engine, type OpenOptions, type Reclaimer, type RequestAnswer, type ServedFile } from '../engine/engine'
 import { RemoteReader, type OwnerReply } from '../engine/remote-reader'
 import { allVcs, vcOfFile, type FileId, type Layout, type NodeId, type VcId } from '../redirect/layout'
 import type { MirrorTable, RemoteRequest } from '../redirect/mirror'
@@ -250,7 +250,11 @@ export class ClusterNode {
       if (!this.membership.mayServe()) await this.membership.untilServing(deadline)
       const vc = this.vcOf(file)
       if (this.engine.owns(vc)) {
-        const served = await this.engine.open(file, options)
+        const served = await this.engine.open(file, options).catch((err: unknown) => {
+          if (err instanceof NotOwnedHere) return undefined // the VC moved while the open waited: decided again
+          throw err
+        })
+        if (served === undefined) continue
         if (this.membership.mayServe() && this.engine.owns(vc)) return served
         this.giveBack(served)
         continue

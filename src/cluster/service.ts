@@ -15,7 +15,7 @@
 import * as grpc from '@grpc/grpc-js'
 import type { Logger } from 'pino'
 import type { SampleBuffers } from '../chunks/sample-buffers'
-import type { Engine, ServedFile } from '../engine/engine'
+import { NotOwnedHere, type Engine, type ServedFile } from '../engine/engine'
 import type { RemoteReader } from '../engine/remote-reader'
 import { vcOfFile, type FileId, type Layout, type NodeId, type VcId } from '../redirect/layout'
 import type { Membership } from './membership'
@@ -137,6 +137,10 @@ export class PeerService implements PeerHandler {
       lastBatch: request.lastBatch,
       // Looked up in the ledger only: an id it does not hold (a peer's mistake) changes nothing.
       givenBackBefore: request.givenBackFiles.map((file, i) => ({ file: file as FileId, batch: request.givenBackBatches[i] ?? 0 }))
+    }).catch((err: unknown) => {
+      // Fenced, or the VC moved to a new generation's owner, while the read waited: the requester asks its owner now.
+      if (err instanceof NotOwnedHere) throw askAgain(`node ${this.node} stopped answering for virtual chunk ${vc} while it answered`)
+      throw err
     })
     if (membership.isDead(node) || membership.incarnationOf(node) !== incarnation) {
       // The requester died while its answer was decided (a load can take long): its death already made what it held

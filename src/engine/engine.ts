@@ -37,6 +37,16 @@ export class OrphanedOpen extends FsError {
   constructor () { super('EIO', 'an orphaned worker of a run that ended') }
 }
 
+/**
+ * An open of a file whose VC this node stopped answering for while the
+ * open waited (a fence dropped its VCs, a new generation gave the VC to
+ * another node): not an error of the file, the open is decided again
+ * where the VC is now (a remote read, or told to ask again).
+ */
+export class NotOwnedHere extends Error {
+  constructor (readonly vc: VcId) { super(`this node no longer answers for virtual chunk ${vc}`) }
+}
+
 export interface OpenOptions {
   /** The file itself (see the protocol's `OpenOptions`). */
   readonly exact?: boolean
@@ -128,11 +138,12 @@ export class Engine {
     for (let retry = false; ; retry = true) {
       let decision: OpenDecision
       try {
+        if (!this.protocol.owns(this.protocol.vcOf(file))) throw new NotOwnedHere(this.protocol.vcOf(file))
         decision = this.protocol.open(file, { retry, requester, exact, holdersConfirmed: reclaimed !== undefined })
       } finally {
         this.freeDropped()
-        // Only now: the opens parked on the VC decide after this one. Even if it threw (the VC is no longer this
-        // node's: it was fenced while it reclaimed), or they would wait for good.
+        // Only now: the opens parked on the VC decide after this one. Even if the VC is no longer this node's (it was
+        // fenced while it reclaimed), or they would wait for good.
         if (reclaimed !== undefined) this.wake(reclaimed)
       }
       reclaimed = undefined

@@ -9,7 +9,8 @@ import { PeerRefusal } from '../../src/cluster/call-error'
 import { PeerService, type PeerServiceParts } from '../../src/cluster/service'
 import type { Sync } from '../../src/cluster/sync'
 import type { SyncRequest } from '../../src/cluster/wire'
-import type { Layout } from '../../src/redirect/layout'
+import type { Layout, VcId } from '../../src/redirect/layout'
+import { NotOwnedHere } from '../../src/engine/engine'
 import { compareGenerations, refusedFor, type GenerationId } from '../../src/cluster/generations'
 
 function serviceRecordingSyncs (): { service: PeerService, received: SyncRequest[], generations: GenerationId[] } {
@@ -78,7 +79,7 @@ t.test('a sync from a later generation starts it here first, then applies', asyn
  * Node 0 answering reads of VC 0 from node 1, with stand-ins that record what the service does with each answer;
  * `decide()` lets the reads waiting on the engine have their answers, at once and from then on.
  */
-function readingService (): { service: PeerService, calls: string[], setIncarnation: (n: number) => void, decide: () => void } {
+function readingService (options: { disowned?: boolean } = {}): { service: PeerService, calls: string[], setIncarnation: (n: number) => void, decide: () => void } {
   const calls: string[] = []
   let incarnation = 5
   let decided!: () => void
@@ -99,6 +100,7 @@ function readingService (): { service: PeerService, calls: string[], setIncarnat
     owns: () => true,
     serveRequest: async () => {
       await deciding
+      if (options.disowned === true) throw new NotOwnedHere(0 as VcId)
       const n = ++answers
       return { served: { file: n, bytes: Buffer.alloc(4) }, batch: [{ file: 3, bytes: Buffer.alloc(4) }], batchNumber: n, vcEpoch: 0 }
     },
@@ -141,4 +143,13 @@ t.test('a read its node asked again for before it was answered gives its answer 
   const reply = await second
   t.notOk(reply instanceof Error, 'the new read is answered')
   t.same(calls, ['giveBack 1', 'takeBackBatch 1', 'buffer given', 'answerSent 1 2'], 'the first answer goes back to its slot and its batch may be loaded again, never counted sent; the second is noted sent')
+})
+
+t.test('a read whose VC this node stopped answering for while it waited (fenced, or a new owner) is told to ask again, not failed', async t => {
+  const { service, calls, decide } = readingService({ disowned: true })
+  const reading = service.read(readOf(1)).then(() => undefined, (err: unknown) => err)
+  decide()
+  const refusal = await reading
+  t.ok(refusal instanceof PeerRefusal && refusal.status === grpc.status.ABORTED, 'the requester is told to ask again, and asks the VC\'s owner now')
+  t.same(calls, [], 'nothing was answered, so nothing is given back or noted sent')
 })

@@ -4,7 +4,7 @@
 import pino from 'pino'
 import t from 'tap'
 import { capacityFor } from '../../src/chunks/sample-buffers'
-import { Engine, type ServedFile } from '../../src/engine/engine'
+import { Engine, NotOwnedHere, type ServedFile } from '../../src/engine/engine'
 import { FsError } from '../../src/errors'
 import { planMemory } from '../../src/redirect/budget'
 import { allVcs, buildLayout, type FileId, type Layout, type VcId } from '../../src/redirect/layout'
@@ -270,4 +270,20 @@ t.test('drain waits for every readahead load in flight', async t => {
   t.ok(source.inFlight > 0, 'a readahead load is in flight')
   await engine.drain()
   t.equal(source.inFlight, 0, 'no load in flight after drain')
+})
+
+t.test('an open waiting on a load of a VC this node stops answering for meanwhile (fenced, or a new owner) fails as not owned here, to be decided again where the VC is', async t => {
+  const source = new FakeSource()
+  source.delayMs = 20
+  const { engine, layout } = engineFor('pool', source)
+  const vc = layout.pcs[layout.filePc[0]].vc
+  const ofVc = everyFile.filter(file => layout.pcs[layout.filePc[file]].vc === vc)
+  const first = engine.open(ofVc[0]).then(served => served, (err: unknown) => err)
+  await new Promise(resolve => setImmediate(resolve))
+  t.equal(source.inFlight, 1, 'the first open\'s load is out')
+  const second = engine.open(ofVc[1]).then(served => served, (err: unknown) => err)
+  engine.setOwnership(() => false)
+  const waited = await second
+  t.ok(waited instanceof NotOwnedHere, `the open that waited on the load is not failed as the file's error: ${String(waited)}`)
+  await first
 })

@@ -27,22 +27,40 @@ const http = require('node:http')
 const net = require('node:net')
 const os = require('node:os')
 const path = require('node:path')
+const { parseArgs } = require('node:util')
 
 // The SDK's notice that its releases after January 2027 need Node 22 (as redirfs's own store does).
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true'
 const ROOT = path.join(__dirname, '..')
 const dist = path.join(ROOT, 'dist')
 
-const args = process.argv.slice(2)
-/** A whole-number option of at least 1. */
-function option (/** @type {string} */ name, /** @type {number} */ fallback) {
-  const i = args.indexOf(name)
-  const value = i < 0 ? fallback : Number(args[i + 1])
-  if (!Number.isInteger(value) || value < 1) {
-    console.error(`s3-cost: ${name} must be a whole number of at least 1, got '${args[i + 1]}'`)
-    process.exit(1)
+/** The command line, or a one-line error: every size and count a whole number of at least 1. */
+function parseOptions () {
+  const { values } = parseArgs({
+    options: {
+      mib: { type: 'string', default: '256' },
+      range: { type: 'string', default: String(2 * 2 ** 20) },
+      concurrency: { type: 'string', default: '16' },
+      rounds: { type: 'string', default: '3' },
+      ways: { type: 'string', default: 'store,http,tcp,file' },
+      sweep: { type: 'string', default: `${512 * 2 ** 10},${8 * 2 ** 20}` },
+      'tcp-sender': { type: 'boolean', default: false }
+    }
+  })
+  const whole = (/** @type {string} */ name, /** @type {string} */ text) => {
+    const value = Number(text)
+    if (!Number.isInteger(value) || value < 1) throw new Error(`--${name} must be a whole number of at least 1, got '${text}'`)
+    return value
   }
-  return value
+  return {
+    mib: whole('mib', values.mib),
+    range: whole('range', values.range),
+    concurrency: whole('concurrency', values.concurrency),
+    rounds: whole('rounds', values.rounds),
+    ways: values.ways.split(','),
+    sweep: values.sweep.split(',').map(size => whole('sweep', size)),
+    tcpSender: values['tcp-sender']
+  }
 }
 
 const cpuMicroseconds = () => { const u = process.cpuUsage(); return u.user + u.system }
@@ -98,11 +116,8 @@ async function drain (/** @type {import('node:stream').Readable} */ stream) {
 }
 
 async function main () {
-  if (process.argv[2] === '--tcp-sender') { sendOverTcp(); return }
-  const mib = option('--mib', 256)
-  const range = option('--range', 2 * 2 ** 20)
-  const concurrency = option('--concurrency', 16)
-  const rounds = option('--rounds', 3)
+  const { mib, range, concurrency, rounds, ways: only, sweep: sweepSizes, tcpSender } = parseOptions()
+  if (tcpSender) { sendOverTcp(); return }
   const totalBytes = mib * 2 ** 20
   const { ObjectStore } = require(path.join(dist, 's3/store.js'))
   const { S3Client, CreateBucketCommand, PutBucketPolicyCommand } = require('@aws-sdk/client-s3')
@@ -153,7 +168,6 @@ async function main () {
         fs.read(fd, buffers[nextBuffer++ % buffers.length], 0, length, offset, (err, n) => err === null ? resolve(n) : reject(err))
       })
     }
-    const only = args.includes('--ways') ? args[args.indexOf('--ways') + 1].split(',') : Object.keys(ways)
     for (const name of Object.keys(ways)) if (!only.includes(name)) delete ways[name]
     if (Object.keys(ways).length !== only.length) throw new Error(`--ways takes some of ${Object.keys(WAYS).join(', ')}, got '${only.join(',')}'`)
     /** @type {Record<string, { cpu: number[], rate: number[] }>} */
@@ -171,9 +185,7 @@ async function main () {
     /** @type {Array<{ range: number, store: number[], http: number[] }>} */
     const sweep = []
     if (ways.store !== undefined && ways.http !== undefined) {
-      const sizes = args.includes('--sweep') ? args[args.indexOf('--sweep') + 1].split(',').map(Number) : [512 * 2 ** 10, 8 * 2 ** 20]
-      if (!sizes.every(size => Number.isInteger(size) && size > 0)) throw new Error('--sweep takes range sizes in bytes, comma-separated')
-      for (const size of [range, ...sizes].sort((a, b) => a - b)) {
+      for (const size of [...new Set([range, ...sweepSizes])].sort((a, b) => a - b)) {
         const sized = new ObjectStore({ bucket, endpoint: server.endpoint, region: server.region, pathStyle: true, credentials, concurrency, partSize: size })
         const viaStore = async (/** @type {number} */ offset, /** @type {number} */ length) => (await sized.getRange(key, offset, length)).length
         const row = { range: size, store: /** @type {number[]} */ ([]), http: /** @type {number[]} */ ([]) }

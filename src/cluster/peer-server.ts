@@ -111,8 +111,10 @@ export async function startPeerServer (listen: PeerAddress, credentials: Credent
     dataPort: data.port,
     close: async () => await new Promise<void>(resolve => {
       data.close()
-      // Give calls in flight a moment, then cut the rest.
-      const timer = setTimeout(() => server.forceShutdown(), 2000)
+      // Give calls in flight a moment, then cut the rest. Done then: a graceful shutdown's callback waits for every
+      // session to close, and one with a frozen peer (SIGSTOPped, its call open) never did, so an unmount waited for it
+      // until it was killed.
+      const timer = setTimeout(() => { server.forceShutdown(); resolve() }, 2000)
       server.tryShutdown(() => { clearTimeout(timer); resolve() })
     })
   }

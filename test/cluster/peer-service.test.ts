@@ -3,7 +3,8 @@
 // certificates made by openssl, and the offset bitmap of the wire format.
 // The handler is a small stand-in here; test/cluster/cluster.test.ts runs
 // the real nodes.
-import { mkdtempSync, rmSync } from 'node:fs'
+import { spawn } from 'node:child_process'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
@@ -190,4 +191,37 @@ t.test('addresses and the offset bitmap', async t => {
   t.throws(() => parseAddress('a:70000', 'x'), /port must be from 1 to 65535/)
   const offsets = new Set([0, 3, 9, 63])
   t.same(decodeOffsets(encodeOffsets(offsets, 64)), offsets)
+})
+
+t.test('closing a node\'s peer server while a peer is frozen with a call out (SIGSTOPped) takes at most its bound, not until the peer answers', async t => {
+  let entered!: () => void
+  const callArrived = new Promise<void>(resolve => { entered = resolve })
+  // A call that never ends: the frozen peer's call stays open on its session.
+  const server = await startPeerServer({ host: '127.0.0.1', port: 0, text: '127.0.0.1:0' }, await loadCredentials({}), TOKEN, { ...handler, takeoverState: async () => { entered(); return await new Promise(() => {}) } }, log, 10)
+  let closed = false
+  // The peer is a process of its own, so that it can be stopped: it calls, then stops itself.
+  const script = path.join(work, 'frozen-peer.js')
+  writeFileSync(script, `
+    const { PeerClient } = require(${JSON.stringify(path.join(__dirname, '../../dist/cluster/peer-client.js'))})
+    const { parseAddress } = require(${JSON.stringify(path.join(__dirname, '../../dist/cluster/addresses.js'))})
+    const { SampleBuffers } = require(${JSON.stringify(path.join(__dirname, '../../dist/chunks/sample-buffers.js'))})
+    const { loadCredentials } = require(${JSON.stringify(path.join(__dirname, '../../dist/cluster/security.js'))})
+    loadCredentials({}).then(credentials => {
+      new PeerClient(parseAddress('127.0.0.1:${server.port}', 'peer'), credentials, ${JSON.stringify(TOKEN)}, 60000, new SampleBuffers()).takeoverState({ generation: null, node: 0, dead: 1, vcs: [], deaths: [] }).catch(() => {})
+    })
+    process.on('message', () => process.kill(process.pid, 'SIGSTOP'))
+  `)
+  const peer = spawn(process.execPath, [script], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], cwd: path.join(__dirname, '../..') })
+  // Once the peer is killed, a close that hung completes.
+  t.teardown(async () => {
+    peer.kill('SIGKILL')
+    if (!closed) await server.close()
+  })
+  await callArrived
+  peer.send('stop')
+  await new Promise(resolve => setTimeout(resolve, 200))
+  // Its bound is 2 s; an unmount kills the daemon after 10. Raced, so that a close that never returns fails here instead of hanging the file.
+  const outcome = await Promise.race([server.close().then(() => 'closed'), new Promise(resolve => setTimeout(() => resolve('still closing after 8 s'), 8000))])
+  closed = outcome === 'closed'
+  t.equal(outcome, 'closed', 'the server closed with the frozen peer\'s call still open')
 })

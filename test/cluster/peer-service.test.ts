@@ -217,7 +217,9 @@ t.test('closing a node\'s peer server while a peer is frozen with a call out (SI
     peer.kill('SIGKILL')
     if (!closed) await server.close()
   })
-  await callArrived
+  const exited = new Promise<string>(resolve => peer.once('exit', code => resolve(`the peer process exited (${code}) before its call arrived`)))
+  const arrived = await Promise.race([callArrived.then(() => 'arrived'), exited])
+  if (arrived !== 'arrived') { t.fail(arrived); return }
   peer.send('stop')
   await new Promise(resolve => setTimeout(resolve, 200))
   // Its bound is 2 s; an unmount kills the daemon after 10. Raced, so that a close that never returns fails here instead of hanging the file.

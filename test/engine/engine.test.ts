@@ -274,7 +274,8 @@ t.test('drain waits for every readahead load in flight', async t => {
 
 t.test('an open waiting on a load of a VC this node stops answering for meanwhile (fenced, or a new owner) fails as not owned here, to be decided again where the VC is', async t => {
   const source = new FakeSource()
-  source.delayMs = 20
+  // Long enough that the load is still out when the second open decides, on a loaded machine too.
+  source.delayMs = 500
   const { engine, layout } = engineFor('pool', source)
   const vc = layout.pcs[layout.filePc[0]].vc
   const ofVc = everyFile.filter(file => layout.pcs[layout.filePc[file]].vc === vc)

@@ -52,12 +52,15 @@ function parseOptions () {
     if (!Number.isInteger(value) || value < 1) throw new Error(`--${name} must be a whole number of at least 1, got '${text}'`)
     return value
   }
+  const ways = values.ways.split(',')
+  const unknown = ways.filter(name => !(name in WAYS))
+  if (unknown.length > 0 || new Set(ways).size !== ways.length) throw new Error(`--ways takes some of ${Object.keys(WAYS).join(', ')}, each once, got '${values.ways}'`)
   return {
     mib: whole('mib', values.mib),
     range: whole('range', values.range),
     concurrency: whole('concurrency', values.concurrency),
     rounds: whole('rounds', values.rounds),
-    ways: values.ways.split(','),
+    ways,
     sweep: values.sweep.split(',').map(size => whole('sweep', size)),
     tcpSender: values['tcp-sender']
   }
@@ -85,6 +88,8 @@ function sendOverTcp () {
   })
   server.listen(0, '127.0.0.1', () => { /** @type {NonNullable<typeof process.send>} */ (process.send)({ port: /** @type {net.AddressInfo} */ (server.address()).port }) })
   process.on('message', message => { if (message === 'stop') process.exit(0) })
+  // Its parent gone (killed, say), the sender goes too.
+  process.on('disconnect', () => process.exit(0))
 }
 
 /** Runs `read` with at most `concurrency` ranges out at a time; gives the reader's CPU per MiB and the MiB/s. */
@@ -169,7 +174,6 @@ async function main () {
       })
     }
     for (const name of Object.keys(ways)) if (!only.includes(name)) delete ways[name]
-    if (Object.keys(ways).length !== only.length) throw new Error(`--ways takes some of ${Object.keys(WAYS).join(', ')}, got '${only.join(',')}'`)
     /** @type {Record<string, { cpu: number[], rate: number[] }>} */
     const results = {}
     // A warm-up of each way first (connections, the JIT), not counted.
@@ -201,7 +205,7 @@ async function main () {
     agent.destroy()
     report({ mib, range, concurrency, rounds, results, sweep })
   } finally {
-    sender.send('stop')
+    if (sender.connected) sender.send('stop')
     fs.rmSync(localFile, { force: true })
     stopServer()
   }

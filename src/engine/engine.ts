@@ -41,7 +41,9 @@ export class OrphanedOpen extends FsError {
  * An open of a file whose VC this node stopped answering for while the
  * open waited (a fence dropped its VCs, a new generation gave the VC to
  * another node): not an error of the file, the open is decided again
- * where the VC is now (a remote read, or told to ask again).
+ * where the VC is now (a remote read, or told to ask again). Not an
+ * FsError on purpose: `serveRequest` answers an FsError as an unreadable
+ * file, which this is not.
  */
 export class NotOwnedHere extends Error {
   constructor (readonly vc: VcId) { super(`this node no longer answers for virtual chunk ${vc}`) }

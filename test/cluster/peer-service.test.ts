@@ -4,7 +4,7 @@
 // The handler is a small stand-in here; test/cluster/cluster.test.ts runs
 // the real nodes.
 import { spawn } from 'node:child_process'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
@@ -193,7 +193,7 @@ t.test('addresses and the offset bitmap', async t => {
   t.same(decodeOffsets(encodeOffsets(offsets, 64)), offsets)
 })
 
-t.test('closing a node\'s peer server while a peer is frozen with a call out (SIGSTOPped) takes at most its bound, not until the peer answers', async t => {
+t.test('closing a node\'s peer server while a peer is frozen with a call out (SIGSTOPped) returns once it forces the shutdown, not when the peer answers', async t => {
   let entered!: () => void
   const callArrived = new Promise<void>(resolve => { entered = resolve })
   // A call that never ends: the frozen peer's call stays open on its session.
@@ -210,6 +210,7 @@ t.test('closing a node\'s peer server while a peer is frozen with a call out (SI
       new PeerClient(parseAddress('127.0.0.1:${server.port}', 'peer'), credentials, ${JSON.stringify(TOKEN)}, 60000, new SampleBuffers()).takeoverState({ generation: null, node: 0, dead: 1, vcs: [], deaths: [] }).catch(() => {})
     })
     process.on('message', () => process.kill(process.pid, 'SIGSTOP'))
+    process.on('disconnect', () => process.exit(0))
   `)
   const peer = spawn(process.execPath, [script], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], cwd: path.join(__dirname, '../..') })
   // Once the peer is killed, a close that hung completes.
@@ -221,9 +222,13 @@ t.test('closing a node\'s peer server while a peer is frozen with a call out (SI
   const arrived = await Promise.race([callArrived.then(() => 'arrived'), exited])
   if (arrived !== 'arrived') { t.fail(arrived); return }
   peer.send('stop')
-  await new Promise(resolve => setTimeout(resolve, 200))
+  const stopped = (): boolean => { const stat = readFileSync(`/proc/${peer.pid!}/stat`, 'utf8'); return stat.slice(stat.lastIndexOf(')') + 2).startsWith('T') }
+  for (const deadline = Date.now() + 10_000; !stopped() && Date.now() < deadline;) await new Promise(resolve => setTimeout(resolve, 20))
+  t.ok(stopped(), 'the peer is stopped, its call open')
   // Its bound is 2 s; an unmount kills the daemon after 10. Raced, so that a close that never returns fails here instead of hanging the file.
-  const outcome = await Promise.race([server.close().then(() => 'closed'), new Promise(resolve => setTimeout(() => resolve('still closing after 8 s'), 8000))])
+  let timer: NodeJS.Timeout | undefined
+  const outcome = await Promise.race([server.close().then(() => 'closed'), new Promise(resolve => { timer = setTimeout(() => resolve('still closing after 8 s'), 8000) })])
+  clearTimeout(timer)
   closed = outcome === 'closed'
   t.equal(outcome, 'closed', 'the server closed with the frozen peer\'s call still open')
 })

@@ -286,5 +286,7 @@ t.test('an open waiting on a load of a VC this node stops answering for meanwhil
   engine.setOwnership(() => false)
   const waited = await second
   t.ok(waited instanceof NotOwnedHere, `the open that waited on the load is not failed as the file's error: ${String(waited)}`)
-  await first
+  const loaded = await first
+  t.notOk(loaded instanceof Error, `the open whose load it was has its answer: ${String(loaded)}`)
+  await engine.drain()
 })

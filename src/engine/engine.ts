@@ -37,17 +37,8 @@ export class OrphanedOpen extends FsError {
   constructor () { super('EIO', 'an orphaned worker of a run that ended') }
 }
 
-/**
- * An open of a file whose VC this node stopped answering for while the
- * open waited (a fence dropped its VCs, a new generation gave the VC to
- * another node): not an error of the file, the open is decided again
- * where the VC is now (a remote read, or told to ask again). Not an
- * FsError on purpose: `serveRequest` answers an FsError as an unreadable
- * file, which this is not.
- */
-export class NotOwnedHere extends Error {
-  constructor (readonly vc: VcId) { super(`this node no longer answers for virtual chunk ${vc}`) }
-}
+// Thrown by the protocol's open; the cluster's callers tell it apart from a file's error.
+export { NotOwnedHere } from '../redirect/protocol'
 
 export interface OpenOptions {
   /** The file itself (see the protocol's `OpenOptions`). */
@@ -140,7 +131,6 @@ export class Engine {
     for (let retry = false; ; retry = true) {
       let decision: OpenDecision
       try {
-        if (!this.protocol.owns(this.protocol.vcOf(file))) throw new NotOwnedHere(this.protocol.vcOf(file))
         decision = this.protocol.open(file, { retry, requester, exact, holdersConfirmed: reclaimed !== undefined })
       } finally {
         this.freeDropped()

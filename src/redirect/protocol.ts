@@ -170,6 +170,18 @@ export interface ProtocolOptions {
   mixBlock?: number
 }
 
+/**
+ * An open of a file whose VC this node stopped answering for while the
+ * open waited (a fence dropped its VCs, a new generation gave the VC to
+ * another node): not an error of the file, the open is decided again
+ * where the VC is now (a remote read, or told to ask again). Not an
+ * FsError on purpose: the engine's `serveRequest` answers an FsError as
+ * an unreadable file, which this is not.
+ */
+export class NotOwnedHere extends Error {
+  constructor (readonly vc: VcId) { super(`this node no longer answers for virtual chunk ${vc}`) }
+}
+
 export class Protocol {
   readonly counters: ProtocolCounters = zeroCounters()
   readonly slots: SlotTable
@@ -245,7 +257,7 @@ export class Protocol {
   /** Answers an open of `file` (of a VC this node owns); see `OpenOptions`. */
   open (file: FileId, options: OpenOptions = {}): OpenDecision {
     const { retry = false, requester, exact = false, holdersConfirmed = false } = options
-    if (!this.owns(this.vcOf(file))) throw new Error(`node ${this.node} does not own the VC of file ${file}`)
+    if (!this.owns(this.vcOf(file))) throw new NotOwnedHere(this.vcOf(file))
     if (!retry) {
       this.counters.opens++
       if (requester !== undefined) this.counters.remoteOpens++

@@ -103,7 +103,7 @@ t.test('every results file the README cites exists and names the commit and the 
     t.not(text, undefined, `${citation.cited} exists`)
     if (text === undefined || text === '' || !citation.file.endsWith('.md')) continue
     if (citation.commit === undefined) t.match(text, /commit [0-9a-f]{7,}/, `${citation.file} names its commit`)
-    t.match(text, /`(npm run [\w:]+|node bench\/|\/usr\/bin\/python3 bench\/|python3 bench\/|redirfs simulate)[^`]*`/, `${citation.file} names its command`)
+    t.match(text, /`(npm run [\w:]+|node bench\/|\/usr\/bin\/python3 bench\/|python3 bench\/|bash bench\/|redirfs simulate)[^`]*`/, `${citation.file} names its command`)
   }
 })
 

@@ -3,7 +3,7 @@
  *
  * For every request the SDK runs its endpoint rules, its serializers, a
  * middleware stack built anew, and the signer: about 2.5 ms of CPU per GET
- * on the machines we measure on (bench/results/s3-cost), a third of a core
+ * on the machines we measure on (bench/results/s3-cost-sdk-gets), a third of a core
  * at the rate a mount reads a bucket. A store's GETs all take one route:
  * the same scheme, host and port, the same path before the key, the same
  * signing region. So once the SDK has sent a GET that succeeded, the route

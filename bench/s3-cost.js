@@ -1,8 +1,7 @@
 // What reading from S3 costs the reading process in CPU, per MiB, and how
 // much of it is redirfs's: the same bytes read four ways, each in its own
 // round, the reader's CPU measured by process.cpuUsage():
-// - store: redirfs's S3 client (src/s3/store.ts: the AWS SDK v3 sends its
-//   first GET, the SDK's signer the rest on the route learned from it),
+// - store: redirfs's S3 client (src/s3/store.ts, the AWS SDK v3 under it),
 //   ranged GETs of --range bytes, --concurrency at a time, as a pack's
 //   chunk reads are, each kept in a buffer of its own;
 // - http: the same ranged GETs by Node's bare http module (the bucket is
@@ -221,7 +220,7 @@ async function main () {
 }
 
 const WAYS = {
-  store: "redirfs's S3 client (src/s3/store.ts), ranged GETs into buffers of their own",
+  store: "redirfs's S3 client (AWS SDK v3), ranged GETs into buffers of their own",
   http: "Node's bare `http`, the same ranged GETs (no signing)",
   tcp: 'a plain loopback TCP socket, the bytes alone (sender in another process)',
   file: 'a local file, `pread` of the same ranges (the page cache)'

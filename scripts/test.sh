@@ -12,7 +12,7 @@ what=${1:-all}
 [ "$what" != all ] || bash scripts/setup.sh
 unit=(test/redirect test/engine test/util test/chunks test/fs/bind.test.ts test/fs/errno.test.ts test/fs/handles.test.ts
   test/runs/run-tracker.test.ts test/cluster/wire.test.ts test/cluster/data-channel.test.ts test/s3/key-order.test.ts
-  test/s3/location.test.ts test/s3/listing-xml.test.ts test/s3/etags.test.ts test/s3/direct-get.test.ts test/pack/format.test.ts)
+  test/s3/location.test.ts test/s3/listing-xml.test.ts test/s3/etags.test.ts test/pack/format.test.ts)
 fuse_native=(test/cli/mount.test.ts test/fs/adapter.test.ts test/fs/redirection.test.ts test/fidelity/pytorch.test.ts
   test/fidelity/train-val.test.ts test/pack/pack.test.ts)
 suite() { # LABEL TAP-ARGS...

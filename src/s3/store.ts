@@ -35,12 +35,6 @@
  *   body. An idle limit rather than a deadline, so a large part on a slow
  *   link is not cut while it is still moving. Uploads rely on the socket's
  *   own idle timer, which sees the bytes going out too.
- * - **Ranged GETs leave the SDK's pipeline once it has shown the way.**
- *   The SDK sends a store's first GET; the route that one took (host,
- *   path before the key, signing region) is learned, and later ranged GETs
- *   are signed by the SDK's own signer and sent on the store's agents,
- *   without the command pipeline that cost 2.5 ms of CPU per GET
- *   (direct-get.ts). Answers the route does not judge go back to the SDK.
  * - **Listings are read here.** A ListObjectsV2 answer is parsed by
  *   listing-xml.ts, not the SDK's general deserializer, which at a million
  *   keys would cost a mount a minute of CPU and a heap full of garbage.
@@ -66,7 +60,6 @@ import { loadConfig, NODE_REGION_CONFIG_FILE_OPTIONS, NODE_REGION_CONFIG_OPTIONS
 import { NodeHttpHandler } from '@smithy/node-http-handler'
 import pLimit from 'p-limit'
 import { clip, UsageError, codeOf } from '../errors'
-import { DirectGet, learnRoute, type GetAnswer, type SentRequest } from './direct-get'
 import { sortByKey } from './key-order'
 import { ListingError, parseListing, type ListingPage } from './listing-xml'
 import { bucketNameProblem, s3Url } from './location'
@@ -141,8 +134,6 @@ export interface ReadOptions {
 export interface StoreStats {
   /** Requests sent, retries included. */
   getRequests: number
-  /** Of those, ranged GETs answered on the learned route, without the SDK's pipeline (direct-get.ts). */
-  directGets: number
   listRequests: number
   /** HeadObject and HeadBucket. */
   headRequests: number
@@ -191,7 +182,6 @@ export class ObjectStore {
   private readonly endpoint?: string
   private readonly counters: Omit<StoreStats, 'inFlight'> = {
     getRequests: 0,
-    directGets: 0,
     listRequests: 0,
     headRequests: 0,
     putRequests: 0,
@@ -207,8 +197,6 @@ export class ObjectStore {
   private answered = false
   /** The bucket is known to exist, so a HEAD's bare 404 is about the key. */
   private bucketSeen = false
-  /** Where ranged GETs go without the SDK, once one it sent has succeeded; undefined until then, or when the route no longer holds. */
-  private direct: DirectGet | undefined
 
   constructor (options: ObjectStoreOptions) {
     const problem = bucketNameProblem(options.bucket)
@@ -462,7 +450,7 @@ export class ObjectStore {
   private async readRange (key: string, offset: number, target: Buffer, pin: VersionPin, objectSize?: number, cancel?: AbortSignal): Promise<void> {
     const last = offset + target.length - 1
     await this.run('GetObject', 'getRequests', key, async attempt => {
-      const response = await this.getRangeOnce(key, `bytes=${offset}-${last}`, pin.etag, attempt)
+      const response = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key, Range: `bytes=${offset}-${last}`, IfMatch: pin.etag }), { abortSignal: attempt.signal })
       const body = bodyOf(response, attempt)
       try {
         pin.check(response.ETag, () => this.changed(key, `its ETag is now ${response.ETag ?? 'missing'}, not ${pin.etag ?? ''}`))
@@ -480,47 +468,6 @@ export class ObjectStore {
       }
       this.counters.bytesRead += target.length
     }, cancel)
-  }
-
-  /**
-   * One ranged GET: on the learned route when there is one, else (or when
-   * the route's answer is one for the SDK) through the SDK, whose request
-   * the route is learned from once it succeeds.
-   */
-  private async getRangeOnce (key: string, range: string, ifMatch: string | undefined, attempt: Attempt): Promise<GetAnswer> {
-    const direct = this.direct
-    if (direct !== undefined) {
-      let answer: GetAnswer | undefined
-      try {
-        answer = await direct.get(key, range, ifMatch, attempt.signal)
-      } catch (err) {
-        this.counters.directGets++
-        throw err
-      }
-      if (answer !== undefined) {
-        this.counters.directGets++
-        return answer
-      }
-      // Handed back: the SDK sends this GET, and the route is learned again from its success.
-      if (this.direct === direct) this.direct = undefined
-    }
-    const command = new GetObjectCommand({ Bucket: this.bucket, Key: key, Range: range, IfMatch: ifMatch })
-    let sent: SentRequest | undefined
-    // Innermost, below the signer: the request as it went out.
-    command.middlewareStack.add(next => async args => {
-      sent = args.request as SentRequest
-      return await next(args)
-    }, { step: 'deserialize', priority: 'low', name: 'redirfsRoute' })
-    const response = await this.client.send(command, { abortSignal: attempt.signal })
-    if (this.direct === undefined && sent !== undefined) this.direct = this.directOn(sent, key)
-    return response as GetAnswer
-  }
-
-  private directOn (sent: SentRequest, key: string): DirectGet | undefined {
-    const route = learnRoute(sent, key)
-    if (route === undefined) return undefined
-    const config = this.client.config
-    return new DirectGet({ route, credentials: config.credentials, sha256: config.sha256, clockOffsetMs: () => config.systemClockOffset ?? 0, httpAgent: this.httpAgent, httpsAgent: this.httpsAgent })
   }
 
   /** Every page of a listing, in key order: kept and returned, or each handed to `onPage` instead. */
@@ -762,7 +709,7 @@ async function readBody (body: Readable, target: Buffer, attempt: Attempt): Prom
   if (filled !== target.length) throw new TransferFault('short-body', `body cut short: ${filled} of ${target.length} bytes`)
 }
 
-function bodyOf (response: GetObjectCommandOutput | GetAnswer, attempt: Attempt): Readable {
+function bodyOf (response: GetObjectCommandOutput, attempt: Attempt): Readable {
   const body = response.Body as Readable | undefined
   if (body === undefined) throw new StoreError('failed', 'GetObject answered without a body')
   attempt.watch(body)

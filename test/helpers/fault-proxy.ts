@@ -1,7 +1,7 @@
 // An HTTP proxy of the tests' own in front of the S3 server, that forwards
 // every request and, when told, breaks the next few that match in one of
-// the ways networks and S3 break: a 503 SlowDown, 500 InternalError or
-// 403 AccessDenied answer, a connection reset before any answer, no answer at all, an
+// the ways networks and S3 break: a 503 SlowDown or 500 InternalError
+// answer, a connection reset before any answer, no answer at all, an
 // answer whose body stops halfway and hangs, or one whose body is cut
 // short (the real Content-Length, half the bytes, then the connection
 // closed). It can also hold requests until the test releases them, which
@@ -20,7 +20,7 @@ import type net from 'node:net'
 
 interface Teardown { teardown: (fn: () => Promise<void> | void) => void }
 
-export type Fault = 'slow-down' | 'internal-error' | 'access-denied' | 'reset' | 'stall' | 'stall-body' | 'short-body' | 'hold'
+export type Fault = 'slow-down' | 'internal-error' | 'reset' | 'stall' | 'stall-body' | 'short-body' | 'hold'
 export type RequestKind = 'get' | 'head' | 'list' | 'put' | 'post' | 'delete'
 
 export interface ProxiedRequest {
@@ -57,8 +57,7 @@ interface Rule { readonly fault: Fault, times: number, readonly match: (request:
 
 const ERRORS: Partial<Record<Fault, { status: number, code: string, message: string }>> = {
   'slow-down': { status: 503, code: 'SlowDown', message: 'Please reduce your request rate.' },
-  'internal-error': { status: 500, code: 'InternalError', message: 'We encountered an internal error. Please try again.' },
-  'access-denied': { status: 403, code: 'AccessDenied', message: 'Access Denied' }
+  'internal-error': { status: 500, code: 'InternalError', message: 'We encountered an internal error. Please try again.' }
 }
 
 export async function startFaultProxy (t: Teardown, target: string, options: { rewriteHost?: boolean } = {}): Promise<FaultProxy> {
@@ -66,7 +65,7 @@ export async function startFaultProxy (t: Teardown, target: string, options: { r
   const agent = new http.Agent({ keepAlive: true })
   const rules: Rule[] = []
   const requests: Record<RequestKind, number> = { get: 0, head: 0, list: 0, put: 0, post: 0, delete: 0 }
-  const injected: Record<Fault, number> = { 'slow-down': 0, 'internal-error': 0, 'access-denied': 0, reset: 0, stall: 0, 'stall-body': 0, 'short-body': 0, hold: 0 }
+  const injected: Record<Fault, number> = { 'slow-down': 0, 'internal-error': 0, reset: 0, stall: 0, 'stall-body': 0, 'short-body': 0, hold: 0 }
   let held: Array<() => void> = []
   const log: ProxiedRequest[] = []
 

@@ -36,48 +36,24 @@ const PERSISTENT: Array<[Fault, string, RegExp]> = [
 ]
 
 forEachS3Server(async (t, server) => {
-  // Each GET fault twice: met by the store's first GET (the SDK sends it), and by one on the
-  // route learned from an earlier success (sent without the SDK: src/s3/direct-get.ts).
   for (const fault of GET_FAULTS) {
-    for (const learned of [false, true]) {
-      t.test(`a GET that meets ${fault} once is retried and gives the exact bytes${learned ? ', on the learned route' : ''}`, async t => {
-        const { proxy, store, bucket, retries } = await setUp(t, server, { timeoutMs: STALL_MS })
-        const bytes = seededBytes(20, 50_000)
-        await store.put('data/object.bin', bytes)
-        const before = learned ? 1 : 0
-        if (learned) t.ok((await store.getRange('data/object.bin', 0, 10)).equals(bytes.subarray(0, 10)), 'the GET the route is learned from')
-        proxy.inject(fault, { match: request => request.kind === 'get' })
-        const range = await store.getRange('data/object.bin', 1000, 40_000)
-        t.ok(range.equals(bytes.subarray(1000, 41_000)), 'byte-exact')
-        t.equal(proxy.injected[fault], 1)
-        t.equal(proxy.requests.get, before + 2, 'the faulted GET and its retry')
-        t.equal(store.stats().retries, 1)
-        t.equal(store.stats().getRequests, before + 2)
-        // A body fault comes after a success's headers, which teach the route: the retry takes it.
-        const bodyFault = fault === 'short-body' || fault === 'stall-body'
-        t.equal(store.stats().directGets, learned ? 2 : bodyFault ? 1 : 0, learned ? 'both on the learned route' : bodyFault ? 'the retry on the route the first answer taught' : 'no route learned before a success')
-        t.equal(store.stats().failures, 0)
-        t.equal(store.stats().bytesRead, 40_000 + 10 * before, 'bytes of a failed attempt are not counted as read')
-        t.equal(retries.length, 1)
-        t.match(retries[0], { operation: 'GetObject', url: `s3://${bucket}/data/object.bin`, attempt: 1 })
-      })
-    }
+    t.test(`a GET that meets ${fault} once is retried and gives the exact bytes`, async t => {
+      const { proxy, store, bucket, retries } = await setUp(t, server, { timeoutMs: STALL_MS })
+      const bytes = seededBytes(20, 50_000)
+      await store.put('data/object.bin', bytes)
+      proxy.inject(fault, { match: request => request.kind === 'get' })
+      const range = await store.getRange('data/object.bin', 1000, 40_000)
+      t.ok(range.equals(bytes.subarray(1000, 41_000)), 'byte-exact')
+      t.equal(proxy.injected[fault], 1)
+      t.equal(proxy.requests.get, 2, 'the faulted GET and its retry')
+      t.equal(store.stats().retries, 1)
+      t.equal(store.stats().getRequests, 2)
+      t.equal(store.stats().failures, 0)
+      t.equal(store.stats().bytesRead, 40_000, 'bytes of a failed attempt are not counted as read')
+      t.equal(retries.length, 1)
+      t.match(retries[0], { operation: 'GetObject', url: `s3://${bucket}/data/object.bin`, attempt: 1 })
+    })
   }
-
-  t.test('an answer the learned route does not judge (a 403) is handed to the SDK within the same attempt, and the route is learned again', async t => {
-    const { proxy, store, retries } = await setUp(t, server)
-    const bytes = seededBytes(31, 5000)
-    await store.put('handed.bin', bytes)
-    await store.getRange('handed.bin', 0, 10)
-    proxy.inject('access-denied', { match: request => request.kind === 'get' })
-    t.ok((await store.getRange('handed.bin', 100, 1000)).equals(bytes.subarray(100, 1100)), 'byte-exact')
-    t.equal(proxy.injected['access-denied'], 1)
-    t.equal(proxy.requests.get, 3, 'the first GET, then the 403 on the learned route and the SDK\'s own')
-    t.same(retries, [], 'not a retry: the SDK sent it in the same attempt')
-    t.equal(store.stats().directGets, 0, 'the 403 was not the learned route\'s to answer')
-    await store.getRange('handed.bin', 2000, 10)
-    t.equal(store.stats().directGets, 1, 'the next GET goes on the route learned again')
-  })
 
   t.test('the reasons given to onRetry name the fault', async t => {
     const { proxy, store, retries } = await setUp(t, server, { timeoutMs: STALL_MS })
@@ -130,24 +106,19 @@ forEachS3Server(async (t, server) => {
   })
 
   for (const [fault, kind, message] of PERSISTENT) {
-    for (const learned of [false, true]) {
-      t.test(`${fault} on every attempt fails as '${kind}' after the retries, counted as one failure${learned ? ', on the learned route' : ''}`, async t => {
-        const { proxy, store } = await setUp(t, server, { retries: 2, timeoutMs: STALL_MS })
-        await store.put('p.bin', seededBytes(25, 3000))
-        const before = learned ? 1 : 0
-        if (learned) await store.getRange('p.bin', 0, 10)
-        proxy.inject(fault, { times: 3, match: request => request.kind === 'get' })
-        const err = await storeFailure(store.getRange('p.bin', 0, 3000))
-        t.equal(err.kind, kind)
-        t.match(err.message, message)
-        t.equal(proxy.pending(), 0, 'every attempt met the fault')
-        t.equal(store.stats().getRequests, before + 3)
-        t.equal(store.stats().directGets, learned ? 3 : fault === 'short-body' ? 2 : 0, 'a body cut short came with a success\'s headers, which taught the route')
-        t.equal(store.stats().retries, 2)
-        t.equal(store.stats().failures, 1)
-        t.equal(store.stats().inFlight, 0)
-      })
-    }
+    t.test(`${fault} on every attempt fails as '${kind}' after the retries, counted as one failure`, async t => {
+      const { proxy, store } = await setUp(t, server, { retries: 2, timeoutMs: STALL_MS })
+      await store.put('p.bin', seededBytes(25, 3000))
+      proxy.inject(fault, { times: 3, match: request => request.kind === 'get' })
+      const err = await storeFailure(store.getRange('p.bin', 0, 3000))
+      t.equal(err.kind, kind)
+      t.match(err.message, message)
+      t.equal(proxy.pending(), 0, 'every attempt met the fault')
+      t.equal(store.stats().getRequests, 3)
+      t.equal(store.stats().retries, 2)
+      t.equal(store.stats().failures, 1)
+      t.equal(store.stats().inFlight, 0)
+    })
   }
 
   t.test('a part that fails for good fails the whole split read, after every other part has stopped', async t => {

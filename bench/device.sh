@@ -128,7 +128,7 @@ EOF
 )
 LIMIT=${DEVICE_TIMEOUT:-$(( ${BUDGET%.*} + 90 ))}
 say "bench/gpu.py $* (budget $BUDGET s, killed after $LIMIT s)"
-REDIRFS_BENCH_COMMAND="bash bench/device.sh${*:+ $*}" timeout -k 30 "$LIMIT" "$PY" -u bench/gpu.py --redirfs "$RFS/bin/redirfs" --work "$WORK" --out "$OUT" "$@"
+REDIRFS_BENCH_COMMIT=$(awk '/^built / { print $NF }' .device/MANIFEST) REDIRFS_BENCH_COMMAND="bash bench/device.sh${*:+ $*}" timeout -k 30 "$LIMIT" "$PY" -u bench/gpu.py --redirfs "$RFS/bin/redirfs" --work "$WORK" --out "$OUT" "$@"
 RC=$?
 [ "$RC" -ne 137 ] && PRINTED=1  # gpu.py printed results.md itself (unless it was killed)
 say "bench/gpu.py exited $RC"

@@ -580,19 +580,14 @@ def summarise(results):
 
 
 def code_version():
-    """The commit this runs: git's where there is a checkout, else the one the bundle was built from (.device/MANIFEST)."""
+    """The commit of the redirfs that ran: the bundle's when bench/device.sh says (the device's copy of .git
+    may be older than the tree it was sent with), else this checkout's."""
+    if os.environ.get("REDIRFS_BENCH_COMMIT"):
+        return os.environ["REDIRFS_BENCH_COMMIT"]
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        pass
-    try:
-        with open(os.path.join(HERE, "..", ".device", "MANIFEST")) as f:
-            for line in f:
-                if " from " in line and line.startswith("built "):
-                    return line.rsplit(" from ", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
+        return "unknown"
 
 
 def markdown(results):

@@ -128,7 +128,10 @@ EOF
 )
 LIMIT=${DEVICE_TIMEOUT:-$(( ${BUDGET%.*} + 90 ))}
 say "bench/gpu.py $* (budget $BUDGET s, killed after $LIMIT s)"
-REDIRFS_BENCH_COMMIT=$(awk '/^built / { print $NF }' .device/MANIFEST) REDIRFS_BENCH_COMMAND="bash bench/device.sh${*:+ $*}" timeout -k 30 "$LIMIT" "$PY" -u bench/gpu.py --redirfs "$RFS/bin/redirfs" --work "$WORK" --out "$OUT" "$@"
+# The bundle's commit, as its MANIFEST names it (with its mark of changes, if any). The fixed options come last,
+# so they win over the same given by hand: cleanup and $OUT rely on them.
+REDIRFS_BENCH_COMMIT=$(sed -n 's/^built .* from //p' .device/MANIFEST) REDIRFS_BENCH_COMMAND="bash bench/device.sh${*:+ $*}" \
+  timeout -k 30 "$LIMIT" "$PY" -u bench/gpu.py "$@" --redirfs "$RFS/bin/redirfs" --work "$WORK" --out "$OUT"
 RC=$?
 [ "$RC" -ne 137 ] && PRINTED=1  # gpu.py printed results.md itself (unless it was killed)
 say "bench/gpu.py exited $RC"

@@ -37,6 +37,10 @@ import subprocess
 import sys
 import time
 
+from cpu import cpu_seconds
+from harness import class_counts, peak_rss
+from harness import code_version as checkout_version
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 TAG = b"rfsgpu:"
@@ -109,9 +113,7 @@ def ensure_dataset(args):
     shutil.rmtree(root, ignore_errors=True)
     partial = root + ".partial"
     shutil.rmtree(partial, ignore_errors=True)
-    # Uneven classes, as real datasets have: weights between 0.5 and 1.5.
-    weights = [0.5 + ((c * 7919) % 1000) / 1000 for c in range(args.classes)]
-    counts = [max(1, round(args.files * w / sum(weights))) for w in weights]
+    counts = class_counts(args.files, args.classes)
     tasks, first = [], 0
     for c, n in enumerate(counts):
         name = f"class{c:03d}"
@@ -125,8 +127,13 @@ def ensure_dataset(args):
     files = total = 0
     # A process pool that fails (BrokenProcessPool) if a worker dies, rather than waiting for it forever.
     with concurrent.futures.ProcessPoolExecutor(procs, mp_context=multiprocessing.get_context("fork")) as pool:
-        for n, b in pool.map(make_files, tasks):
-            files, total = files + n, total + b
+        try:
+            for n, b in pool.map(make_files, tasks):
+                files, total = files + n, total + b
+        except BaseException:
+            # Stopped (a signal, a worker that died): leaving the block would wait for every queued task.
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
     os.rename(partial, root)
     info = {**wanted, "files": files, "bytes": total, "counts": counts, "seconds": round(time.time() - started, 1)}
     with open(marker, "w") as f:
@@ -163,9 +170,11 @@ def disk_read_bytes():
 
 
 def drop_caches():
+    """The page cache, as harness.drop_caches drops it; not that one itself, which then reads the code back
+    with Debian's python3 and node, and the GPU machine has neither."""
     os.sync()
     with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3")
+        f.write("1")
 
 
 def fs_type(path):
@@ -180,23 +189,19 @@ def fs_type(path):
 
 
 def proc_cpu_seconds(pid):
+    """cpu.cpu_seconds, or None once the process is gone."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu_seconds(pid)
     except (OSError, IndexError, ValueError):
         return None
 
 
 def proc_peak_rss(pid):
+    """harness.peak_rss, or None once the process is gone."""
     try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
+        return peak_rss(pid)
     except OSError:
-        pass
-    return None
+        return None
 
 
 # ---------------------------------------------------------------- the job (a child process)
@@ -306,7 +311,9 @@ def job_loader(args, classes):
     t0 = time.time()
     dataset = Tagged(args.root, transform=pipeline)
     scan_s = time.time() - t0
-    n = len(dataset)
+    # Every id the dataset was made with, not what the mount lists: a file it hid would otherwise go unmissed.
+    n = args.samples_expected
+    listed = len(dataset)
     trainer = Trainer(args, len(dataset.classes))
     cuda = trainer.cuda
     loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, shuffle=True, num_workers=args.workers,
@@ -357,14 +364,14 @@ def job_loader(args, classes):
         missing = int((counts == 0).sum()) if not partial else None
         duplicates = int((counts[counts > 1] - 1).sum())
         out_of_range = int((ids >= n).sum())
-        exact = (not partial) and samples == n and missing == 0 and duplicates == 0 and mismatched == 0 and untagged == 0 and out_of_range == 0
+        exact = (not partial) and listed == n and samples == n and missing == 0 and duplicates == 0 and mismatched == 0 and untagged == 0 and out_of_range == 0
         record = {"type": "epoch", "epoch": epoch, "samples": samples, "seconds": seconds, "imgPerSec": samples / seconds if seconds else 0,
-                  "loaderWaitSeconds": wait, "diskReadBytes": disk, "dropCachesSeconds": dropped, "partial": partial,
+                  "listed": listed, "loaderWaitSeconds": wait, "diskReadBytes": disk, "dropCachesSeconds": dropped, "partial": partial,
                   "labelMismatches": mismatched, "untagged": untagged, "missing": missing, "duplicates": duplicates,
                   "outOfRange": out_of_range, "exact": exact, "loss": float(loss.detach()) if samples else None}
         emit(record)
         if not exact and not partial:
-            log(f"!!! CORRECTNESS FAILURE in {args.job_name} epoch {epoch}: {samples}/{n} samples, {mismatched} wrong labels, "
+            log(f"!!! CORRECTNESS FAILURE in {args.job_name} epoch {epoch}: {samples}/{n} samples ({listed} listed), {mismatched} wrong labels, "
                 f"{missing} missing, {duplicates} duplicates, {untagged} untagged, {out_of_range} unknown ids")
         if partial:
             log(f"{args.job_name}: epoch {epoch} stopped at the hard time limit ({samples} of {n} samples)")
@@ -399,7 +406,12 @@ class Mount:
         command = [args.redirfs, "mount", source, mountpoint, "--memory", str(memory), "--log-level", args.log_level,
                    "--log-file", log_file, *args.redirfs_args.split()]
         log("$ " + " ".join(command))
-        done = subprocess.run(command, capture_output=True, text=True, timeout=args.mount_timeout)
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=args.mount_timeout)
+        except subprocess.TimeoutExpired:
+            # Its daemon may be up and mounted by now: take it down before saying so.
+            self.close()
+            raise RuntimeError(f"redirfs mount did not answer in {args.mount_timeout} s")
         self.output = (done.stdout + done.stderr).strip()
         log(f"redirfs mount (exit {done.returncode}): {self.output}")
         if done.returncode != 0:
@@ -480,13 +492,25 @@ class Mount:
             pass
 
 
-def child_command(args, name, condition, root, classes, soft, hard):
+def unmount_leftovers(work):
+    """Any FUSE mount still under --work (a mount interrupted between its start and its stats): lazily unmounted, so
+    no run leaves one behind."""
+    with open("/proc/mounts") as f:
+        mounts = [line.split()[1].replace("\\040", " ") for line in f if line.split()[2].startswith("fuse")]
+    for mountpoint in mounts:
+        if mountpoint.startswith(work.rstrip("/") + "/"):
+            log(f"{mountpoint} is still mounted: unmounting it")
+            if subprocess.run(["fusermount3", "-uz", mountpoint], capture_output=True, check=False).returncode != 0:
+                subprocess.run(["umount", "-l", mountpoint], capture_output=True, check=False)
+
+
+def child_command(args, name, condition, root, classes, samples, soft, hard):
     passthrough = ["--device", args.device, "--model", args.model, "--amp", args.amp, "--batch-size", str(args.batch_size),
                    "--workers", str(args.workers), "--epochs", str(args.epochs), "--seed", str(args.seed), "--lr", str(args.lr),
                    "--warmup-steps", str(args.warmup_steps), "--synthetic-seconds", str(args.synthetic_seconds),
                    "--loader-timeout", str(args.loader_timeout)]
     return [sys.executable, os.path.abspath(__file__), *passthrough, "--job-name", name, "--condition", condition, "--root", root,
-            "--classes-seen", str(classes), "--soft-deadline", str(soft), "--hard-deadline", str(hard)]
+            "--classes-seen", str(classes), "--samples-expected", str(samples), "--soft-deadline", str(soft), "--hard-deadline", str(hard)]
 
 
 def run_child(args, command, kill_at, job, env=None):
@@ -581,13 +605,8 @@ def summarise(results):
 
 def code_version():
     """The commit of the redirfs that ran: the bundle's when bench/device.sh says (the device's copy of .git
-    may be older than the tree it was sent with), else this checkout's."""
-    if os.environ.get("REDIRFS_BENCH_COMMIT"):
-        return os.environ["REDIRFS_BENCH_COMMIT"]
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+    may be older than the tree it was sent with), else this checkout's, marked when it has changes."""
+    return os.environ.get("REDIRFS_BENCH_COMMIT") or checkout_version()
 
 
 def markdown(results):
@@ -719,7 +738,7 @@ def orchestrate(args):
             results["jobs"].append(job)
             if name == "synthetic":
                 share = min(left, args.synthetic_seconds + 60)
-                records, status = run_child(args, child_command(args, name, "-", root, args.classes, now + share, now + share), now + share + 30, job)
+                records, status = run_child(args, child_command(args, name, "-", root, args.classes, info["files"], now + share, now + share), now + share + 30, job)
                 job["status"] = status
                 syn = next((r for r in records if r.get("type") == "synthetic"), None)
                 if syn:
@@ -755,7 +774,7 @@ def orchestrate(args):
                 job["mountOutput"] = mount.output
                 source = mountpoint
                 mount.job, mount.cpu0 = job, proc_cpu_seconds(mount.pid) if mount.pid else None
-            records, status = run_child(args, child_command(args, name, condition, source, args.classes, soft, hard), hard + args.kill_grace, job, env)
+            records, status = run_child(args, child_command(args, name, condition, source, args.classes, info["files"], soft, hard), hard + args.kill_grace, job, env)
             job["status"] = status
             if status != 0:
                 log(f"!!! {name}: the job ended with {status}")
@@ -782,12 +801,28 @@ def orchestrate(args):
             except Exception as err:
                 log(f"redirfs stats: {err}")
             mount.close()
+        unmount_leftovers(args.work)
         if "dataset" in results:
             write_results(args, results)
             print(markdown(results))
     failed = results.get("error") or any(not e["exact"] for j in results["jobs"] for e in j.get("epochs", []) if not e["partial"]) \
-        or any(j.get("error") for j in results["jobs"])
+        or any(j.get("error") or j.get("status", 0) != 0 for j in results["jobs"]) or "stopped" in results
     return 1 if failed else 0
+
+
+def option_problem(args):
+    """The first option that cannot work, in words; None when they all can."""
+    for name, value, least in (("--classes", args.classes, 1), ("--files", args.files, args.classes), ("--epochs", args.epochs, 1),
+                               ("--batch-size", args.batch_size, 1), ("--workers", args.workers, 0), ("--budget", args.budget, 1)):
+        if value < least:
+            return f"{name} must be at least {least}, got {value}"
+    for name, value, known in (("--conditions", args.conditions, ("warm", "cold")), ("--loaders", args.loaders, ("pytorch", "redirfs"))):
+        unknown = [item for item in value.split(",") if item not in known]
+        if unknown or not value:
+            return f"{name} takes some of {', '.join(known)}, comma-separated; got '{value}'"
+    if not 0 < args.memory_fraction <= 1:
+        return f"--memory-fraction must be above 0 and at most 1, got {args.memory_fraction}"
+    return None
 
 
 def main():
@@ -815,7 +850,7 @@ def main():
     g.add_argument("--loaders", default="pytorch,redirfs", help="comma list of pytorch, redirfs (default: %(default)s)")
     g.add_argument("--no-synthetic", dest="synthetic", action="store_false", help="skip the synthetic ceiling")
     g = parser.add_argument_group("redirfs")
-    g.add_argument("--redirfs", default=shutil.which("redirfs") or os.path.join(ROOT, "bin", "redirfs"), help="the CLI (default: %(default)s)")
+    g.add_argument("--redirfs", default=os.path.join(ROOT, "bin", "redirfs"), help="the CLI (default: this tree's, %(default)s)")
     g.add_argument("--memory-fraction", type=float, default=0.25, help="--memory as a share of the dataset's bytes (default: %(default)s)")
     g.add_argument("--memory", type=int, default=0, help="--memory in bytes (overrides --memory-fraction)")
     g.add_argument("--redirfs-args", default="", help="more `redirfs mount` options, one string (e.g. '--chunk-size 32')")
@@ -828,10 +863,13 @@ def main():
     g.add_argument("--work", default="/tmp/redirfs-gpu", help="mountpoints and daemon logs (default: %(default)s)")
     g.add_argument("--out", default=os.environ.get("OUT") or "/tmp/redirfs-gpu-out", help="results.json and results.md go here (default: $OUT)")
     # A job: what the orchestrator runs in a child process.
-    for name, kind in (("--job-name", str), ("--condition", str), ("--root", str), ("--classes-seen", int),
+    for name, kind in (("--job-name", str), ("--condition", str), ("--root", str), ("--classes-seen", int), ("--samples-expected", int),
                        ("--soft-deadline", float), ("--hard-deadline", float)):
         parser.add_argument(name, type=kind, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    problem = option_problem(args)
+    if problem:
+        parser.error(problem)
     if args.amp is None:
         args.amp = "bf16" if args.device.startswith("cuda") else "none"
     if args.warmup_steps is None:

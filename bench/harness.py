@@ -57,6 +57,12 @@ def _make_class(args):
 DATASET_GENERATOR = 1  # raise when _make_class or the class sizes change: cached datasets are then made again
 
 
+def class_counts(files, classes):
+    """Files per class: uneven, as real datasets' are (weights between 0.5 and 1.5), about `files` in all."""
+    weights = [0.5 + ((c * 7919) % 1000) / 1000 for c in range(classes)]
+    return [max(1, round(files * w / sum(weights))) for w in weights]
+
+
 def ensure_dataset(data_dir, size, classes, seed):
     """The generated dataset, made once and kept; one made by another generator or with other
     parameters is made again."""
@@ -71,10 +77,7 @@ def ensure_dataset(data_dir, size, classes, seed):
             return root, {key: info[key] for key in ("files", "bytes", "classes")}
         log(f"{root} was made with {made}, this bench makes {wanted}: generating again")
     shutil.rmtree(root, ignore_errors=True)
-    files = max(classes, size // (110 * 1024))
-    # Uneven classes, as real datasets have: weights between 0.5 and 1.5.
-    weights = [0.5 + ((c * 7919) % 1000) / 1000 for c in range(classes)]
-    counts = [max(1, round(files * w / sum(weights))) for w in weights]
+    counts = class_counts(max(classes, size // (110 * 1024)), classes)
     log(f"generating {sum(counts)} JPEGs in {classes} classes into {root} (once; kept for later runs)")
     with concurrent.futures.ProcessPoolExecutor(os.cpu_count()) as pool:
         total = sum(pool.map(_make_class, [(root, c, n, seed) for c, n in enumerate(counts)]))

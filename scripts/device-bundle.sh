@@ -3,9 +3,11 @@
 # to run this checkout's redirfs (bench/device.sh unpacks it there):
 #   .device/node.xz          this machine's node binary (glibc-dynamic; glibc and libstdc++ only)
 #   .device/redirfs.tar.xz   a package root: package.json, bin/, dist/, proto/, native/build/Release/*.node,
-#                            node_modules/ (runtime dependencies only), lib/libfuse3.so.3, sbin/fusermount3
+#                            node_modules/ (runtime dependencies only), lib/libfuse3.so.3 and lib/libfuse.so.2
+#                            (fuse-native's), sbin/fusermount3
 #   .device/MANIFEST         where each piece came from, with checksums
-# Build first (npm run setup: dist/ and native/build/Release). The whole must stay under 55 MiB.
+# Set up first (npm run setup: native/build/Release); dist/ is built again here from src/, so the bundle
+# runs the commit its MANIFEST names. The whole must stay under 55 MiB.
 # Usage: bash scripts/device-bundle.sh   (XZ_THREADS=2 by default)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,6 +23,7 @@ LIBFUSE=$(readlink -f /lib/x86_64-linux-gnu/libfuse3.so.3 2>/dev/null || true)
 [ -f "$LIBFUSE" ] || LIBFUSE=$(ldconfig -p | awk '/libfuse3\.so\.3 / {print $NF; exit}')
 if [ -z "$LIBFUSE" ] || [ ! -f "$LIBFUSE" ]; then die "libfuse3.so.3 not found"; fi
 FUSERMOUNT=$(command -v fusermount3 || true)
+npx tsc -p tsconfig.json
 for f in dist/cli/main.js native/build/Release/redirfs_fuse.node native/build/Release/redirfs_native.node bin/redirfs package.json; do
   [ -e "$f" ] || die "$f is missing: build first (npm run setup)"
 done
@@ -77,7 +80,7 @@ else
 fi
 tar -C "$PKG" -cf - . | xz -T"$THREADS" -9 -c > "$OUTDIR/redirfs.tar.xz"
 {
-  echo "built $(date -u +%FT%TZ) on $(uname -n) from $(git rev-parse --short HEAD)$(git status --porcelain --untracked-files=no -- src | grep -q . && echo ' (src/ has uncommitted changes)')"
+  echo "built $(date -u +%FT%TZ) on $(uname -n) from $(git rev-parse --short HEAD)$(git status --porcelain --untracked-files=no -- src native bin package.json | grep -q . && echo ' (with uncommitted changes)')"
   echo "redirfs $(cat "$STAGE/version"), node $("$NODE" --version) from $NODE, libfuse3 from $LIBFUSE, fusermount3 from ${FUSERMOUNT:-none}"
   echo "runtime packages: $PACKAGES"
   (cd "$OUTDIR" && sha256sum node.xz redirfs.tar.xz)

@@ -24,8 +24,8 @@ t.test('every epoch through the mount delivers each sample once with its own lab
   const work = path.join(dir, 'work')
   const args = [SCRIPT, '--device', 'cpu', '--model', 'tiny', '--classes', '3', '--files', '60', '--gen-workers', '2', '--workers', '1', '--batch-size', '8',
     '--epochs', '2', '--conditions', 'warm', '--no-synthetic', '--data', path.join(dir, 'data'), '--work', work, '--out', path.join(dir, 'out'),
-    '--budget', '240', '--redirfs-args=--chunk-size 4']
-  await run(PYTHON, args, { timeout: 300_000 })
+    '--budget', '600', '--redirfs-args=--chunk-size 4']
+  await run(PYTHON, args, { timeout: 700_000 })
   const results = JSON.parse(readFileSync(path.join(dir, 'out', 'results.json'), 'utf8')) as { jobs: Job[] }
   t.same(results.jobs.map(job => [job.loader, job.status]), [['pytorch', 0], ['redirfs', 0]])
   for (const job of results.jobs) {

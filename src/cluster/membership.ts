@@ -621,6 +621,8 @@ export class Membership {
     const address = this.addressOf(node)
     if (!(err instanceof PeerCallError)) return new UsageError(`handshake with peer ${node} at ${address} failed: ${(err as Error).message}`)
     if (err.status === grpc.status.UNAUTHENTICATED) return new UsageError(`peer ${node} at ${address} refused our cluster token: every node needs the same --token-file`)
+    // At start-up, only a later mount given this --node (or this one paused past the timeout) makes a peer take it for dead.
+    if (err.takenForDead !== undefined) return new UsageError(`peer ${node} at ${address} takes this mount of node ${this.node} for dead: another mount given --node ${this.node} reached it after this one (two nodes given the same --node, or this node mounted again meanwhile), or this one paused past --peer-timeout; give each node its own --node`)
     if (err.status === grpc.status.FAILED_PRECONDITION) return new UsageError(`peer ${node} at ${address} refused us: ${err.details}`)
     if (err.unreachable) {
       // gRPC's own account of a deadline (its resolver and balancer steps) says nothing the line does not.

@@ -49,7 +49,13 @@ export const enum Listed { mode, size, uid, gid, nlink, atimeSec, atimeNsec, mti
 export const enum Expected { mtimeSec, mtimeNsec, dev, ino, mode, uid, gid, fields }
 
 /** A chunk (or a run of it) as read: its length and CRC-32, how many pieces were copied into their targets, and their CRC-32s (none when the read is short). */
-export interface ChunkRead { length: number, crc: number, copied: number, fileCrcs: number[] }
+export interface ChunkRead {
+  length: number
+  /** Undefined where the reader takes none of the run whole (a bucket's scatters it into the targets): each file's CRC is checked anyway. */
+  crc?: number
+  copied: number
+  fileCrcs: number[]
+}
 
 /**
  * Where a native addon (`redirfs_native`, `redirfs_fuse`) is: native/build/,

@@ -96,7 +96,7 @@ export class PackSource implements ChunkSource {
       ? `truncated (${read.length} of ${length} bytes)`
       : read.copied < pieces.length
         ? `only ${read.copied} of its ${pieces.length} files copied`
-        : wholeChunk && read.crc !== arrays.chunkCrc[request.pc]
+        : wholeChunk && read.crc !== undefined && read.crc !== arrays.chunkCrc[request.pc]
           ? 'checksum mismatch'
           // Each file's own CRC too, whole chunk or block (the reader sums every piece anyway): a chunk whose bytes are right but
           // whose files' boundaries the index moved must not serve one file's bytes under another's name.

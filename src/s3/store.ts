@@ -15,11 +15,12 @@
  *   exponential backoff and full jitter, which spreads a fleet of clients
  *   that met the same 503 instead of bringing them back together.
  * - **Bytes are checked.** A GET's body is streamed straight into its
- *   target buffer (no chunk list, no concatenation) and must be exactly
- *   the length asked for; one that ends short is retried. A range larger
- *   than `partSize` is split into ranged GETs that run in parallel and
- *   fill one buffer; if any fails for good, the others are stopped and
- *   waited for, so nothing writes into the buffer after the call returns.
+ *   target (a buffer, or a `RangeSink` that scatters it: no chunk list,
+ *   no concatenation) and must be exactly the length asked for; one that
+ *   ends short is retried. A range larger than `partSize` is split into
+ *   ranged GETs that run in parallel and fill one target; if any fails
+ *   for good, the others are stopped and waited for, so nothing writes
+ *   into the target after the call returns.
  * - **A read serves one version.** Every request of a read after the
  *   first sends `If-Match` with the ETag the first answer had (or the one
  *   the caller gave), and every answer's ETag is compared: an object
@@ -130,6 +131,22 @@ export interface ReadOptions {
   /** Fill this buffer (from its start) instead of a new one; the result is a view of it. */
   readonly into?: Buffer
 }
+
+/**
+ * Where a ranged GET's bytes go: `write` gets each piece of the body at its
+ * offset in the range, in order within a part (a retry starts its part
+ * again from its first byte).
+ */
+export interface RangeSink {
+  readonly length: number
+  write (at: number, bytes: Buffer): void
+}
+
+/** A sink that fills `target` from its start. */
+export const bufferSink = (target: Buffer): RangeSink => ({ length: target.length, write: (at, bytes) => { bytes.copy(target, at) } })
+
+/** The part of `sink` from `start`, `length` bytes long. */
+const partOf = (sink: RangeSink, start: number, length: number): RangeSink => ({ length, write: (at, bytes) => { sink.write(start + at, bytes) } })
 
 export interface StoreStats {
   /** Requests sent, retries included. */
@@ -244,8 +261,14 @@ export class ObjectStore {
   async getRange (key: string, offset: number, length: number, options: ReadOptions = {}): Promise<Buffer> {
     if (!Number.isSafeInteger(offset) || offset < 0 || !Number.isSafeInteger(length) || length < 0) throw new RangeError(`invalid range: ${length} bytes at ${offset}`)
     const target = targetOf(length, options.into)
-    if (length > 0) await this.readRanges(key, offset, target, new VersionPin(options.ifMatch))
+    if (length > 0) await this.readRanges(key, offset, bufferSink(target), new VersionPin(options.ifMatch))
     return target
+  }
+
+  /** Exactly `sink.length` bytes from `offset`, written to `sink` (split as `getRange`); nothing writes to it after this returns. */
+  async readRangeTo (key: string, offset: number, sink: RangeSink, options: Pick<ReadOptions, 'ifMatch'> = {}): Promise<void> {
+    if (!Number.isSafeInteger(offset) || offset < 0 || !Number.isSafeInteger(sink.length) || sink.length < 0) throw new RangeError(`invalid range: ${sink.length} bytes at ${offset}`)
+    if (sink.length > 0) await this.readRanges(key, offset, sink, new VersionPin(options.ifMatch))
   }
 
   /** The whole object, which must be `expectedLength` bytes when that is given. */
@@ -254,7 +277,7 @@ export class ObjectStore {
     if (options.expectedLength !== undefined && options.expectedLength > 0) {
       // Known length: ranged GETs, split as any range, each answer's Content-Range giving the object's size to check.
       const target = targetOf(options.expectedLength, options.into)
-      await this.readRanges(key, 0, target, pin, options.expectedLength)
+      await this.readRanges(key, 0, bufferSink(target), pin, options.expectedLength)
       return target
     }
     return await this.run('GetObject', 'getRequests', key, async attempt => {
@@ -267,7 +290,7 @@ export class ObjectStore {
         if (options.expectedLength !== undefined && announced !== options.expectedLength) throw this.changed(key, `it has ${announced} bytes, not ${options.expectedLength}`)
         if (options.into !== undefined && announced > options.into.length) throw this.changed(key, `it has ${announced} bytes, more than the ${options.into.length} expected`)
         const target = options.into?.subarray(0, announced) ?? Buffer.allocUnsafe(announced)
-        await readBody(body, target, attempt)
+        await readBody(body, bufferSink(target), attempt)
         this.counters.bytesRead += announced
         return target
       } finally {
@@ -431,12 +454,12 @@ export class ObjectStore {
   }
 
   /** Fills `target` from `offset`, in parallel parts when it is larger than `partSize`. */
-  private async readRanges (key: string, offset: number, target: Buffer, pin: VersionPin, objectSize?: number): Promise<void> {
+  private async readRanges (key: string, offset: number, target: RangeSink, pin: VersionPin, objectSize?: number): Promise<void> {
     if (target.length <= this.partSize) return await this.readRange(key, offset, target, pin, objectSize)
     const cancel = new AbortController()
     const parts: Array<Promise<void>> = []
     for (let start = 0; start < target.length; start += this.partSize) {
-      const part = target.subarray(start, Math.min(start + this.partSize, target.length))
+      const part = partOf(target, start, Math.min(this.partSize, target.length - start))
       parts.push(this.readRange(key, offset + start, part, pin, objectSize, cancel.signal).catch(err => {
         if (!cancel.signal.aborted) cancel.abort(err)
         throw err
@@ -447,7 +470,7 @@ export class ObjectStore {
     if (cancel.signal.aborted) throw cancel.signal.reason
   }
 
-  private async readRange (key: string, offset: number, target: Buffer, pin: VersionPin, objectSize?: number, cancel?: AbortSignal): Promise<void> {
+  private async readRange (key: string, offset: number, target: RangeSink, pin: VersionPin, objectSize?: number, cancel?: AbortSignal): Promise<void> {
     const last = offset + target.length - 1
     await this.run('GetObject', 'getRequests', key, async attempt => {
       const response = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key, Range: `bytes=${offset}-${last}`, IfMatch: pin.etag }), { abortSignal: attempt.signal })
@@ -693,13 +716,13 @@ async function readAll (body: Readable, attempt: Attempt): Promise<Buffer> {
  * that closes before the announced length surfaces from Node as a reset
  * ('aborted'); after the headers it is a short body, and said so.
  */
-async function readBody (body: Readable, target: Buffer, attempt: Attempt): Promise<void> {
+async function readBody (body: Readable, target: RangeSink, attempt: Attempt): Promise<void> {
   let filled = 0
   try {
     for await (const chunk of body as AsyncIterable<Buffer>) {
       attempt.progress()
       if (filled + chunk.length > target.length) throw new TransferFault('short-body', `body longer than its ${target.length} bytes`)
-      chunk.copy(target, filled)
+      target.write(filled, chunk)
       filled += chunk.length
     }
   } catch (err) {

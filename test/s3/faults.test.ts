@@ -76,6 +76,23 @@ forEachS3Server(async (t, server) => {
     t.equal(store.stats().retries, 2)
   })
 
+  t.test('a read to a sink gets each byte of the range at its offset, over split parts and a part cut short and read again', async t => {
+    const { proxy, store } = await setUp(t, server, { partSize: 10_000 })
+    const bytes = seededBytes(23, 45_000)
+    await store.put('sink.bin', bytes)
+    proxy.inject('short-body', { match: request => request.range === 'bytes=11000-20999' })
+    const got = Buffer.alloc(40_000, 0xee)
+    const writes: Array<[number, number]> = []
+    await store.readRangeTo('sink.bin', 1000, { length: 40_000, write: (at, piece) => { writes.push([at, piece.length]); piece.copy(got, at) } })
+    t.ok(got.equals(bytes.subarray(1000, 41_000)), 'byte-exact')
+    t.ok(writes.every(([at, length]) => at >= 0 && at + length <= 40_000), 'every write inside the range')
+    t.equal(store.stats().getRequests, 5, 'four parts and one retry')
+    // The retried part is written again from its start: each of its bytes twice at most, never outside it.
+    const times = new Uint8Array(40_000)
+    for (const [at, length] of writes) for (let i = at; i < at + length; i++) times[i]++
+    t.ok(times.subarray(10_000, 20_000).every(n => n >= 1 && n <= 2) && [...times.subarray(0, 10_000), ...times.subarray(20_000)].every(n => n === 1), 'the other parts once each')
+  })
+
   t.test('listings survive 503, a body cut short and a body that stalls, and list every key', async t => {
     const { proxy, store } = await setUp(t, server, { timeoutMs: STALL_MS })
     const keys = Array.from({ length: 30 }, (_, i) => `list/${String(i).padStart(2, '0')}.bin`)

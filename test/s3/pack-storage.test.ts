@@ -1,8 +1,9 @@
 // A pack in a bucket with a damaged segment object (a byte of one sample
 // flipped before it was put there): the damaged file is never served,
-// whether its chunk is read whole (checked against the chunk's CRC-32) or
-// a run or block of it (each file's); the chunk is counted corrupt, and
-// every other sample comes intact. On moto and on Ceph RGW.
+// whether its chunk is read whole or a run or block of it (each file is
+// checked against its CRC-32 as the GET scatters it into its buffer); the
+// chunk is counted corrupt, and every other sample comes intact. On moto
+// and on Ceph RGW.
 import { promises as fs } from 'node:fs'
 import path from 'node:path'
 import t from 'tap'

@@ -62,7 +62,7 @@ budget=$(stats | python3 -c 'import json, sys; print(json.load(sys.stdin)["memor
 
 # The daemon's own view each second: the largest of each figure over the run.
 (
-  while kill -0 "$pid" 2>/dev/null; do stats 2>/dev/null || true; sleep 1; done
+  while kill -0 "$pid" 2>/dev/null; do { stats 2>/dev/null | tr -d '\n'; echo; } || true; sleep 1; done
 ) | python3 -c '
 import json, sys
 peak = {}
@@ -74,7 +74,7 @@ for line in sys.stdin:
 print(json.dumps(peak))' > "$work/peaks.json" &
 sampler=$!
 
-samples=$(find "$mountpoint" -type f | wc -l)
+samples=$(stats | python3 -c 'import json, sys; print(json.load(sys.stdin)["layout"]["samples"])')
 start=$(date +%s.%N)
 for epoch in $(seq 1 "$epochs"); do
   find "$mountpoint" -type f | shuf --random-source=<(yes "$epoch") | xargs -d '\n' -P 8 -n 32 cat > /dev/null

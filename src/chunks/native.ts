@@ -48,7 +48,7 @@ export const enum Listed { mode, size, uid, gid, nlink, atimeSec, atimeNsec, mti
 /** What `readFiles` checks of each file, in this order (native/redirfs_native.cc, ExpectedField): the mode is the one the mount shows. */
 export const enum Expected { mtimeSec, mtimeNsec, dev, ino, mode, uid, gid, fields }
 
-/** A chunk (or a run of it) as read: its length and CRC-32, how many pieces were copied into their targets, and their CRC-32s (none when the read is short). */
+/** A chunk (or a run of it) as read: its length, its CRC-32 (where the reader takes one), how many pieces were copied into their targets, and their CRC-32s (none when the read is short). */
 export interface ChunkRead {
   length: number
   /** Undefined where the reader takes none of the run whole (a bucket's scatters it into the targets): each file's CRC is checked anyway. */

@@ -2,8 +2,8 @@
  * Chunk source for a pack: one read per request (an aligned O_DIRECT read
  * on a filesystem, a ranged GET in a bucket: storage.ts), from the first
  * file asked for to the last, checked before any byte of it is served
- * (against the chunk's CRC-32 when it is the whole chunk, and file by
- * file always). A read that is short (truncated file) or fails a checksum
+ * (file by file always, and against the chunk's CRC-32 when it is the
+ * whole chunk of a file's reader, which has the run whole). A read that is short (truncated file) or fails a checksum
  * delivers nothing: every open that would have been given one of its files
  * gets EIO, and it is logged and counted. The native reader copies the requested files out of the chunk
  * on the thread pool, so bytes the protocol does not place never reach JS.
@@ -43,10 +43,10 @@ export class PackSource implements ChunkSource {
   }
 
   /**
-   * Reads the requested files with one read: the whole chunk, checked
-   * against the chunk's CRC-32, when they span it (strict, pool); else just
-   * the run from the first to the last (a mix block); each file checked
-   * against its own CRC-32 either way.
+   * Reads the requested files with one read: the whole chunk when they
+   * span it (strict, pool), checked against the chunk's CRC-32 where the
+   * reader gives the run's; else just the run from the first to the last
+   * (a mix block); each file checked against its own CRC-32 either way.
    */
   async fetch (request: ChunkRequest, useCache = true): Promise<Map<FileId, Buffer>> {
     const { arrays } = this.pack

@@ -38,9 +38,11 @@ export interface PackStorage {
   /** Whether the index is there and starts like one (cheap: its first bytes). */
   hasIndex (magic: Buffer): Promise<boolean>
   /**
-   * Reads `length` bytes of segment `segment` from `offset`, gives their
-   * CRC-32 and copies piece i into targets[i] with its own CRC-32; a read
-   * that comes back short copies nothing.
+   * Reads `length` bytes of segment `segment` from `offset` and copies
+   * piece i into targets[i], giving each piece's CRC-32 and (a file's
+   * reader, which has them whole) the run's; a file read that comes back
+   * short copies nothing, a failed GET throws (its targets then hold
+   * whatever arrived, and are given back unserved).
    */
   readPieces (segment: number, offset: number, length: number, pieces: Pieces, targets: Buffer[]): Promise<ChunkRead>
   /** Bytes of a segment, as they are (shorter where it is cut short), for `verify`. */

@@ -259,7 +259,7 @@ export class ObjectStore {
 
   /** Exactly `length` bytes from `offset`; split into parallel ranged GETs above `partSize`. */
   async getRange (key: string, offset: number, length: number, options: ReadOptions = {}): Promise<Buffer> {
-    if (!Number.isSafeInteger(offset) || offset < 0 || !Number.isSafeInteger(length) || length < 0) throw new RangeError(`invalid range: ${length} bytes at ${offset}`)
+    checkRange(offset, length)
     const target = targetOf(length, options.into)
     if (length > 0) await this.readRanges(key, offset, bufferSink(target), new VersionPin(options.ifMatch))
     return target
@@ -267,7 +267,7 @@ export class ObjectStore {
 
   /** Exactly `sink.length` bytes from `offset`, written to `sink` (split as `getRange`); nothing writes to it after this returns. */
   async readRangeTo (key: string, offset: number, sink: RangeSink, options: Pick<ReadOptions, 'ifMatch'> = {}): Promise<void> {
-    if (!Number.isSafeInteger(offset) || offset < 0 || !Number.isSafeInteger(sink.length) || sink.length < 0) throw new RangeError(`invalid range: ${sink.length} bytes at ${offset}`)
+    checkRange(offset, sink.length)
     if (sink.length > 0) await this.readRanges(key, offset, sink, new VersionPin(options.ifMatch))
   }
 
@@ -743,6 +743,10 @@ function bodyOf (response: GetObjectCommandOutput, attempt: Attempt): Readable {
 function objectSizeOf (contentRange: string | undefined): number | undefined {
   const match = contentRange === undefined ? null : /\/(\d+)\s*$/.exec(contentRange)
   return match === null ? undefined : Number(match[1])
+}
+
+function checkRange (offset: number, length: number): void {
+  if (!Number.isSafeInteger(offset) || offset < 0 || !Number.isSafeInteger(length) || length < 0) throw new RangeError(`invalid range: ${length} bytes at ${offset}`)
 }
 
 function targetOf (length: number, into: Buffer | undefined): Buffer {

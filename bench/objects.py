@@ -88,6 +88,14 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_cpu_seconds():
+    """CPU seconds all of the machine's cores have spent busy so far (not idle, not waiting for I/O)."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields[:8]
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
 def clean_environment():
     """This process's environment without the machine's AWS settings (a profile, a CA bundle, an endpoint): the
     bench sets what each tool needs."""
@@ -352,7 +360,7 @@ def measure(name, server, link, args, info, limits, memory, cache_dir):
     extra = {}
     server_cpu = lambda: sum(cpu_seconds(pid) for pid in server.pids())  # noqa: E731
     if name == "link":
-        cpu = (server_cpu(), cpu_seconds(os.getpid()))
+        cpu = (server_cpu(), cpu_seconds(os.getpid()), machine_cpu_seconds())
         with Sampler(link) as sampler:
             started = time.time()
             epochs = read_link(server, link, args.epochs, info)
@@ -368,7 +376,7 @@ def measure(name, server, link, args, info, limits, memory, cache_dir):
             chunk = ("--chunk-size", str(args.chunk_size)) if name == "redirfs-objects" else ()
             mode = "pool" if name == "redirfs-pack-pool" else "mix"
             mount = Mount(source, mode, memory, limits, ("--s3-endpoint", link.endpoint, "--s3-path-style", *cache, *chunk), env=server_env(server))
-        cpu = (server_cpu(), cpu_seconds(os.getpid()))
+        cpu = (server_cpu(), cpu_seconds(os.getpid()), machine_cpu_seconds())
         daemon_cpu = sum(cpu_seconds(pid) for pid in ([mount.pid] if isinstance(mount, Mount) else mount.pids))
         with Sampler(link, mount if isinstance(mount, Mount) else None) as sampler:
             started = time.time()
@@ -401,7 +409,8 @@ def measured(name, *args):
 def row_of(name, epochs, sampler, started, ended, cpu, server_cpu, extra):
     """A loader's row: rates over epochs 2.., the link's counters per epoch, and the cores the server and the proxy kept busy."""
     wall = max(1e-9, ended - started)
-    extra = {**extra, "serverCores": (server_cpu() - cpu[0]) / wall, "proxyCores": (cpu_seconds(os.getpid()) - cpu[1]) / wall}
+    extra = {**extra, "serverCores": (server_cpu() - cpu[0]) / wall, "proxyCores": (cpu_seconds(os.getpid()) - cpu[1]) / wall,
+             "machineCores": (machine_cpu_seconds() - cpu[2]) / wall}
     per_epoch = [sampler.between(e["started"], e["ended"]) for e in epochs]
     later = epochs[1:] or epochs
     rates = [e["samples"] / e["seconds"] for e in later]
@@ -535,8 +544,8 @@ def main(argv=None):
 # ---------------------------------------------------------------- report
 
 TABLE_HEAD = ["| loader | samples/s | s/epoch | of the bound | vs best of s3fs, rclone | GETs/epoch | LISTs/epoch | MiB/epoch | GETs per MiB | "
-              "$ per epoch (requests) | GETs in flight | FUSE daemon's cores | S3 server's cores | proxy's cores | opens that waited |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "$ per epoch (requests) | GETs in flight | FUSE daemon's cores | S3 server's cores | proxy's cores | machine's cores busy | opens that waited |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
 
 def table(rows, bound):
@@ -546,16 +555,17 @@ def table(rows, bound):
     lines = list(TABLE_HEAD)
     for r in rows:
         if "failed" in r:
-            lines.append(f"| {r['loader']} | failed: {r['failed']} |" + " - |" * 13)
+            lines.append(f"| {r['loader']} | failed: {r['failed']} |" + " - |" * 14)
             continue
         ratio = f"{r['samplesPerSecond'] / best_third:.2f}x" if best_third else "-"
         of_bound = f"{r['samplesPerSecond'] / bound:.2f}" if bound else "-"
         in_flight = f"{r['getsInFlight']:.1f}" if r.get("getsInFlight") is not None else "-"
         waited = format(r["openWaitFraction"], ".0%") if "openWaitFraction" in r else "-"
         daemon_cores = f"{r['daemonCores']:.2f}" if "daemonCores" in r else "-"
+        machine_cores = f"{r['machineCores']:.2f} of {os.cpu_count()}" if "machineCores" in r else "-"
         lines.append(f"| {r['loader']} | {r['samplesPerSecond']:.0f} | {r['secondsPerEpoch']:.1f} | {of_bound} | {ratio} | "
                      f"{r['getsPerEpoch']:.0f} | {r['listsPerEpoch']:.0f} | {r['bytesPerEpoch'] / 2**20:.0f} | {r['getsPerMiB']:.2f} | {r['costPerEpoch']:.5f} | "
-                     f"{in_flight} | {daemon_cores} | {r['serverCores']:.2f} | {r['proxyCores']:.2f} | {waited} |")
+                     f"{in_flight} | {daemon_cores} | {r['serverCores']:.2f} | {r['proxyCores']:.2f} | {machine_cores} | {waited} |")
     return lines
 
 
@@ -575,7 +585,8 @@ def write_report(result, out):
              f"`link` is no loader: the K=64 pack's segments by ranged GETs of {LINK_PART // 2**20} MiB through the same link, {LINK_PARALLEL} at a time, "
              "as the practical bound of this setup. GETs in flight: redirfs's requests in flight, sampled every quarter second over the measured epochs. "
              "The FUSE daemon's, the S3 server's and the link proxy's cores: how many of the machine's cores each kept busy over the loader's run (RGW counts its gateway, "
-             "OSD and monitor; the bench's own process, whose Python thread is the proxy, counts as the proxy). Opens that waited: of redirfs's sample "
+             "OSD and monitor; the bench's own process, whose Python thread is the proxy, counts as the proxy); the machine's cores busy: all of its cores' "
+             "time not idle (nor waiting for I/O) over the loader's run, whoever spent it (the trainer's workers are the rest). Opens that waited: of redirfs's sample "
              "opens, the share that waited for a load (the rest were answered from memory).", "",
              f"The machine (2 cores, shared): load average {' / '.join(map(str, m['before']['loadavg']))} before the run, "
              f"{' / '.join(map(str, m['after']['loadavg']))} after; busiest processes before: {'; '.join(m['before']['busiest'])}.", ""]

@@ -23,6 +23,14 @@ export interface ProcessInfo {
   readonly commandLine: readonly string[]
   /** Whose it is (the owner of `/proc/<pid>`, its effective user), when known. */
   readonly uid?: number
+  /**
+   * Forked and not exec'd since (the kernel's PF_FORKNOEXEC): a copy of its
+   * parent's program, as a DataLoader worker is; a trainer started from a
+   * shell or a launcher was exec'd.
+   */
+  readonly forkedCopy?: boolean
+  /** It leads its process group or its session (setsid, setpgid): a program that put itself in the background, not a worker. */
+  readonly leader?: boolean
 }
 
 /** The environment variables by which launchers name a job (run-tracker.ts). */
@@ -48,17 +56,28 @@ export interface ProcessTable {
   gone (pid: number): boolean
 }
 
-/** `/proc/<pid>/stat`: the command name is in parentheses and may hold spaces and parentheses itself. */
-function parseStat (text: string): { parent: number, startTime: number, alive: boolean, name: string } | undefined {
+/** include/linux/sched.h: "forked but didn't exec". */
+const PF_FORKNOEXEC = 0x40
+
+interface Stat { parent: number, startTime: number, alive: boolean, name: string, forkedCopy: boolean, leader: boolean }
+
+/** `/proc/<pid>/stat` of process `pid`: the command name is in parentheses and may hold spaces and parentheses itself. */
+function parseStat (pid: number, text: string): Stat | undefined {
   const close = text.lastIndexOf(')')
   if (close < 0) return undefined
-  // After the name: state (field 3), ppid (4), ..., starttime (22).
+  // After the name: state (field 3), ppid (4), pgrp (5), session (6), tty_nr, tpgid, flags (9), ..., starttime (22).
   const fields = text.slice(close + 2).split(' ')
-  const parent = Number(fields[1])
-  const startTime = Number(fields[19])
-  if (!Number.isFinite(parent) || !Number.isFinite(startTime)) return undefined
-  // Z: a zombie; X: dead, being torn down.
-  return { parent, startTime, alive: fields[0] !== 'Z' && fields[0] !== 'X', name: text.slice(text.indexOf('(') + 1, close) }
+  const [parent, group, session, flags, startTime] = [1, 2, 3, 6, 19].map(i => Number(fields[i]))
+  if (![parent, group, session, flags, startTime].every(Number.isFinite)) return undefined
+  return {
+    parent,
+    startTime,
+    // Z: a zombie; X: dead, being torn down.
+    alive: fields[0] !== 'Z' && fields[0] !== 'X',
+    name: text.slice(text.indexOf('(') + 1, close),
+    forkedCopy: (flags & PF_FORKNOEXEC) !== 0,
+    leader: group === pid || session === pid
+  }
 }
 
 const readOrUndefined = (file: string): string | undefined => {
@@ -68,13 +87,13 @@ const readOrUndefined = (file: string): string | undefined => {
 /** The start time of a process or thread, or undefined when it is gone. */
 export function startTimeOf (pid: number): number | undefined {
   const stat = readOrUndefined(`/proc/${pid}/stat`)
-  return stat === undefined ? undefined : parseStat(stat)?.startTime
+  return stat === undefined ? undefined : parseStat(pid, stat)?.startTime
 }
 
 /** Whether the process that started at `startTime` with this pid still runs (a reused pid is another process; a zombie runs no more). */
 export function isRunning (pid: number, startTime: number): boolean {
   const stat = readOrUndefined(`/proc/${pid}/stat`)
-  const parsed = stat === undefined ? undefined : parseStat(stat)
+  const parsed = stat === undefined ? undefined : parseStat(pid, stat)
   return parsed?.startTime === startTime && parsed.alive
 }
 
@@ -94,14 +113,14 @@ export const procTable: ProcessTable = {
   },
   info (pid) {
     const statText = readOrUndefined(`/proc/${pid}/stat`)
-    const stat = statText === undefined ? undefined : parseStat(statText)
+    const stat = statText === undefined ? undefined : parseStat(pid, statText)
     if (stat === undefined) return undefined
     let program: string
     try { program = readlinkSync(`/proc/${pid}/exe`) } catch { program = stat.name }
     const commandLine = (readOrUndefined(`/proc/${pid}/cmdline`) ?? '').split('\0').filter((arg, i, all) => i < all.length - 1 || arg !== '')
     let uid: number | undefined
     try { uid = statSync(`/proc/${pid}`).uid } catch {}
-    return { pid, parent: stat.parent, startTime: stat.startTime, alive: stat.alive, program, commandLine, uid }
+    return { pid, parent: stat.parent, startTime: stat.startTime, alive: stat.alive, program, commandLine, uid, forkedCopy: stat.forkedCopy, leader: stat.leader }
   },
   children (pid) {
     let threads: string[]

@@ -11,7 +11,9 @@
  * its parent's is a trainer itself (a sweep that spawns its trials). A
  * worker whose trainer is gone, or whose run has ended, is an orphan: its
  * opens are refused (EIO), for a sample it took would be missing from the
- * epoch of the run reading now.
+ * epoch of the run reading now. A worker is known as one once it or a
+ * sibling opened, and before that by what the kernel says of it: forked
+ * and never exec'd, and not running its parent's program (adopted).
  *
  * Trainers make up a **run**, named by the job's launcher when it says so
  * in the trainer's environment: `REDIRFS_RUN_ID` (set it yourself),
@@ -117,10 +119,15 @@ export function findTrainer (table: ProcessTable, pid: number): ProcessInfo | 'o
       process = parent
       continue
     }
-    if (parent !== undefined && sameProgram && sameCommandLine(parent, process) && !namesOwnRun(table, process, parent)) {
+    const copyOfParent = parent !== undefined && sameProgram && sameCommandLine(parent, process)
+    if (copyOfParent && !namesOwnRun(table, process, parent)) {
       process = parent
       continue
     }
+    // A forked copy of a program its parent does not run was adopted (by init, a reaper): a worker whose trainer
+    // is gone, even one that had opened nothing for the tracker to know it by. A program that forked itself into
+    // the background and leads its own session or group is a trainer.
+    if (!copyOfParent && process.forkedCopy === true && process.leader !== true) return 'orphan'
     return process
   }
   return process

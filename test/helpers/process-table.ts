@@ -15,8 +15,15 @@ export class FakeTable implements ProcessTable {
   /** Threads that are not their process's first. */
   readonly otherThreads = new Map<number, ProcessInfo>()
 
+  /**
+   * A process started by `parent`: forked from it (never exec'd, as the
+   * kernel's PF_FORKNOEXEC says) when it runs the parent's program and
+   * command line, else exec'd.
+   */
   add (pid: number, parent: number, commandLine: string[], program = PYTHON, environment: Partial<Record<LauncherVariable, string>> = {}, uid?: number): number {
-    this.processes.set(pid, { pid, parent, startTime: 1000 + pid, alive: true, program, commandLine, uid })
+    const from = this.processes.get(parent)
+    const forkedCopy = from !== undefined && from.program === program && from.commandLine.join('\0') === commandLine.join('\0')
+    this.processes.set(pid, { pid, parent, startTime: 1000 + pid, alive: true, program, commandLine, uid, forkedCopy, leader: false })
     this.environments.set(pid, environment)
     this.threads.set(pid, pid)
     return pid
@@ -42,6 +49,8 @@ export class FakeTable implements ProcessTable {
   children (pid: number): number[] { return [...this.processes.values()].filter(p => p.parent === pid).map(p => p.pid) }
   /** Its parent exited: init adopts it. */
   orphan (pid: number): void { this.processes.set(pid, { ...this.processes.get(pid)!, parent: 1 }) }
+  /** It called setsid(): it leads a session of its own. */
+  setsid (pid: number): void { this.processes.set(pid, { ...this.processes.get(pid)!, leader: true }) }
   /** Another thread of process `pid` (its own start time, as /proc/<thread>/stat has it). */
   thread (thread: number, pid: number): number { this.threads.set(thread, pid); this.otherThreads.set(thread, { ...this.processes.get(pid)!, pid: thread, startTime: 5000 + thread }); return thread }
 

@@ -2,10 +2,11 @@
 // on a real mount: a job killed mid-epoch (SIGKILL of the trainer, Ctrl-C
 // of the whole job) and started again, a clean run followed by another,
 // torchrun with two ranks, and two jobs at once (told, not hidden).
-import { execFile } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
+import { createInterface } from 'node:readline'
 import { promisify } from 'node:util'
 import t, { type Test } from 'tap'
 import { readStats } from '../../src/cli/stats-command'
@@ -76,6 +77,46 @@ t.test('a killed job\'s workers that read on threads of their own are its worker
   const stats = await readStats(mountpoint)
   t.equal(stats.runs?.runs, 2, 'the killed job and the next: no worker was taken for a job of its own')
   t.equal(stats.runs?.exact, true)
+})
+
+// A trainer that forks a worker and is killed before the worker opened anything: the worker then reads on its own.
+const FORKED_WORKER = `
+import json, os, sys, time
+files = sorted(os.path.join(d, f) for d, _, fs in os.walk(sys.argv[1]) for f in fs if not f.startswith('.'))[:8]
+trainer = os.getpid()
+if os.fork() == 0:
+    while os.getppid() == trainer:
+        time.sleep(0.01)
+    errors = []
+    for name in files:
+        try:
+            with open(name, 'rb') as f:
+                f.read()
+            errors.append(None)
+        except OSError as e:
+            errors.append(os.strerror(e.errno))
+    print(json.dumps(errors), flush=True)
+    os._exit(0)
+print('forked', flush=True)
+time.sleep(120)
+`
+
+t.test('a forked worker whose trainer was killed before any worker opened is refused, and the next job is exact', async t => {
+  const { table, identities } = await dataset
+  const mountpoint = await freshMount(t)
+  const job = spawn(PYTHON, ['-c', FORKED_WORKER, mountpoint], { detached: true, stdio: ['ignore', 'pipe', 'inherit'] })
+  t.teardown(() => { try { process.kill(-job.pid!, 'SIGKILL') } catch {} })
+  const lines = createInterface({ input: job.stdout! })[Symbol.asyncIterator]()
+  t.equal((await lines.next()).value, 'forked')
+  process.kill(job.pid!, 'SIGKILL')
+  const errors = JSON.parse((await lines.next()).value as string) as Array<string | null>
+  t.same(errors, Array(8).fill('Input/output error'), 'the worker, adopted by init, takes no sample')
+  const before = await readStats(mountpoint)
+  t.same([before.runs?.runs, before.runs?.orphanOpens], [0, 8], 'nor starts a run: its opens are counted as an orphan\'s')
+  const report = await runReader('read', mountpoint, table, '--workers', '2', '--epochs', '3')
+  checkEpochs(t, report.epochs, identities())
+  const stats = await readStats(mountpoint)
+  t.same([stats.runs?.runs, stats.runs?.exact], [1, true])
 })
 
 t.test('a clean run, then a second run: both exact, the second starts afresh at no cost', async t => {

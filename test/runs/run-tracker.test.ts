@@ -193,6 +193,33 @@ t.test('a worker that had opened nothing when its trainer was killed is known fr
   t.equal(runs.stats().runs, 1)
 })
 
+t.test('a forked worker whose trainer was killed before any worker opened is an orphan by what the kernel says of it: it starts no run', async t => {
+  const table = machine()
+  const runs = new RunTracker(table)
+  table.add(200, 100, TRAIN)
+  table.add(201, 200, TRAIN) // forked, never exec'd
+  table.exit(200)
+  table.orphan(201) // adopted by init, which runs another program
+  t.equal(runs.noteOpen(201, 10).kind, 'orphan')
+  t.equal(runs.noteOpen(table.thread(2011, 201), 20).kind, 'orphan', 'and so is a thread of it')
+  table.add(300, 100, TRAIN)
+  t.equal(runs.noteOpen(300, 30).kind, 'first', 'the next job is the first run')
+  t.same([runs.stats().runs, runs.stats().exact, runs.stats().orphanOpens], [1, true, 2])
+})
+
+t.test('a program that forked itself into the background and leads a session of its own is a trainer', async t => {
+  const table = machine()
+  const runs = new RunTracker(table)
+  table.add(200, 100, TRAIN)
+  table.add(201, 200, TRAIN)
+  table.setsid(201)
+  table.exit(200)
+  table.orphan(201)
+  t.equal(runs.noteOpen(201, 10).kind, 'first')
+  table.add(202, 201, TRAIN) // its DataLoader worker
+  t.equal(runs.noteOpen(202, 20).kind, 'same')
+})
+
 t.test('a trainer whose own parent exited (nohup, a shell closed) is still a trainer', async t => {
   const table = machine()
   const runs = new RunTracker(table)

@@ -9,6 +9,8 @@
 # Every phase is bounded by timeout; anything mounted under the work directory is unmounted on exit.
 # Usage: bash bench/device.sh [bench/gpu.py options]      (env: OUT, PYTHON, RFS_HOME, RFS_WORK,
 #        DEVICE_TIMEOUT: seconds for gpu.py before it is killed, default its --budget + 90)
+# shellcheck disable=SC2317  # unmount_leftovers and cleanup run from the EXIT trap
+# shellcheck disable=SC2015  # `a && b || fail`: fail when either did, as meant
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
@@ -27,11 +29,11 @@ fail() { say "FAILED: $*"; exit 1; }
 
 unmount_leftovers() {
   local m
-  for m in $(awk -v w="$WORK/" '$3 ~ /^fuse/ && index($2, w) == 1 { print $2 }' /proc/mounts); do
+  while read -r m <&5; do
     say "unmounting $m, left mounted"
     echo "left mounted: $m" >> "$OUT/daemon-logs.txt"
     timeout 30 redirfs umount --force "$m" || timeout 10 fusermount3 -uz "$m" || timeout 10 umount -l "$m"
-  done
+  done 5< <(awk -v w="$WORK/" '$3 ~ /^fuse/ && index($2, w) == 1 { print $2 }' /proc/mounts)
 }
 
 cleanup() {
@@ -41,14 +43,14 @@ cleanup() {
   unmount_leftovers
   if [ -f "$WORK/daemon.pids" ]; then
     local pid
-    for pid in $(sort -u "$WORK/daemon.pids"); do
+    while read -r pid <&5; do
       local cmd
       cmd=$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null)
       if [[ "$cmd" == *redirfs*" daemon "* ]]; then
         say "daemon $pid still running: stopping it"
         kill -TERM "$pid" 2>/dev/null; sleep 2; kill -KILL "$pid" 2>/dev/null
       fi
-    done
+    done 5< <(sort -u "$WORK/daemon.pids")
   fi
   local f
   for f in "$WORK"/daemon-*.log; do
@@ -78,7 +80,7 @@ export LD_LIBRARY_PATH="$RFS/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 # ---------------------------------------------------------------- checks
 {
-  echo "date: $(date -u +%FT%TZ)"; echo "uname: $(uname -a)"; cat /etc/os-release 2>/dev/null | grep PRETTY
+  echo "date: $(date -u +%FT%TZ)"; echo "uname: $(uname -a)"; grep PRETTY /etc/os-release 2>/dev/null
   echo "cpus: $(nproc)"; free -g 2>/dev/null | head -2; df -h / /tmp /var/tmp 2>/dev/null
   echo "bundle:"; cat .device/MANIFEST
   echo "node: $(command -v node) $(node --version 2>&1)"

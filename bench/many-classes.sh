@@ -31,6 +31,7 @@ shapes=(
         echo
         echo "### $name: $classes classes ($((files / classes)) files each), block $block, $readers readers"
         echo
+        # shellcheck disable=SC2054  # pool,mix is one argument
         command=(simulate --files "$files" --classes "$classes" --chunk-sizes 64 --memory "$memory" --mix-block "$block" --readers "$readers" --modes pool,mix --epochs 3)
         echo "\`redirfs ${command[*]}\`"
         echo

@@ -11,6 +11,6 @@ for tool in shellcheck pyflakes3 clang-format; do
   command -v "$tool" >/dev/null || { echo "lint: $tool is not installed; install Debian's $tool (npm run setup does, as root)" >&2; exit 1; }
 done
 npx eslint .
-shellcheck scripts/*.sh mount-scripts/* .ci/run
+shellcheck scripts/*.sh bench/*.sh mount-scripts/* .ci/run
 pyflakes3 bench/*.py scripts/*.py test/*/*.py
 clang-format --dry-run --Werror native/*.cc native/*.h native/fuzz/*.cc

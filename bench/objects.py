@@ -52,6 +52,7 @@ sys.path.insert(0, HERE)
 import limits as cgroup_limits  # noqa: E402
 from harness import (CGROUP, DAEMON_ALLOWANCE, REDIRFS, ROOT, Infeasible, Mount, code_version, drop_caches, ensure_dataset,  # noqa: E402
                      log, run_trainer, size_arg)
+from cpu import machine_busy  # noqa: E402
 from netem import Link  # noqa: E402
 
 SERVERS = ["rgw", "moto"]
@@ -88,12 +89,14 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def machine_cpu_seconds():
-    """CPU seconds all of the machine's cores have spent busy so far (not idle, not waiting for I/O)."""
-    with open("/proc/stat") as f:
-        fields = [int(x) for x in f.readline().split()[1:]]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = fields[:8]
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+def main_thread_cpu_seconds(pid):
+    """User and system CPU seconds a process's main thread (a daemon's JS) has used so far (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def clean_environment():
@@ -228,13 +231,17 @@ def upload(server, root, info, packs, segment_size):
 # ---------------------------------------------------------------- measuring
 
 class Sampler:
-    """The link's counters, and a redirfs mount's requests in flight and opens, every quarter second,
-    so a run's requests can be cut into its epochs and its course followed."""
+    """The link's counters, a redirfs mount's requests in flight and opens, and the CPU of the machine and of
+    each party, every quarter second, so a run's requests can be cut into its epochs and its course followed
+    (a slow stretch of the link: whether GETs were out, and who was busy meanwhile)."""
 
-    def __init__(self, link, mount=None):
+    def __init__(self, link, mount=None, server=None):
         self.link = link
         self.mount = mount
-        self.samples = []  # (time, the link's counters, (GETs in flight, opens, opens that waited) or None)
+        self.server = server
+        # (time, the link's counters, (GETs in flight, opens, opens that waited) or None,
+        #  CPU seconds so far: (the machine, the daemon's main thread, the daemon, the S3 server, the proxy))
+        self.samples = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -247,9 +254,17 @@ class Sampler:
         except (OSError, ValueError, KeyError):
             return None
 
+    def _cpu_now(self):
+        daemon = self.mount.pid if self.mount is not None else None
+        return (machine_busy(), main_thread_cpu_seconds(daemon) if daemon else 0.0, cpu_seconds(daemon) if daemon else 0.0,
+                sum(cpu_seconds(pid) for pid in self.server.pids()) if self.server is not None else 0.0, cpu_seconds(os.getpid()))
+
+    def _sample(self, with_mount=True):
+        self.samples.append((time.time(), self.link.stats(), self._mount_now() if with_mount else None, self._cpu_now()))
+
     def _run(self):
         while not self._stop.is_set():
-            self.samples.append((time.time(), self.link.stats(), self._mount_now()))
+            self._sample()
             self._stop.wait(0.25)
 
     def __enter__(self):
@@ -259,26 +274,32 @@ class Sampler:
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
-        self.samples.append((time.time(), self.link.stats(), None))
+        self._sample(with_mount=False)
 
     def between(self, start, end):
         """The link's counters from `start` to `end` (wall clock)."""
         def at(t):
-            before = [s for when, s, _ in self.samples if when <= t]
+            before = [s for when, s, _, _ in self.samples if when <= t]
             return before[-1] if before else self.samples[0][1]
         a, b = at(start), at(end)
         return {key: b[key] - a[key] for key in b}
 
     def mean_in_flight(self, start, end):
-        values = [m[0] for when, _, m in self.samples if m is not None and start <= when <= end]
+        values = [m[0] for when, _, m, _ in self.samples if m is not None and start <= when <= end]
         return statistics.mean(values) if values else None
 
+    TIMELINE = ["seconds", "MiB/s down the link", "GETs in flight", "opens", "opens that waited so far",
+                "machine's cores busy", "daemon's main thread (cores)", "daemon (cores)", "S3 server (cores)", "proxy (cores)"]
+
     def timeline(self, start, end):
-        """Quarter-second steps from `start`: [seconds, MiB/s down the link, GETs in flight, opens, opens that waited so far]."""
+        """Quarter-second steps from `start`, each a list in the order of TIMELINE."""
         out = []
-        for (t0, a, _), (t1, b, m) in zip(self.samples, self.samples[1:]):
+        for (t0, a, _, c0), (t1, b, m, c1) in zip(self.samples, self.samples[1:]):
             if start <= t1 <= end:
-                out.append([round(t1 - start, 2), round((b["bytesDown"] - a["bytesDown"]) / max(1e-9, t1 - t0) / 2**20, 1), *(m or ())])
+                seconds = max(1e-9, t1 - t0)
+                mount = list(m) if m is not None else [None, None, None]
+                out.append([round(t1 - start, 2), round((b["bytesDown"] - a["bytesDown"]) / seconds / 2**20, 1), *mount,
+                            *(round((y - x) / seconds, 2) for x, y in zip(c0, c1))])
         return out
 
 
@@ -360,8 +381,8 @@ def measure(name, server, link, args, info, limits, memory, cache_dir):
     extra = {}
     server_cpu = lambda: sum(cpu_seconds(pid) for pid in server.pids())  # noqa: E731
     if name == "link":
-        cpu = (server_cpu(), cpu_seconds(os.getpid()), machine_cpu_seconds())
-        with Sampler(link) as sampler:
+        cpu = (server_cpu(), cpu_seconds(os.getpid()), machine_busy())
+        with Sampler(link, server=server) as sampler:
             started = time.time()
             epochs = read_link(server, link, args.epochs, info)
             ended = time.time()
@@ -376,9 +397,9 @@ def measure(name, server, link, args, info, limits, memory, cache_dir):
             chunk = ("--chunk-size", str(args.chunk_size)) if name == "redirfs-objects" else ()
             mode = "pool" if name == "redirfs-pack-pool" else "mix"
             mount = Mount(source, mode, memory, limits, ("--s3-endpoint", link.endpoint, "--s3-path-style", *cache, *chunk), env=server_env(server))
-        cpu = (server_cpu(), cpu_seconds(os.getpid()), machine_cpu_seconds())
+        cpu = (server_cpu(), cpu_seconds(os.getpid()), machine_busy())
         daemon_cpu = sum(cpu_seconds(pid) for pid in ([mount.pid] if isinstance(mount, Mount) else mount.pids))
-        with Sampler(link, mount if isinstance(mount, Mount) else None) as sampler:
+        with Sampler(link, mount if isinstance(mount, Mount) else None, server) as sampler:
             started = time.time()
             epochs, _ = run_trainer(limits, mount.mountpoint, "imagefolder", "read", args, info)
             ended = time.time()
@@ -391,10 +412,25 @@ def measure(name, server, link, args, info, limits, memory, cache_dir):
             later = epochs[1:] or epochs
             extra["getsInFlight"] = sampler.mean_in_flight(later[0]["started"], later[-1]["ended"])
             extra["timeline"] = sampler.timeline(epochs[0]["started"], epochs[-1]["ended"])
+            extra["slowLink"] = slow_link(extra["timeline"], later[0]["started"] - epochs[0]["started"], link.rate)
     finally:
         if mount is not None:
             mount.close()
     return row_of(name, epochs, sampler, started, ended, cpu, server_cpu, extra)
+
+
+def slow_link(timeline, measured_from, rate):
+    """Over the measured epochs, the quarter-seconds in which the link carried less than half its cap: how
+    much of the time, and what was going on then (GETs out, and who kept the cores busy). None on no cap."""
+    if rate == float("inf"):
+        return None
+    steps = [step for step in timeline if step[0] >= measured_from]
+    slow = [step for step in steps if step[1] < rate / 2**20 / 2]
+    if not steps or not slow:
+        return {"share": 0.0} if steps else None
+    mean = lambda i: statistics.mean(step[i] for step in slow if step[i] is not None)  # noqa: E731
+    return {"share": len(slow) / len(steps), "getsInFlight": mean(2), "noGetOut": sum(1 for step in slow if step[2] == 0) / len(slow),
+            "machineCores": mean(5), "daemonMainThreadCores": mean(6), "daemonCores": mean(7), "serverCores": mean(8), "proxyCores": mean(9)}
 
 
 def measured(name, *args):
@@ -410,7 +446,7 @@ def row_of(name, epochs, sampler, started, ended, cpu, server_cpu, extra):
     """A loader's row: rates over epochs 2.., the link's counters per epoch, and the cores the server and the proxy kept busy."""
     wall = max(1e-9, ended - started)
     extra = {**extra, "serverCores": (server_cpu() - cpu[0]) / wall, "proxyCores": (cpu_seconds(os.getpid()) - cpu[1]) / wall,
-             "machineCores": (machine_cpu_seconds() - cpu[2]) / wall}
+             "machineCores": (machine_busy() - cpu[2]) / wall}
     per_epoch = [sampler.between(e["started"], e["ended"]) for e in epochs]
     later = epochs[1:] or epochs
     rates = [e["samples"] / e["seconds"] for e in later]
@@ -447,7 +483,8 @@ def run_server(kind, args, root, info, memory, limits):
     packs = sorted({int(name.rsplit("-k", 1)[1]) if "-k" in name else 64 for name in loaders + wide if "pack" in name or name in ("redirfs-cache", "link")})
     cache_dir = tempfile.mkdtemp(prefix="redirfs-bench-cache-", dir=args.data)
     links = []
-    result = {"server": kind, "serverVersion": server.version, "segmentSize": segment_size or None, "rows": [], "wideRows": []}
+    result = {"server": kind, "serverVersion": server.version, "segmentSize": segment_size or None, "rows": [], "wideRows": [],
+              "timelineFields": Sampler.TIMELINE}
     try:
         log(f"{kind}: uploading {info['files']} objects and packs of K={', '.join(map(str, packs))} to the S3 server")
         upload(server, root, info, packs, segment_size)
@@ -595,6 +632,19 @@ def write_report(result, out):
         probe = "; ".join(f"{ms:.1f} ms from a {int(size) // 2**20} MiB object" for size, ms in server.get("rangeGetMs", {}).items())
         lines += [f"### {server['serverVersion']}", "", f"On loopback, {segments}. A 1 MiB ranged GET straight from the server (median of 15, one at a time): {probe}.", ""]
         lines += table(server["rows"], bound) + [""]
+        slow = [(r["loader"], r["slowLink"]) for r in server["rows"] if r.get("slowLink")]
+        if slow:
+            lines += ["Where the link slowed (redirfs's rows): the quarter-seconds of the measured epochs in which it carried less than half "
+                      "its cap, and the means over them of redirfs's GETs in flight and of the cores each party kept busy.", "",
+                      "| loader | share of the time | GETs in flight | none out | machine's cores busy | daemon's main thread | daemon | S3 server | proxy |",
+                      "|---|---|---|---|---|---|---|---|---|"]
+            for name, w in slow:
+                if w["share"] == 0:
+                    lines.append(f"| {name} | 0% |" + " - |" * 7)
+                    continue
+                lines.append(f"| {name} | {w['share']:.0%} | {w['getsInFlight']:.1f} | {w['noGetOut']:.0%} | {w['machineCores']:.2f} of {os.cpu_count()} | "
+                             f"{w['daemonMainThreadCores']:.2f} | {w['daemonCores']:.2f} | {w['serverCores']:.2f} | {w['proxyCores']:.2f} |")
+            lines.append("")
         if server["wideRows"]:
             rows = server["wideRows"]
             link_row = next((r for r in rows if r["loader"] == "link" and "failed" not in r), None)

@@ -239,7 +239,7 @@ class Sampler:
         self.link = link
         self.mount = mount
         self.server = server
-        # (time, the link's counters, (GETs in flight, opens, opens that waited) or None,
+        # (time, the link's counters, (GETs in flight, opens, opens that waited, share of --memory in use) or None,
         #  CPU seconds so far: (the machine, the daemon's main thread, the daemon, the S3 server, the proxy))
         self.samples = []
         self._stop = threading.Event()
@@ -250,7 +250,9 @@ class Sampler:
             return None
         try:
             stats = self.mount.stats()
-            return (stats["source"]["inFlight"], stats["protocol"]["opens"], stats["protocol"]["waitedOpens"])
+            p, m = stats["protocol"], stats["memory"]
+            used = (p["residentBytes"] + p["inflightBytes"] + m["boundBytes"]) / max(1, m["budgetBytes"])
+            return (stats["source"]["inFlight"], p["opens"], p["waitedOpens"], round(used, 3))
         except (OSError, ValueError, KeyError):
             return None
 
@@ -289,6 +291,7 @@ class Sampler:
         return statistics.mean(values) if values else None
 
     TIMELINE = ["seconds", "MiB/s down the link", "GETs in flight", "opens", "opens that waited so far",
+                "share of --memory in use (resident, loading and bound to handles)",
                 "machine's cores busy", "daemon's main thread (cores)", "daemon (cores)", "S3 server (cores)", "proxy (cores)"]
 
     def timeline(self, start, end):
@@ -297,7 +300,7 @@ class Sampler:
         for (t0, a, _, c0), (t1, b, m, c1) in zip(self.samples, self.samples[1:]):
             if start <= t1 <= end:
                 seconds = max(1e-9, t1 - t0)
-                mount = list(m) if m is not None else [None, None, None]
+                mount = list(m) if m is not None else [None, None, None, None]
                 out.append([round(t1 - start, 2), round((b["bytesDown"] - a["bytesDown"]) / seconds / 2**20, 1), *mount,
                             *(round((y - x) / seconds, 2) for x, y in zip(c0, c1))])
         return out
@@ -430,7 +433,8 @@ def slow_link(timeline, measured_from, rate):
         return {"share": 0.0} if steps else None
     mean = lambda i: statistics.mean(step[i] for step in slow if step[i] is not None)  # noqa: E731
     return {"share": len(slow) / len(steps), "getsInFlight": mean(2), "noGetOut": sum(1 for step in slow if step[2] == 0) / len(slow),
-            "machineCores": mean(5), "daemonMainThreadCores": mean(6), "daemonCores": mean(7), "serverCores": mean(8), "proxyCores": mean(9)}
+            "memoryInUse": mean(5), "machineCores": mean(6), "daemonMainThreadCores": mean(7), "daemonCores": mean(8), "serverCores": mean(9),
+            "proxyCores": mean(10)}
 
 
 def measured(name, *args):
@@ -635,14 +639,15 @@ def write_report(result, out):
         slow = [(r["loader"], r["slowLink"]) for r in server["rows"] if r.get("slowLink")]
         if slow:
             lines += ["Where the link slowed (redirfs's rows): the quarter-seconds of the measured epochs in which it carried less than half "
-                      "its cap, and the means over them of redirfs's GETs in flight and of the cores each party kept busy.", "",
-                      "| loader | share of the time | GETs in flight | none out | machine's cores busy | daemon's main thread | daemon | S3 server | proxy |",
-                      "|---|---|---|---|---|---|---|---|---|"]
+                      "its cap, and the means over them of redirfs's GETs in flight, the share of its --memory in use (resident, loading, bound "
+                      "to open files) and the cores each party kept busy.", "",
+                      "| loader | share of the time | GETs in flight | none out | --memory in use | machine's cores busy | daemon's main thread | daemon | S3 server | proxy |",
+                      "|---|---|---|---|---|---|---|---|---|---|"]
             for name, w in slow:
                 if w["share"] == 0:
-                    lines.append(f"| {name} | 0% |" + " - |" * 7)
+                    lines.append(f"| {name} | 0% |" + " - |" * 8)
                     continue
-                lines.append(f"| {name} | {w['share']:.0%} | {w['getsInFlight']:.1f} | {w['noGetOut']:.0%} | {w['machineCores']:.2f} of {os.cpu_count()} | "
+                lines.append(f"| {name} | {w['share']:.0%} | {w['getsInFlight']:.1f} | {w['noGetOut']:.0%} | {w['memoryInUse']:.0%} | {w['machineCores']:.2f} of {os.cpu_count()} | "
                              f"{w['daemonMainThreadCores']:.2f} | {w['daemonCores']:.2f} | {w['serverCores']:.2f} | {w['proxyCores']:.2f} |")
             lines.append("")
         if server["wideRows"]:

@@ -84,6 +84,8 @@ export class Takeover {
    * adopted once; VCs of one dead home are adopted together.
    */
   async adoptOrphans (): Promise<void> {
+    // A node going away takes nothing over: it would only be taken over again.
+    if (this.membership.closed) return
     const ours = allVcs(this.layout).filter(vc => this.membership.ownerOf(vc) === this.node)
     const byHome = new Map<NodeId, VcId[]>()
     for (const vc of ours.filter(vc => !this.engine.owns(vc) && !this.adopting.has(vc))) {
@@ -147,8 +149,8 @@ export class Takeover {
         }
       }
     }))
-    // A new generation (or this node's fencing) overtook the takeover: its state is gone.
-    if (compareGenerations(generation, this.membership.generation) !== 0 || this.membership.fenced !== undefined) return
+    // A new generation (or this node's fencing) overtook the takeover: its state is gone. Or the mount is going away.
+    if (compareGenerations(generation, this.membership.generation) !== 0 || this.membership.fenced !== undefined || this.membership.closed) return
     pausePoint('takeover-adopts')
     const gone = (node: NodeId): boolean => node !== this.node && (this.membership.isDead(node) || this.membership.incarnationOf(node) !== askedIncarnation.get(node))
     for (const vc of vcs) {

@@ -79,20 +79,10 @@ def free_port():
         return s.getsockname()[1]
 
 
-def cpu_seconds(pid):
-    """User and system CPU seconds a process has used so far (0 once it is gone)."""
+def cpu_seconds(pid, thread=None):
+    """User and system CPU seconds a process (or one of its threads) has used so far (0 once it is gone)."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def main_thread_cpu_seconds(pid):
-    """User and system CPU seconds a process's main thread (a daemon's JS) has used so far (0 once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/task/{pid}/stat") as f:
+        with open(f"/proc/{pid}/task/{thread}/stat" if thread else f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
@@ -258,7 +248,7 @@ class Sampler:
 
     def _cpu_now(self):
         daemon = self.mount.pid if self.mount is not None else None
-        return (machine_busy(), main_thread_cpu_seconds(daemon) if daemon else 0.0, cpu_seconds(daemon) if daemon else 0.0,
+        return (machine_busy(), cpu_seconds(daemon, thread=daemon) if daemon else 0.0, cpu_seconds(daemon) if daemon else 0.0,
                 sum(cpu_seconds(pid) for pid in self.server.pids()) if self.server is not None else 0.0, cpu_seconds(os.getpid()))
 
     def _sample(self, with_mount=True):

@@ -535,7 +535,7 @@ function onRunEvent (event: RunEvent, samples: Engine | ClusterNode, log: Logger
   if (event.kind === 'orphan') {
     if (Date.now() - orphanLoggedAt > 60_000) {
       orphanLoggedAt = Date.now()
-      log.warn('refused a sample open by an orphaned DataLoader worker (its trainer exited, or its run ended; a process forked, never exec\'d, whose parent is gone counts as one: a trainer that forks itself into the background must use nohup or setsid) or by a process gone since it opened: it would take a sample from the run reading now (counted in runs.orphanOpens)')
+      log.warn('refused a sample open by an orphaned DataLoader worker (its trainer exited, or its run ended; a process forked, never exec\'d, whose parent is gone counts as one: a trainer that forks itself into the background must lead its own session, or stay in the foreground under nohup or setsid) or by a process gone since it opened: it would take a sample from the run reading now (counted in runs.orphanOpens)')
     }
     return false
   }

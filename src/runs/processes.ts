@@ -20,6 +20,8 @@ export interface ProcessInfo {
   readonly alive: boolean
   /** The program it runs (`/proc/<pid>/exe`), or its name when that cannot be read. */
   readonly program: string
+  /** Whether `program` is its executable's path, not merely its name (which a program may change: PyTorch's workers do). */
+  readonly programKnown?: boolean
   readonly commandLine: readonly string[]
   /** Whose it is (the owner of `/proc/<pid>`, its effective user), when known. */
   readonly uid?: number
@@ -31,6 +33,8 @@ export interface ProcessInfo {
   readonly forkedCopy?: boolean
   /** It leads its process group or its session (setsid, setpgid): a program that put itself in the background, not a worker. */
   readonly leader?: boolean
+  /** Its process group: a forked child's is its forker's (a job's processes share one), until either changes it. */
+  readonly group?: number
 }
 
 /** The environment variables by which launchers name a job (run-tracker.ts). */
@@ -59,7 +63,7 @@ export interface ProcessTable {
 /** include/linux/sched.h: "forked but didn't exec". */
 const PF_FORKNOEXEC = 0x40
 
-interface Stat { parent: number, startTime: number, alive: boolean, name: string, forkedCopy: boolean, leader: boolean }
+interface Stat { parent: number, startTime: number, alive: boolean, name: string, forkedCopy: boolean, leader: boolean, group: number }
 
 /** `/proc/<pid>/stat` of process `pid`: the command name is in parentheses and may hold spaces and parentheses itself. */
 function parseStat (pid: number, text: string): Stat | undefined {
@@ -76,7 +80,8 @@ function parseStat (pid: number, text: string): Stat | undefined {
     alive: fields[0] !== 'Z' && fields[0] !== 'X',
     name: text.slice(text.indexOf('(') + 1, close),
     forkedCopy: (flags & PF_FORKNOEXEC) !== 0,
-    leader: group === pid || session === pid
+    leader: group === pid || session === pid,
+    group
   }
 }
 
@@ -116,11 +121,12 @@ export const procTable: ProcessTable = {
     const stat = statText === undefined ? undefined : parseStat(pid, statText)
     if (stat === undefined) return undefined
     let program: string
-    try { program = readlinkSync(`/proc/${pid}/exe`) } catch { program = stat.name }
+    let programKnown = true
+    try { program = readlinkSync(`/proc/${pid}/exe`) } catch { program = stat.name; programKnown = false }
     const commandLine = (readOrUndefined(`/proc/${pid}/cmdline`) ?? '').split('\0').filter((arg, i, all) => i < all.length - 1 || arg !== '')
     let uid: number | undefined
     try { uid = statSync(`/proc/${pid}`).uid } catch {}
-    return { pid, parent: stat.parent, startTime: stat.startTime, alive: stat.alive, program, commandLine, uid, forkedCopy: stat.forkedCopy, leader: stat.leader }
+    return { pid, parent: stat.parent, startTime: stat.startTime, alive: stat.alive, program, programKnown, commandLine, uid, forkedCopy: stat.forkedCopy, leader: stat.leader, group: stat.group }
   },
   children (pid) {
     let threads: string[]

@@ -13,7 +13,7 @@
  * opens are refused (EIO), for a sample it took would be missing from the
  * epoch of the run reading now. A worker is known as one once it or a
  * sibling opened, and before that by what the kernel says of it: forked
- * and never exec'd, and not running its parent's program (adopted).
+ * and never exec'd, and its parent another executable (adopted).
  *
  * Trainers make up a **run**, named by the job's launcher when it says so
  * in the trainer's environment: `REDIRFS_RUN_ID` (set it yourself),
@@ -124,13 +124,30 @@ export function findTrainer (table: ProcessTable, pid: number): ProcessInfo | 'o
       process = parent
       continue
     }
-    // A forked copy of a program its parent does not run was adopted (by init, a reaper): a worker whose trainer
-    // is gone, even one that had opened nothing for the tracker to know it by. A program that forked itself into
-    // the background and leads its own session or group is a trainer.
-    if (!copyOfParent && process.forkedCopy === true && process.leader !== true) return 'orphan'
+    // A forked copy whose parent runs another program was adopted (by init, a reaper): a worker whose trainer is
+    // gone, even one that had opened nothing for the tracker to know it by. A program that forked itself into the
+    // background and leads its own session or group is a trainer.
+    if (!copyOfParent && process.forkedCopy === true && process.leader !== true && adopted(table, process, parent)) return 'orphan'
     return process
   }
   return process
+}
+
+/**
+ * Whether a forked copy is no longer its forker's: its parent runs another
+ * executable (init, systemd, tini, a shell) or is in another process group
+ * (a forked child stays in its forker's job; init, whose executable even
+ * root may not read in a container, is in a group of its own), or has
+ * gone. Only what /proc shows for sure: a name (a program may rename
+ * itself, and a daemon that is not root sees only the names of another
+ * user's processes) or a command line (setproctitle rewrites it in a live
+ * parent or child) is no evidence, nor is a parent that cannot be read.
+ */
+function adopted (table: ProcessTable, process: ProcessInfo, parent: ProcessInfo | undefined): boolean {
+  if (parent === undefined) return process.parent >= 1 && table.gone(process.parent)
+  const otherExecutable = parent.programKnown === true && process.programKnown === true && !sameInterpreter(parent.program, process.program)
+  const otherGroup = parent.group !== undefined && process.group !== undefined && parent.group !== process.group
+  return otherExecutable || otherGroup
 }
 
 /** Whether a child's environment names a run of its own: a REDIRFS_RUN_ID that is not its parent's. */

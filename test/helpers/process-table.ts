@@ -23,7 +23,9 @@ export class FakeTable implements ProcessTable {
   add (pid: number, parent: number, commandLine: string[], program = PYTHON, environment: Partial<Record<LauncherVariable, string>> = {}, uid?: number): number {
     const from = this.processes.get(parent)
     const forkedCopy = from !== undefined && from.program === program && from.commandLine.join('\0') === commandLine.join('\0')
-    this.processes.set(pid, { pid, parent, startTime: 1000 + pid, alive: true, program, commandLine, uid, forkedCopy, leader: false })
+    // A forked copy stays in its forker's process group; a program started by a shell gets a group (a job) of its own.
+    const group = forkedCopy ? from.group : pid
+    this.processes.set(pid, { pid, parent, startTime: 1000 + pid, alive: true, program, programKnown: true, commandLine, uid, forkedCopy, leader: group === pid, group })
     this.environments.set(pid, environment)
     this.threads.set(pid, pid)
     return pid
@@ -49,8 +51,12 @@ export class FakeTable implements ProcessTable {
   children (pid: number): number[] { return [...this.processes.values()].filter(p => p.parent === pid).map(p => p.pid) }
   /** Its parent exited: init adopts it. */
   orphan (pid: number): void { this.processes.set(pid, { ...this.processes.get(pid)!, parent: 1 }) }
+  /** Its executable cannot be read (another user's, to a daemon that is not root): only its name is known. */
+  hideProgram (pid: number, name: string): void { this.processes.set(pid, { ...this.processes.get(pid)!, program: name, programKnown: false }) }
+  /** It rewrote its command line (setproctitle). */
+  retitle (pid: number, commandLine: string[]): void { this.processes.set(pid, { ...this.processes.get(pid)!, commandLine }) }
   /** It called setsid(): it leads a session of its own. */
-  setsid (pid: number): void { this.processes.set(pid, { ...this.processes.get(pid)!, leader: true }) }
+  setsid (pid: number): void { this.processes.set(pid, { ...this.processes.get(pid)!, leader: true, group: pid }) }
   /** Another thread of process `pid` (its own start time, as /proc/<thread>/stat has it). */
   thread (thread: number, pid: number): number { this.threads.set(thread, pid); this.otherThreads.set(thread, { ...this.processes.get(pid)!, pid: thread, startTime: 5000 + thread }); return thread }
 

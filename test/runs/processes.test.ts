@@ -29,7 +29,7 @@ for (const setsid of [false, true]) {
     child = Number(line.toString().trim())
     const parentInfo = procTable.info(parent.pid!)
     const childInfo = procTable.info(child)
-    t.same([parentInfo?.forkedCopy, parentInfo?.leader], [false, true], 'the parent: exec\'d, and started in a session of its own (detached)')
+    t.same([parentInfo?.forkedCopy, parentInfo?.leader, parentInfo?.programKnown], [false, true, true], 'the parent: exec\'d, started in a session of its own (detached), its executable read')
     t.same([childInfo?.forkedCopy, childInfo?.leader, childInfo?.parent], [true, setsid, parent.pid], `the child: forked, never exec'd; ${setsid ? 'a leader' : 'no leader'}`)
   })
 }

@@ -207,6 +207,37 @@ t.test('a forked worker whose trainer was killed before any worker opened is an 
   t.same([runs.stats().runs, runs.stats().exact, runs.stats().orphanOpens], [1, true, 2])
 })
 
+t.test('an adopted forked worker is an orphan even when init\'s executable cannot be read (a container): init is in another process group', async t => {
+  const table = machine()
+  const runs = new RunTracker(table)
+  table.hideProgram(1, 'init')
+  table.add(200, 100, TRAIN)
+  table.add(201, 200, TRAIN)
+  table.exit(200)
+  table.orphan(201)
+  t.equal(runs.noteOpen(201, 10).kind, 'orphan')
+})
+
+t.test('a forked worker whose trainer is alive is never an orphan: not when either renamed itself, nor when their executables cannot be read', async t => {
+  const retitled = machine()
+  retitled.add(200, 100, TRAIN)
+  retitled.add(201, 200, TRAIN)
+  retitled.retitle(201, ['python3: dataloader worker 0']) // setproctitle in worker_init_fn
+  t.not(new RunTracker(retitled).noteOpen(201, 0).kind, 'orphan', 'the worker renamed')
+  const master = machine()
+  master.add(200, 100, TRAIN)
+  master.add(201, 200, TRAIN)
+  master.retitle(200, ['python3: master']) // the parent renamed after the fork
+  t.not(new RunTracker(master).noteOpen(201, 0).kind, 'orphan', 'the parent renamed')
+  const hidden = machine()
+  hidden.add(200, 100, TRAIN)
+  hidden.add(201, 200, TRAIN)
+  // Another user's, to a daemon that is not root: only the names PyTorch gives them.
+  hidden.hideProgram(200, 'pt_main_thread')
+  hidden.hideProgram(201, 'pt_data_worker')
+  t.not(new RunTracker(hidden).noteOpen(201, 0).kind, 'orphan', 'neither executable readable')
+})
+
 t.test('a program that forked itself into the background and leads a session of its own is a trainer', async t => {
   const table = machine()
   const runs = new RunTracker(table)

@@ -109,45 +109,55 @@ export function findTrainer (table: ProcessTable, pid: number): ProcessInfo | 'o
   for (let depth = 0; depth < MAX_DEPTH; depth++) {
     // Pid 1 may be the trainer itself (a container without an init).
     const parent: ProcessInfo | undefined = process.parent >= 1 ? table.info(process.parent) : undefined
-    const sameProgram = parent !== undefined && sameInterpreter(parent.program, process.program)
+    // Names alone (an executable that cannot be read) prove nothing: PyTorch renames its processes.
+    const otherProgram = parent !== undefined && parent.programKnown === true && process.programKnown === true && !sameInterpreter(parent.program, process.program)
     if (isMultiprocessingChild(process)) {
       // A parent that cannot be read is unknown, not gone.
       if (process.parent >= 1 && parent === undefined) return undefined
       // Its parent (the trainer, or a fork server) runs the same interpreter; else it was adopted by init or a reaper.
-      if (parent === undefined || !sameProgram) return 'orphan'
+      if (parent === undefined || otherProgram || adopted(table, process, parent)) return 'orphan'
       if (namesOwnRun(table, process, parent)) return process
       process = parent
       continue
     }
-    const copyOfParent = parent !== undefined && sameProgram && sameCommandLine(parent, process)
-    if (copyOfParent && !namesOwnRun(table, process, parent)) {
+    const copyOfParent = parent !== undefined && sameInterpreter(parent.program, process.program) && sameCommandLine(parent, process)
+    // A forked copy not adopted is its parent's, whatever either calls itself now (setproctitle, PyTorch's names).
+    const forkedHere = parent !== undefined && process.forkedCopy === true && process.leader !== true && !otherProgram && !adopted(table, process, parent)
+    if ((copyOfParent || forkedHere) && !namesOwnRun(table, process, parent)) {
       process = parent
       continue
     }
     // A forked copy whose parent runs another program was adopted (by init, a reaper): a worker whose trainer is
     // gone, even one that had opened nothing for the tracker to know it by. A program that forked itself into the
     // background and leads its own session or group is a trainer.
-    if (!copyOfParent && process.forkedCopy === true && process.leader !== true && adopted(table, process, parent)) return 'orphan'
+    if (!copyOfParent && process.forkedCopy === true && process.leader !== true && (otherProgram || adopted(table, process, parent))) return 'orphan'
     return process
   }
   return process
 }
 
 /**
- * Whether a forked copy is no longer its forker's: its parent runs another
- * executable (init, systemd, tini, a shell) or is in another process group
- * (a forked child stays in its forker's job; init, whose executable even
- * root may not read in a container, is in a group of its own), or has
- * gone. Only what /proc shows for sure: a name (a program may rename
- * itself, and a daemon that is not root sees only the names of another
- * user's processes) or a command line (setproctitle rewrites it in a live
- * parent or child) is no evidence, nor is a parent that cannot be read.
+ * Whether a child is no longer its forker's: its parent has gone, runs
+ * another executable (init, systemd, tini, a shell), or is in another
+ * process group that no ancestor of the parent is in either (a child stays
+ * in its forker's group, or its forker's forebears' when the forker moved
+ * to a group of its own later; init, whose executable even root may not
+ * read in a container, is in a group of its own). Only what /proc shows
+ * for sure: a name (a program may rename itself, and a daemon that is not
+ * root sees only the names of another user's processes) or a command line
+ * (setproctitle rewrites it) is no evidence, nor is a parent that cannot
+ * be read.
  */
 function adopted (table: ProcessTable, process: ProcessInfo, parent: ProcessInfo | undefined): boolean {
   if (parent === undefined) return process.parent >= 1 && table.gone(process.parent)
-  const otherExecutable = parent.programKnown === true && process.programKnown === true && !sameInterpreter(parent.program, process.program)
-  const otherGroup = parent.group !== undefined && process.group !== undefined && parent.group !== process.group
-  return otherExecutable || otherGroup
+  if (parent.programKnown === true && process.programKnown === true && !sameInterpreter(parent.program, process.program)) return true
+  if (process.group === undefined) return false
+  let forebear: ProcessInfo | undefined = parent
+  for (let depth = 0; forebear !== undefined && depth < MAX_DEPTH; depth++) {
+    if (forebear.group === undefined || forebear.group === process.group) return false
+    forebear = forebear.parent >= 1 ? table.info(forebear.parent) : undefined
+  }
+  return true
 }
 
 /** Whether a child's environment names a run of its own: a REDIRFS_RUN_ID that is not its parent's. */

@@ -23,8 +23,8 @@ export class FakeTable implements ProcessTable {
   add (pid: number, parent: number, commandLine: string[], program = PYTHON, environment: Partial<Record<LauncherVariable, string>> = {}, uid?: number): number {
     const from = this.processes.get(parent)
     const forkedCopy = from !== undefined && from.program === program && from.commandLine.join('\0') === commandLine.join('\0')
-    // A forked copy stays in its forker's process group; a program started by a shell gets a group (a job) of its own.
-    const group = forkedCopy ? from.group : pid
+    // A child stays in its parent's process group, but a shell with job control starts each program in one of its own.
+    const group = from === undefined || from.program === '/usr/bin/bash' ? pid : from.group
     this.processes.set(pid, { pid, parent, startTime: 1000 + pid, alive: true, program, programKnown: true, commandLine, uid, forkedCopy, leader: group === pid, group })
     this.environments.set(pid, environment)
     this.threads.set(pid, pid)
@@ -55,7 +55,7 @@ export class FakeTable implements ProcessTable {
   hideProgram (pid: number, name: string): void { this.processes.set(pid, { ...this.processes.get(pid)!, program: name, programKnown: false }) }
   /** It rewrote its command line (setproctitle). */
   retitle (pid: number, commandLine: string[]): void { this.processes.set(pid, { ...this.processes.get(pid)!, commandLine }) }
-  /** It called setsid(): it leads a session of its own. */
+  /** It called setpgrp() or setsid(): it leads a process group (and a session) of its own. */
   setsid (pid: number): void { this.processes.set(pid, { ...this.processes.get(pid)!, leader: true, group: pid }) }
   /** Another thread of process `pid` (its own start time, as /proc/<thread>/stat has it). */
   thread (thread: number, pid: number): number { this.threads.set(thread, pid); this.otherThreads.set(thread, { ...this.processes.get(pid)!, pid: thread, startTime: 5000 + thread }); return thread }

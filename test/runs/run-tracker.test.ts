@@ -6,6 +6,8 @@ import { findTrainer, RunTracker, runOf } from '../../src/runs/run-tracker'
 import type { ProcessInfo } from '../../src/runs/processes'
 import { FakeTable, machine, PYTHON, SPAWNED, TRAIN } from '../helpers/process-table'
 
+const trainerPid = (found: ReturnType<typeof findTrainer>): number | string | undefined => typeof found === 'object' ? found.pid : found
+
 t.test('a forked DataLoader worker is charged to the trainer that forked it', async t => {
   const table = machine()
   table.add(200, 100, TRAIN)
@@ -218,24 +220,37 @@ t.test('an adopted forked worker is an orphan even when init\'s executable canno
   t.equal(runs.noteOpen(201, 10).kind, 'orphan')
 })
 
-t.test('a forked worker whose trainer is alive is never an orphan: not when either renamed itself, nor when their executables cannot be read', async t => {
+t.test('a forked worker whose trainer is alive is its trainer\'s: not when either renamed itself, nor when their executables cannot be read', async t => {
   const retitled = machine()
   retitled.add(200, 100, TRAIN)
   retitled.add(201, 200, TRAIN)
   retitled.retitle(201, ['python3: dataloader worker 0']) // setproctitle in worker_init_fn
-  t.not(new RunTracker(retitled).noteOpen(201, 0).kind, 'orphan', 'the worker renamed')
+  t.equal(trainerPid(findTrainer(retitled, 201)), 200, 'the worker renamed')
   const master = machine()
   master.add(200, 100, TRAIN)
   master.add(201, 200, TRAIN)
   master.retitle(200, ['python3: master']) // the parent renamed after the fork
-  t.not(new RunTracker(master).noteOpen(201, 0).kind, 'orphan', 'the parent renamed')
+  t.equal(trainerPid(findTrainer(master, 201)), 200, 'the parent renamed')
   const hidden = machine()
   hidden.add(200, 100, TRAIN)
   hidden.add(201, 200, TRAIN)
+  hidden.add(202, 200, SPAWNED)
   // Another user's, to a daemon that is not root: only the names PyTorch gives them.
   hidden.hideProgram(200, 'pt_main_thread')
   hidden.hideProgram(201, 'pt_data_worker')
-  t.not(new RunTracker(hidden).noteOpen(201, 0).kind, 'orphan', 'neither executable readable')
+  hidden.hideProgram(202, 'pt_data_worker')
+  t.equal(trainerPid(findTrainer(hidden, 201)), 200, 'neither executable readable: a forked worker')
+  t.equal(trainerPid(findTrainer(hidden, 202)), 200, 'and a spawned one')
+})
+
+t.test('a worker whose trainer moved to a process group of its own after forking it is still the trainer\'s', async t => {
+  const table = machine()
+  table.add(150, 100, ['python3', 'launch.py'])
+  table.add(200, 150, TRAIN) // started by the launcher: in its group
+  table.add(201, 200, TRAIN)
+  table.setsid(200) // after the fork
+  table.retitle(201, ['python3: worker'])
+  t.equal(trainerPid(findTrainer(table, 201)), 200)
 })
 
 t.test('a program that forked itself into the background and leads a session of its own is a trainer', async t => {

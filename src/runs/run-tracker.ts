@@ -13,7 +13,7 @@
  * opens are refused (EIO), for a sample it took would be missing from the
  * epoch of the run reading now. A worker is known as one once it or a
  * sibling opened, and before that by what the kernel says of it: forked
- * and never exec'd, and its parent another executable (adopted).
+ * and never exec'd, and adopted (see `adopted`).
  *
  * Trainers make up a **run**, named by the job's launcher when it says so
  * in the trainer's environment: `REDIRFS_RUN_ID` (set it yourself),
@@ -109,28 +109,27 @@ export function findTrainer (table: ProcessTable, pid: number): ProcessInfo | 'o
   for (let depth = 0; depth < MAX_DEPTH; depth++) {
     // Pid 1 may be the trainer itself (a container without an init).
     const parent: ProcessInfo | undefined = process.parent >= 1 ? table.info(process.parent) : undefined
-    // Names alone (an executable that cannot be read) prove nothing: PyTorch renames its processes.
-    const otherProgram = parent !== undefined && parent.programKnown === true && process.programKnown === true && !sameInterpreter(parent.program, process.program)
     if (isMultiprocessingChild(process)) {
       // A parent that cannot be read is unknown, not gone.
       if (process.parent >= 1 && parent === undefined) return undefined
       // Its parent (the trainer, or a fork server) runs the same interpreter; else it was adopted by init or a reaper.
-      if (parent === undefined || otherProgram || adopted(table, process, parent)) return 'orphan'
+      if (parent === undefined || adopted(table, process, parent)) return 'orphan'
       if (namesOwnRun(table, process, parent)) return process
       process = parent
       continue
     }
     const copyOfParent = parent !== undefined && sameInterpreter(parent.program, process.program) && sameCommandLine(parent, process)
-    // A forked copy not adopted is its parent's, whatever either calls itself now (setproctitle, PyTorch's names).
-    const forkedHere = parent !== undefined && process.forkedCopy === true && process.leader !== true && !otherProgram && !adopted(table, process, parent)
-    if ((copyOfParent || forkedHere) && !namesOwnRun(table, process, parent)) {
+    const forkedCopy = process.forkedCopy === true && process.leader !== true
+    // A forked copy whose parent runs another program was adopted (by init, a reaper): a worker whose trainer is
+    // gone, even one that had opened nothing for the tracker to know it by. One not adopted is its parent's,
+    // whatever either calls itself now (setproctitle, PyTorch's names). A program that forked itself into the
+    // background and leads its own session or group is a trainer.
+    const away = forkedCopy && adopted(table, process, parent)
+    if (parent !== undefined && (copyOfParent || (forkedCopy && !away)) && !namesOwnRun(table, process, parent)) {
       process = parent
       continue
     }
-    // A forked copy whose parent runs another program was adopted (by init, a reaper): a worker whose trainer is
-    // gone, even one that had opened nothing for the tracker to know it by. A program that forked itself into the
-    // background and leads its own session or group is a trainer.
-    if (!copyOfParent && process.forkedCopy === true && process.leader !== true && (otherProgram || adopted(table, process, parent))) return 'orphan'
+    if (!copyOfParent && away) return 'orphan'
     return process
   }
   return process

@@ -203,15 +203,17 @@ export class Protocol {
   private readonly nextEpochGivenUp = new Set<VcId>()
   /** Files let go out of memory outside a load, reset or new run: the caller frees their bytes (`takeDropped`). */
   private dropped: FileId[] = []
-  /** Per VC, exact opens this epoch of a file it had served already (see `exactMayEndEpoch`). */
-  private readonly repeatsThisEpoch: Uint32Array
+  /** Per VC, exact repeats this epoch that no file could sit out for (`sitOut`, `exactMayEndEpoch`). */
+  private readonly unmatchedRepeats: Uint32Array
+  /** Files that sit their VC's epoch out, one for each exact repeat (`sitOut`): consumed, never served. */
+  private readonly satOut = new Set<FileId>()
   readonly node: NodeId
   /** What this node keeps as the home of the VCs it answers for: ledger, reclaims, batches, epochs, ownership, standby copy. */
   readonly home: HomeSide
 
   constructor (readonly layout: Layout, readonly options: ProtocolOptions) {
     this.slots = new SlotTable(layout)
-    this.repeatsThisEpoch = new Uint32Array(layout.vcs.length)
+    this.unmatchedRepeats = new Uint32Array(layout.vcs.length)
     this.random = new SeededRandom(options.seed ^ 0x5eed ^ ((options.node ?? 0) * 0x9e3779b1))
     this.node = options.node ?? 0 as NodeId
     this.policy = policyFor(options.mode, this.core(), Math.max(1, options.mixBlock ?? 1))
@@ -290,10 +292,11 @@ export class Protocol {
   }
 
   /**
-   * An exact open in strict or pool: the file itself, as off serves it,
-   * from its slot or pool's staged chunk when it is there. A file that was
+   * An exact open in strict, pool or mix: the file itself, as off serves
+   * it, from its slot or a staged chunk when it is there. A file that was
    * already served this epoch (to an open of another path) is served again
-   * and counted: exactness of the bytes comes first for such a loader.
+   * and counted: exactness of the bytes comes first for such a loader. It
+   * stands in for a file the epoch has left (`sitOut`).
    */
   private decideExact (file: FileId, asking: Asking): OpenDecision {
     const vc = this.vcOf(file)
@@ -305,12 +308,56 @@ export class Protocol {
         this.rollOver(vc)
         if (fromStaged()) return { kind: 'serve', file }
       }
-      if (this.slots.isConsumed(file)) {
-        this.counters.exactRepeats++
-        this.repeatsThisEpoch[vc]++
-      }
+      // A file that sat out was never served: not a repeat, but another file sits out in its place.
+      const satOut = this.satOut.delete(file)
+      if (!satOut && this.slots.isConsumed(file)) this.counters.exactRepeats++
+      if ((satOut || this.slots.isConsumed(file)) && !this.sitOut(vc, this.offsetOf(file))) this.unmatchedRepeats[vc]++
     }
     return this.loadOwnFile(file, asking, () => false)
+  }
+
+  /**
+   * An exact repeat is one of the trainer's opens of this VC's files this
+   * pass, so one file the epoch has left sits it out: the VC's epoch then
+   * ends with the trainer's pass, not a file after it. Left to serve, that
+   * file would open the next pass, every later pass would begin with the
+   * one before's last file, and none would be exact again. The pass that
+   * repeated a file misses one, as a failed open does. A file at the
+   * repeat's own offset if there is one (strict answers an offset's opens
+   * with that offset's files, so each offset keeps in step), preferably
+   * one not read yet (no read is wasted), else one waiting in memory (its
+   * bytes go); a file held in another node's mirror cannot be withdrawn.
+   * Whether one did.
+   */
+  private sitOut (vc: VcId, offset: number): boolean {
+    for (const at of [offset, undefined]) {
+      const here = (file: FileId): boolean => at === undefined || this.offsetOf(file) === at
+      const unread = this.layout.vcs[vc].pcs.flatMap(pc => this.slots.unconsumedFilesOf(pc)).filter(here)
+      const waiting = this.slots.validOffsets(vc).filter(o => at === undefined || o === at)
+      const staged = (this.stagedForNextEpoch.has(vc) ? [] : this.slots.staged(vc) ?? []).filter(here)
+      let file: FileId
+      if (unread.length > 0) {
+        file = unread[this.random.below(unread.length)]
+        this.slots.consume(file)
+      } else if (waiting.length > 0) {
+        file = this.slots.take(vc, waiting[this.random.below(waiting.length)])
+        this.dropped.push(file)
+      } else if (staged.length > 0) {
+        file = staged[this.random.below(staged.length)]
+        this.slots.takeStaged(vc, file)
+        this.dropped.push(file)
+      } else {
+        continue
+      }
+      this.satOut.add(file)
+      return true
+    }
+    return false
+  }
+
+  /** Forgets which of the VC's files sat this epoch out: they are the next epoch's to serve. */
+  private forgetSatOut (vc: VcId): void {
+    for (const file of this.satOut) if (this.vcOf(file) === vc) this.satOut.delete(file)
   }
 
   /**
@@ -319,16 +366,18 @@ export class Protocol {
    * slot, a chunk staged for this epoch, a mirror). Ended while files
    * wait, the epoch would lose them and the next serve them as its own:
    * the exact open is a repeat within this epoch (a trainer mixing exact
-   * and other opens). But a trainer that never opens some files (a subset,
-   * drop_last) leaves them waiting for good, and each later exact open
-   * would read its file alone: so once this epoch's repeats outnumber the
-   * files waiting, the epoch ends anyway, carrying them into the next.
+   * and other opens), and a file waiting sits out for it. A trainer that
+   * never opens some files (a subset, drop_last) leaves them waiting for
+   * good; each of its repeats lets one go, until none waits. Files in
+   * other nodes' mirrors cannot sit out: once this epoch's repeats that
+   * found none outnumber them, the epoch ends anyway, carrying them into
+   * the next, or each later exact open would read its file alone.
    */
   private exactMayEndEpoch (vc: VcId): boolean {
     if (!this.slots.allConsumed(vc)) return false
     const staged = this.stagedForNextEpoch.has(vc) ? 0 : this.slots.staged(vc)?.length ?? 0
     const waiting = this.slots.validSlots(vc) + staged + this.home.filesHeld(vc).length
-    return this.repeatsThisEpoch[vc] >= waiting
+    return this.unmatchedRepeats[vc] >= waiting
   }
 
   /**
@@ -337,7 +386,8 @@ export class Protocol {
    * reclaim) stay consumed: they will be served in the epoch that starts.
    */
   private rollOver (vc: VcId): void {
-    this.repeatsThisEpoch[vc] = 0
+    this.unmatchedRepeats[vc] = 0
+    this.forgetSatOut(vc)
     this.home.endEpoch(vc)
     // A chunk staged for this epoch holds files served in the one ending; they stay consumed below, now as this epoch's.
     this.stagedForNextEpoch.delete(vc)
@@ -552,7 +602,8 @@ export class Protocol {
 
   /** One VC starts afresh: nothing in memory, every file loadable. Returns the files dropped. */
   private resetVc (vc: VcId): FileId[] {
-    this.repeatsThisEpoch[vc] = 0
+    this.unmatchedRepeats[vc] = 0
+    this.forgetSatOut(vc)
     const dropped = this.slots.resetVc(vc)
     this.home.resetVc(vc)
     this.stagedForNextEpoch.delete(vc)
@@ -653,7 +704,8 @@ export class Protocol {
    * the new epoch.
    */
   reset (): FileId[] {
-    this.repeatsThisEpoch.fill(0)
+    this.unmatchedRepeats.fill(0)
+    this.satOut.clear()
     const dropped = this.slots.reset()
     this.stagedForNextEpoch.clear()
     this.failedPcs.clear()

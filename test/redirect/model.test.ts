@@ -465,6 +465,8 @@ class World {
     const openers = job.state === 'killed' ? job.openers.filter(o => job.alive.has(o.pid)) : job.openers
     if (openers.length === 0) return
     const opener = openers[op.opener % openers.length]
+    // A worker left behind opens any file its user may read: as nobody, there may be none (seed 2).
+    if (job.state === 'killed' && this.openable(job).length === 0) return
     for (let n = 0; n < op.count; n++) {
       if (job.state === 'reading' && job.pass.next >= job.pass.order.length) break
       let thread = opener.threads.find(th => !th.busy)
@@ -695,8 +697,6 @@ class World {
 
   private checkPass (job: Job, pass: PassState): void {
     if (!pass.clean || pass.abandoned) return
-    // Known (todo test below): with exact opens among the others, the passes after a repeat drift.
-    if (this.checks.steer && this.scenario.loader === 'mixed') return
     const violations = passViolations({ samples: pass.order.map(file => this.dataset.paths[file]), answers: pass.answers, failing: pass.failing, exactRepeats: this.protocol.counters.exactRepeats - pass.repeatsAtStart })
     if (violations.length > 0) this.fail(`job ${job.index}, pass ${job.passes}, read alone: ${violations.join('; ')}`)
     this.note(`job ${job.index} pass ${job.passes} checked: ${pass.order.length} opens`)
@@ -832,9 +832,9 @@ t.test('an exact open of a file already served this epoch is counted as a repeat
   t.equal(await violationOf(small(5, { loader: 'mixed', seed: 721412059 }), [job(0, { short: true }), job(0), open(1), { kind: 'load', pick: 0, reject: true }, open(4)]), undefined)
 })
 
-t.test('after an exact open repeats a served file, the passes that follow serve each sample once', open40(
-  'a trainer that opens some paths exactly (stat first) and others not gets a file twice when an exact open repeats one served this epoch; the VC\'s epoch then ends a file later than the trainer\'s pass, and every later pass begins with the last one\'s leftover (each VC epoch still serves each file once); found by the random sequences, seed 2'
-), async t => {
+t.test('after an exact open repeats a served file, the passes that follow serve each sample once', async t => {
+  // Found by the random sequences (seed 2): the VC's epoch ended a file after the trainer's pass, and every later pass began
+  // with the last one's leftover. A repeat now stands in for a file the epoch has left (Protocol.sitOut).
   const scenario: Scenario = { classes: [4, 2], private: [0, 1, 0, 0], sizes: 'even', chunkSize: 1, memory: 0, mode: 'strict', directory: false, mixBlock: 1, loader: 'mixed', seed: 1 }
   t.equal(await violationOf(scenario, [job(0)]), undefined)
 })

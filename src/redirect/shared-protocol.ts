@@ -58,6 +58,8 @@ export interface SharedLoadPlan {
   readonly answer?: FileId
   /** Every file it places waits for its class's next epoch. */
   readonly forNextEpoch: boolean
+  /** An exact open's file read again for its opener alone (it was served, or sat out, this epoch): its state does not change. */
+  readonly reread?: boolean
 }
 
 export type SharedOpenDecision =
@@ -122,6 +124,10 @@ export class SharedProtocol {
   /** Blocks with files to read for this epoch, and blocks whose files are all served (readable for the next). */
   private readonly readableNow: BlockSet
   private readonly readableForNext: BlockSet
+  /** Files that sit their class's epoch out, one for each exact repeat (`sitOut`): counted served, never served. */
+  private readonly satOut = new Set<FileId>()
+  /** Files let go out of memory outside a load (a stock's file that sat out): the caller frees their bytes (`takeDropped`). */
+  private dropped: FileId[] = []
   residentBytes = 0
 
   constructor (readonly layout: SharedLayout, readonly options: SharedProtocolOptions) {
@@ -152,10 +158,17 @@ export class SharedProtocol {
   epochOf (group: number): number { return this.epochOfClass[group] }
   private blockOf (file: FileId): BlockId { return this.layout.fileBlock[file] as BlockId }
 
-  /** Answers an open of `file`: a file of its class from the stock, a load, or a wait. */
-  open (file: FileId, { retry = false }: { retry?: boolean } = {}): SharedOpenDecision {
-    if (!retry) this.counters.opens++
-    const decision = this.decide(this.groupOf(file), file)
+  /**
+   * Answers an open of `file`: a file of its class from the stock, a load,
+   * or a wait; `exact`: the file itself (a loader that stat()ed the path
+   * and trusts its size, `decideExact`).
+   */
+  open (file: FileId, { retry = false, exact = false }: { retry?: boolean, exact?: boolean } = {}): SharedOpenDecision {
+    if (!retry) {
+      this.counters.opens++
+      if (exact) this.counters.exactOpens++
+    }
+    const decision = exact ? this.decideExact(file) : this.decide(this.groupOf(file), file)
     if (decision.kind === 'serve') this.noteMemory()
     countAnswer(this.counters, file, decision.kind === 'serve' ? decision.file : undefined, retry)
     return decision
@@ -174,6 +187,96 @@ export class SharedProtocol {
     // Its loadable files all sit in blocks being read (taken there for another class's next epoch): wait for one.
     if (first === undefined) return { kind: 'wait', group }
     return { kind: 'load', plan: this.planLoad(first, this.options.memoryBytes, file) }
+  }
+
+  /**
+   * The file itself: from its class's stock, or by a load of its block
+   * that answers with it (the rest of the block placed as any load's).
+   * One served this epoch already (to an open of another path) is served
+   * again, read for its opener alone, and counted: exactness of the bytes
+   * comes first for such a loader. It is one of the class's opens this
+   * epoch, so another file of the class sits the epoch out (`sitOut`),
+   * and the class's epoch still ends with the trainer's. An open of a
+   * file whose class has served its whole epoch is the next epoch's.
+   */
+  private decideExact (file: FileId): SharedOpenDecision {
+    const group = this.groupOf(file)
+    const block = this.blockOf(file)
+    if (this.where[file] === IN_FLIGHT) return { kind: 'wait', group }
+    const forNextEpoch = this.where[file] === RESIDENT && this.takenFor[file] > this.epochOfClass[group]
+    if ((this.isServed(file) || forNextEpoch) && this.epochIsOver(group)) {
+      this.rollOver(group)
+      return this.decideExact(file)
+    }
+    if (this.where[file] === RESIDENT) {
+      const stock = forNextEpoch ? this.nextStockOf[group] : this.stockOf[group]
+      stock.splice(stock.indexOf(file), 1)
+      if (!forNextEpoch) {
+        this.serve(file)
+        return { kind: 'serve', file }
+      }
+      // Taken for the next epoch, so served in this one: a repeat. Its bytes serve it; the next epoch reads it anew.
+      this.where[file] = IDLE
+      this.residentBytes -= this.layout.files[file].size
+      this.takenFor[file] = this.epochOfClass[group]
+      this.servedIn[block]++
+      this.refresh(block)
+      this.repeat(group, file)
+      return { kind: 'serve', file }
+    }
+    // Not while its block is being read: one read of a block at a time.
+    if (this.blockInFlight[block] === 1) return { kind: 'wait', group }
+    if (this.isLoadable(file)) return { kind: 'load', plan: this.planLoad(block, this.options.memoryBytes, file, file) }
+    this.repeat(group, file)
+    this.blockInFlight[block] = 1
+    this.refresh(block)
+    return { kind: 'load', plan: { id: this.nextPlanId++, blocks: [block], files: [file], bytes: 0, requester: file, answer: file, forNextEpoch: false, reread: true } }
+  }
+
+  /** An exact open of a file served (or sat out) this epoch: counted unless it sat out, and another file sits out for it. */
+  private repeat (group: number, file: FileId): void {
+    if (!this.satOut.delete(file)) this.counters.exactRepeats++
+    this.sitOut(group)
+  }
+
+  /**
+   * One file of the class's epoch is counted served without being served:
+   * an exact repeat took its place among the trainer's opens. Left to
+   * serve, it would answer the trainer's next pass, which would then end a
+   * file later, and so every pass after it. A file not read yet if there
+   * is one (no read wasted), else one in the stock (its bytes go); none
+   * when all that is left is on its way.
+   */
+  private sitOut (group: number): void {
+    const members = this.layout.filesOfGroup[group]
+    const start = this.random.below(members.length)
+    let file: FileId | undefined
+    for (let i = 0; i < members.length && file === undefined; i++) {
+      const member = members[(start + i) % members.length]
+      if (this.isLoadable(member)) file = member
+    }
+    const block = file === undefined ? undefined : this.blockOf(file)
+    if (file !== undefined && block !== undefined) {
+      this.takenFor[file] = this.epochOfClass[group]
+      this.loadableOf[group]--
+      this.loadableIn[block]--
+      this.servedIn[block]++
+      this.servedOf[group]++
+      this.refresh(block)
+    } else if (this.stockOf[group].length > 0) {
+      const stock = this.stockOf[group]
+      file = stock.splice(this.random.below(stock.length), 1)[0]
+      this.serve(file)
+      this.dropped.push(file)
+    } else {
+      return
+    }
+    this.satOut.add(file)
+  }
+
+  /** Every file of the class's epoch is served (or failed, or sat out), and nothing of it is on its way. */
+  private epochIsOver (group: number): boolean {
+    return this.loadableOf[group] === 0 && this.stockOf[group].length === 0 && this.inFlightOf[group] === 0
   }
 
   /**
@@ -277,10 +380,10 @@ export class SharedProtocol {
    * requester's class in `first`) is always taken: it goes to its opener,
    * outside the budget.
    */
-  private planLoad (first: BlockId, limit: number, requester?: FileId): SharedLoadPlan {
+  private planLoad (first: BlockId, limit: number, requester?: FileId, exactAnswer?: FileId): SharedLoadPlan {
     let room = limit - this.residentBytes - this.counters.inflightBytes
     const requesterGroup = requester === undefined ? undefined : this.groupOf(requester)
-    const answer = requesterGroup === undefined ? undefined : this.layout.blocks[first].files.find(file => this.groupOf(file) === requesterGroup && this.isLoadable(file))
+    const answer = exactAnswer ?? (requesterGroup === undefined ? undefined : this.layout.blocks[first].files.find(file => this.groupOf(file) === requesterGroup && this.isLoadable(file)))
     const blocks: BlockId[] = []
     const files: FileId[] = []
     let bytes = 0
@@ -328,6 +431,7 @@ export class SharedProtocol {
   finishLoad (plan: SharedLoadPlan, delivered: ReadonlySet<FileId>): SharedLoadOutcome {
     this.counters.inflightBytes -= plan.bytes
     this.counters.chunkLoads++
+    if (plan.reread === true) return this.finishReread(plan, delivered)
     // Every class of the blocks read: an open may wait on a block for a file this load did not take (see `decide`).
     const wakes = new Set<number>()
     for (const block of plan.blocks) {
@@ -341,6 +445,8 @@ export class SharedProtocol {
     for (const file of plan.files) {
       const group = this.groupOf(file)
       const block = this.blockOf(file)
+      // Taken before its class was reset (`resetClass`): this epoch's now.
+      if (this.takenFor[file] < this.epochOfClass[group]) this.takenFor[file] = this.epochOfClass[group]
       const forThisEpoch = this.takenFor[file] === this.epochOfClass[group]
       if (forThisEpoch) this.inFlightOf[group]--
       else this.nextInFlightOf[group]--
@@ -392,6 +498,128 @@ export class SharedProtocol {
     return { placed, placedForNextEpoch, served, wakes: [...wakes] }
   }
 
+  /** An exact repeat's read: its file goes to its opener, or the open fails; nothing else changes. */
+  private finishReread (plan: SharedLoadPlan, delivered: ReadonlySet<FileId>): SharedLoadOutcome {
+    const block = plan.blocks[0]
+    this.blockInFlight[block] = 0
+    const readable = delivered.has(plan.answer!)
+    if (readable) this.failedBlocks.delete(block)
+    else { this.failedBlocks.add(block); this.counters.failedFiles++; this.counters.failedOpens++ }
+    this.refresh(block)
+    const wakes = [...new Set(this.layout.blocks[block].files.map(file => this.groupOf(file)))]
+    return { placed: [], placedForNextEpoch: [], served: readable ? plan.answer : undefined, wakes }
+  }
+
+  /**
+   * A file served this epoch whose opener went away before it got it (a
+   * trainer killed mid-open): back to its class's stock, so the epoch still
+   * serves it once. 'placed': the caller keeps its bytes in memory again;
+   * 'dropped': its class has moved on (a new epoch, run or reset), and
+   * the file is that epoch's to load like any other.
+   */
+  returnUnserved (file: FileId): 'placed' | 'dropped' {
+    const group = this.groupOf(file)
+    if (this.where[file] !== IDLE || this.takenFor[file] !== this.epochOfClass[group] || this.satOut.has(file)) return 'dropped'
+    this.counters.returnedFiles++
+    const block = this.blockOf(file)
+    this.where[file] = RESIDENT
+    this.residentBytes += this.layout.files[file].size
+    this.servedOf[group]--
+    this.servedIn[block]--
+    this.stockOf[group].push(file)
+    this.refresh(block)
+    this.noteMemory()
+    return 'placed'
+  }
+
+  /**
+   * A failed open was charged with an unreadable file (a demand load's
+   * answer), but its opener must not count (an orphaned worker): the file
+   * is this epoch's to load, or charge to another open, again.
+   */
+  uncharge (file: FileId): void {
+    const group = this.groupOf(file)
+    if (!this.isServed(file) || this.satOut.has(file)) return
+    const block = this.blockOf(file)
+    this.takenFor[file]--
+    this.servedOf[group]--
+    this.servedIn[block]--
+    this.loadableOf[group]++
+    this.loadableIn[block]++
+    this.counters.failedOpens--
+    this.refresh(block)
+  }
+
+  /**
+   * A new training run begins: every class starts a fresh epoch. A class
+   * whose epoch is over just rolls over, as its next open would have made
+   * it, keeping what was read ahead for its next epoch; any other was left
+   * mid-epoch by the run that ended, and is reset. Gives the files dropped
+   * from memory (the caller frees their bytes).
+   */
+  startNewRun (): FileId[] {
+    const dropped: FileId[] = []
+    for (let group = 0; group < this.layout.groups.length; group++) {
+      if (this.epochIsOver(group)) this.rollOver(group)
+      else dropped.push(...this.resetClass(group))
+    }
+    this.counters.newRuns++
+    this.noteMemory()
+    return dropped
+  }
+
+  /** Starts a fresh epoch for every class (`redirfs reset`); gives the files dropped from memory. */
+  reset (): FileId[] {
+    const dropped: FileId[] = []
+    for (let group = 0; group < this.layout.groups.length; group++) dropped.push(...this.resetClass(group))
+    this.counters.resets++
+    this.noteMemory()
+    return dropped
+  }
+
+  /**
+   * One class starts afresh: its stocks are dropped, and every file not on
+   * its way is loadable. Its epoch moves two on, past what was taken for
+   * its next one: a file still on its way lands as the new epoch's.
+   */
+  private resetClass (group: number): FileId[] {
+    const dropped = [...this.stockOf[group], ...this.nextStockOf[group]]
+    this.stockOf[group] = []
+    this.nextStockOf[group] = []
+    this.epochOfClass[group] += 2
+    this.counters.rollovers++
+    this.servedOf[group] = 0
+    this.inFlightOf[group] += this.nextInFlightOf[group]
+    this.nextInFlightOf[group] = 0
+    let loadable = 0
+    for (const file of this.layout.filesOfGroup[group]) {
+      const block = this.blockOf(file)
+      this.satOut.delete(file)
+      this.failedBlocks.delete(block)
+      if (this.where[file] === IN_FLIGHT) continue
+      if (this.where[file] === RESIDENT) {
+        this.where[file] = IDLE
+        this.residentBytes -= this.layout.files[file].size
+        this.loadableIn[block]++
+      } else if (this.takenFor[file] >= this.epochOfClass[group] - 2) {
+        // Served (or charged, or sat out) in the epoch that ends.
+        this.servedIn[block]--
+        this.loadableIn[block]++
+      }
+      loadable++
+      this.refresh(block)
+    }
+    this.loadableOf[group] = loadable
+    return dropped
+  }
+
+  /** The files let go out of memory outside a load, reset or new run: the caller frees their bytes. */
+  takeDropped (): FileId[] {
+    const dropped = this.dropped
+    this.dropped = []
+    return dropped
+  }
+
   /** A random file of the class's stock, served. */
   private takeFromStock (group: number): FileId {
     const stock = this.stockOf[group]
@@ -415,6 +643,7 @@ export class SharedProtocol {
   /** Ends a class's epoch: its served files are loadable again, and what was taken for the next epoch is now this one's. */
   private rollOver (group: number): void {
     this.counters.rollovers++
+    for (const file of this.layout.filesOfGroup[group]) this.satOut.delete(file)
     this.epochOfClass[group]++
     this.servedOf[group] = 0
     const stock = this.stockOf[group]

@@ -111,7 +111,7 @@ export function simulate (layout: Layout, options: SimulationOptions): Simulatio
   return runTrace(driver, layout.files.length, options)
 }
 
-export interface SharedSimulationOptions extends Omit<SimulationOptions, 'mode' | 'protocol' | 'onStep' | 'exactShare' | 'mixBlock'> {
+export interface SharedSimulationOptions extends Omit<SimulationOptions, 'mode' | 'protocol' | 'onStep' | 'mixBlock'> {
   onStep?: (protocol: SharedProtocol) => void
 }
 
@@ -121,8 +121,8 @@ export function simulateShared (layout: SharedLayout, options: SharedSimulationO
   const step = (): void => options.onStep?.(protocol)
   const driver: TraceDriver<SharedLoadPlan> = {
     counters: protocol.counters,
-    open ({ file }, retry) {
-      const decision = protocol.open(file, { retry })
+    open ({ file, exact }, retry) {
+      const decision = protocol.open(file, { retry, exact })
       step()
       return decision.kind === 'wait' ? { kind: 'wait', on: decision.group } : decision
     },

@@ -27,9 +27,8 @@ export function planMemory (files: readonly SampleFile[], chunkSize: number, mem
   const mean = meanFileSize(files)
   const groups = groupsToServe ?? new Set(files.map(file => file.group)).size
   const bytesPerVc = chunkSize * mean / (1 - READAHEAD_SHARE)
-  return {
-    vcCount: Math.floor(memoryBytes / bytesPerVc),
-    meanFileSize: mean,
-    minimumBytes: Math.ceil(groups * bytesPerVc)
-  }
+  const minimumBytes = Math.ceil(groups * bytesPerVc)
+  // At the minimum itself, memory / bytesPerVc can round to a hair below the group count.
+  const vcCount = Math.floor(memoryBytes / bytesPerVc)
+  return { vcCount: memoryBytes >= minimumBytes ? Math.max(vcCount, groups) : vcCount, meanFileSize: mean, minimumBytes }
 }

@@ -350,6 +350,8 @@ export class Protocol {
         continue
       }
       this.satOut.add(file)
+      // Served as far as the standby copy goes: a node that takes the VC over must not serve it this epoch either.
+      this.home.noteServed(file, undefined)
       return true
     }
     return false
@@ -669,7 +671,8 @@ export class Protocol {
   returnUnserved (file: FileId): 'placed' | 'dropped' {
     const vc = this.vcOf(file)
     const offset = this.offsetOf(file)
-    if (!this.owns(vc) || !this.slots.isConsumed(file)) return 'dropped'
+    // A file that sat this epoch out was served in an earlier one: its late return is not this epoch's to serve.
+    if (!this.owns(vc) || !this.slots.isConsumed(file) || this.satOut.has(file)) return 'dropped'
     this.counters.returnedFiles++
     this.home.unserve(file)
     // Not while a load of its VC is in flight: that load was planned with the slot empty and the file
@@ -692,7 +695,7 @@ export class Protocol {
    */
   uncharge (file: FileId): void {
     const vc = this.vcOf(file)
-    if (!this.owns(vc) || !this.slots.isConsumed(file) || this.slots.fileAt(vc, this.offsetOf(file)) === file) return
+    if (!this.owns(vc) || !this.slots.isConsumed(file) || this.slots.fileAt(vc, this.offsetOf(file)) === file || this.satOut.has(file)) return
     this.slots.unconsume(file)
     this.counters.failedOpens--
   }

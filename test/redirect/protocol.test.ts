@@ -1,6 +1,6 @@
 import t from 'tap'
 import { planMemory } from '../../src/redirect/budget'
-import { allVcs, buildLayout, type FileId, type Layout, type VcId } from '../../src/redirect/layout'
+import { allVcs, buildLayout, type FileId, type Layout, type SampleFile, type VcId } from '../../src/redirect/layout'
 import { Protocol, type LoadPlan, type RedirectMode } from '../../src/redirect/protocol'
 import { simulate, type ServedOpen } from '../../src/redirect/simulator'
 import { fileId, vcId } from '../helpers/ids'
@@ -186,6 +186,32 @@ for (const mode of ['strict', 'pool', 'mix'] as RedirectMode[]) {
     t.equal(protocol.counters.exactRepeats, 1)
   })
 }
+
+t.test('a late give-back of a file that sits the epoch out is not placed: the next exact open of it is counted as the repeat it is', async t => {
+  // Found by a review of the sit-out (ce6d772): placed, the file was served twice in the pass with one repeat counted.
+  const four: SampleFile[] = [0, 1, 2, 3].map(i => ({ path: `c/f${i}`, size: 100, group: 'c' }))
+  const layout = buildLayout(four, { chunkSize: 1, seed: 1, vcCount: 1 })
+  for (let seed = 1; seed < 200; seed++) {
+    const protocol = new Protocol(layout, { mode: 'strict', memoryBytes: 10_000, seed })
+    const first = [0, 1, 2, 3].map(i => openOnce(protocol, fileId(i), false)!)
+    const late = first[3] // its opener went away: the FUSE layer gives it back later
+    const served = openOnce(protocol, fileId(0), false)! // the next pass begins
+    if (served === fileId(0)) continue
+    t.equal(openOnce(protocol, served, true), served, 'an exact repeat')
+    // Only `served` was served this pass: a file read into memory that is neither it nor in the slot sat out for the repeat.
+    const satOut = late !== served && protocol.slots.isConsumed(late) && protocol.slots.fileAt(vcId(0), 0) !== late
+    if (!satOut) continue
+    const uncharged = protocol.counters.failedOpens
+    protocol.uncharge(late)
+    t.equal(protocol.counters.failedOpens, uncharged, 'not uncharged')
+    t.equal(protocol.returnUnserved(late), 'dropped', 'the late give-back is dropped')
+    const repeats = protocol.counters.exactRepeats
+    t.equal(openOnce(protocol, late, true), late)
+    t.equal(protocol.counters.exactRepeats, repeats, 'the file that sat out is served once, not counted as a repeat')
+    return
+  }
+  t.fail('no seed made the late file sit out')
+})
 
 t.test('off: every open gets exactly the file it opened, still loaded by chunk', async t => {
   const { layout, memoryBytes } = layoutFor(0.25)

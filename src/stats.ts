@@ -19,6 +19,8 @@ export interface LayoutStats {
   datasetBytes: number
   hash: string
   nodes: number
+  /** 'class': a chunk of every group in memory; 'shared': chunks shared by classes, for memory that holds none of every class (docs/design.md, "Shared chunks"). */
+  kind: 'class' | 'shared'
 }
 
 export interface MemoryStats {

@@ -36,7 +36,9 @@ export function describeMount (config: MountConfig, summary: MountSummary, logFi
   const groups = `${summary.samples} samples in ${summary.groups} groups (${summary.someGroups.join(', ')}${summary.groups > summary.someGroups.length ? ', …' : ''})`
   const skipped = summary.skipped > 0 ? `; left out ${summary.skipped} entr${summary.skipped === 1 ? 'y' : 'ies'} that cannot be served (listed in the log)` : ''
   const bucket = isS3Url(config.source) ? ` (${summary.kind === 'pack' ? 'a pack' : 'an ImageFolder of objects'} in a bucket)` : ''
-  return `redirfs: mounted ${config.source}${bucket} at ${config.mountpoint}: ${groups}${skipped}; ${config.mode}; log ${logFile}`
+  // The shared layout serves what the class layout would refuse: a user must know which one reads for them.
+  const layout = summary.layout === 'shared' ? ', chunks shared by the groups (memory holds no chunk of every group)' : ''
+  return `redirfs: mounted ${config.source}${bucket} at ${config.mountpoint}: ${groups}${skipped}; ${config.mode}${layout}; log ${logFile}`
 }
 
 /** Runs the mount in this process until SIGINT/SIGTERM. */

@@ -47,7 +47,7 @@ const STATS_SHAPE: Shape = {
   chunkSize: N,
   seed: N,
   uptimeSeconds: N,
-  layout: { samples: N, groups: N, someGroups: [T], grouping: T, skippedEntries: N, physicalChunks: N, virtualChunks: N, datasetBytes: N },
+  layout: { samples: N, groups: N, someGroups: [T], grouping: T, skippedEntries: N, physicalChunks: N, virtualChunks: N, datasetBytes: N, kind: T },
   memory: { budgetBytes: N, sampleBufferBytes: N, idleSampleBufferBytes: N },
   protocol: Object.fromEntries(PROTOCOL_READ.map(field => [field, N])),
   source: 'record',
@@ -113,7 +113,9 @@ export function formatStats (s: MountStats, mountpoint: string): string {
   const rows: [string, string][] = [
     ['mount', `${s.dataset} at ${s.mountpoint} (pid ${s.pid}, up ${s.uptimeSeconds}s)`],
     ['mode', `${s.mode}, chunk size ${s.chunkSize}, seed ${s.seed}`],
-    ['layout', `${s.layout.samples} samples in ${s.layout.groups} groups, ${s.layout.physicalChunks} physical / ${s.layout.virtualChunks} virtual chunks, ${formatSize(s.layout.datasetBytes)}`],
+    ['layout', s.layout.kind === 'shared'
+      ? `${s.layout.samples} samples in ${s.layout.groups} groups, ${s.layout.physicalChunks} chunks shared by the groups (memory holds no chunk of every group), ${formatSize(s.layout.datasetBytes)}`
+      : `${s.layout.samples} samples in ${s.layout.groups} groups, ${s.layout.physicalChunks} physical / ${s.layout.virtualChunks} virtual chunks, ${formatSize(s.layout.datasetBytes)}`],
     ['groups', `by ${s.layout.grouping}: ${s.layout.someGroups.join(', ')}${s.layout.groups > s.layout.someGroups.length ? ', …' : ''}` +
       (s.layout.skippedEntries > 0 ? `; ${s.layout.skippedEntries} entries of the source left out (--skip-unservable)` : '')],
     ['memory', `${formatSize(p.residentBytes)} resident, ${formatSize(p.inflightBytes)} loading, peak ${formatSize(p.peakResidentBytes)} of ${formatSize(s.memory.budgetBytes)} budget; sample buffers ${formatSize(s.memory.sampleBufferBytes)} (${formatSize(s.memory.idleSampleBufferBytes)} idle)`],

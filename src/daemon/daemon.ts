@@ -32,6 +32,7 @@ import { ObjectFileReader, ObjectSource, scanBucket } from '../s3/object-dataset
 import { ObjectStore } from '../s3/store'
 import { PackFileReader, PackSource } from '../pack/pack-source'
 import { Engine } from '../engine/engine'
+import { SharedEngine } from '../engine/shared-engine'
 import { isForUser, UsageError } from '../errors'
 import { FsAdapter } from '../fs/adapter'
 import type { MountedFilesystem } from '../fs/backend'
@@ -42,6 +43,8 @@ import { describeGrouping, sampleOfGroups } from '../redirect/grouping'
 import { buildLayout, cutPhysicalChunks, groupsPerHome, type Layout, type NodeId, type PhysicalChunking } from '../redirect/layout'
 import { MirrorTable } from '../redirect/mirror'
 import { Protocol } from '../redirect/protocol'
+import { buildSharedLayout, type SharedLayout } from '../redirect/shared-layout'
+import { SharedProtocol } from '../redirect/shared-protocol'
 import { parseAddress, parsePeers, type PeerAddress } from '../cluster/addresses'
 import { ClusterNode, reclaimFromHolders } from '../cluster/cluster-node'
 import { Membership, type Storage } from '../cluster/membership'
@@ -72,6 +75,8 @@ export interface MountSummary {
   skipped: number
   /** What the source is: 'directory', 'pack' or 'objects' (an ImageFolder in a bucket). */
   kind: string
+  /** The layout chosen (`chooseLayout`): 'class', or 'shared' where memory holds no chunk of every class. */
+  layout: 'class' | 'shared'
 }
 
 async function checkSource (source: string): Promise<void> {
@@ -294,35 +299,69 @@ function clusterShape (config: MountConfig, dataset: OpenedDataset): ClusterShap
  * a pack is of a chunk of this layout (fuzz/pack-index.fuzz.ts reads them all).
  */
 export function mountLayout (dataset: OpenedDataset, memoryBytes: number, nodes: number): Layout {
-  const { tree, chunkSize } = dataset
-  const chunking = cutPhysicalChunks(tree.samples, chunkSize, dataset.layoutSeed)
+  const plan = classLayoutPlan(dataset, memoryBytes, nodes)
+  if (memoryBytes < plan.memory.minimumBytes) throw memoryTooSmall(memoryBytes, dataset, plan)
+  return classLayout(dataset, nodes, plan)
+}
+
+/** What the class layout needs: its physical chunks, and the memory a chunk of every group takes. */
+interface ClassLayoutPlan { chunking: PhysicalChunking, busiest?: number, memory: MemoryPlan, sharedFits?: boolean }
+
+function classLayoutPlan (dataset: OpenedDataset, memoryBytes: number, nodes: number): ClassLayoutPlan {
+  const chunking = cutPhysicalChunks(dataset.tree.samples, dataset.chunkSize, dataset.layoutSeed)
   const busiest = nodes === 1 ? undefined : Math.max(...groupsPerHome(chunking, nodes))
-  const memory = planMemory(tree.samples, chunkSize, memoryBytes, busiest)
-  if (memoryBytes < memory.minimumBytes) throw memoryTooSmall(memoryBytes, dataset, chunking, busiest, memory)
-  const layout = buildLayout(tree.samples, { chunkSize, seed: dataset.layoutSeed, vcCount: memory.vcCount, nodes, chunking })
+  return { chunking, busiest, memory: planMemory(dataset.tree.samples, dataset.chunkSize, memoryBytes, busiest) }
+}
+
+function classLayout (dataset: OpenedDataset, nodes: number, { chunking, memory }: ClassLayoutPlan): Layout {
+  const layout = buildLayout(dataset.tree.samples, { chunkSize: dataset.chunkSize, seed: dataset.layoutSeed, vcCount: memory.vcCount, nodes, chunking })
   dataset.checkLayout?.(layout)
   return layout
+}
+
+/** The layout a mount uses, and the engine that serves it. */
+export type ChosenLayout = { kind: 'class', layout: Layout } | { kind: 'shared', layout: SharedLayout }
+
+/**
+ * The class layout wherever its memory holds a chunk of every group: it
+ * is what every mode, packs and clusters are built on. Below that (many
+ * classes), the shared layout (docs/design.md, "Shared chunks"), whose
+ * least memory does not grow with classes × K: for now on one node, over
+ * a source read file by file (a directory, or objects in a bucket), in
+ * `mix` or `pool`. Anywhere else the mount is refused as before, saying so.
+ */
+export function chooseLayout (dataset: OpenedDataset, config: Pick<MountConfig, 'memoryBytes' | 'mode'>, nodes: number): ChosenLayout {
+  const plan = classLayoutPlan(dataset, config.memoryBytes, nodes)
+  if (config.memoryBytes >= plan.memory.minimumBytes) return { kind: 'class', layout: classLayout(dataset, nodes, plan) }
+  const sharedFits = nodes === 1 && dataset.source.readsFileByFile && (config.mode === 'mix' || config.mode === 'pool')
+  if (!sharedFits) throw memoryTooSmall(config.memoryBytes, dataset, { ...plan, sharedFits })
+  // A directory's or a bucket's files are read one by one: a block is one file.
+  return { kind: 'shared', layout: buildSharedLayout(dataset.tree.samples, { chunkSize: dataset.chunkSize, blockSize: 1, seed: dataset.layoutSeed }) }
 }
 
 async function serve (config: MountConfig, dataset: OpenedDataset, buffers: SampleBuffers, log: Logger): Promise<RunningMount> {
   const { tree, chunkSize } = dataset
   const shape = clusterShape(config, dataset)
-  const layout = mountLayout(dataset, config.memoryBytes, shape.nodes)
+  const chosen = chooseLayout(dataset, config, shape.nodes)
+  const { layout } = chosen
   let memoryLimit = checkMemoryLimit(config, tree.count)
   // A directory reads files one by one, so mix may take each from any chunk; a pack reads blocks, a few per load.
   const mixBlock = config.mixBlock ?? (dataset.checkLayout !== undefined ? Math.max(1, Math.ceil(chunkSize / 4)) : 1)
   // Samples bound to open files are the adapter's (built below, once the engine is): readahead leaves room for them.
   const opens = { held: (): number => 0 }
-  const protocol = new Protocol(layout, { mode: config.mode, memoryBytes: config.memoryBytes, seed: config.seed, node: shape.node, prefetch: config.cluster?.prefetch, mixBlock, heldByOpens: () => opens.held() })
   // The object graph, built once: the engine reclaims through the cluster's
   // membership, the cluster node routes opens to the engine, and the stats
   // it serves its peers are the whole mount's (a function, called only once
-  // the mount is up).
-  const membership = config.cluster === undefined ? undefined : await clusterMembership(config.cluster, shape, layout, buffers, log)
-  const engine = new Engine(protocol, dataset.source, buffers, log, membership === undefined ? undefined : reclaimFromHolders(membership, log))
-  const cluster = membership === undefined || config.cluster === undefined
+  // the mount is up). A cluster always has the class layout (chooseLayout).
+  const membership = config.cluster === undefined || chosen.kind !== 'class' ? undefined : await clusterMembership(config.cluster, shape, chosen.layout, buffers, log)
+  const engine = chosen.kind === 'class'
+    ? new Engine(new Protocol(chosen.layout, { mode: config.mode, memoryBytes: config.memoryBytes, seed: config.seed, node: shape.node, prefetch: config.cluster?.prefetch, mixBlock, heldByOpens: () => opens.held() }),
+      dataset.source, buffers, log, membership === undefined ? undefined : reclaimFromHolders(membership, log))
+    : new SharedEngine(new SharedProtocol(chosen.layout, { memoryBytes: config.memoryBytes, seed: config.seed }), dataset.source, buffers, log)
+  if (chosen.kind === 'shared') warnIfFewPerClass(config.memoryBytes, chosen.layout, log)
+  const cluster = membership === undefined || config.cluster === undefined || chosen.kind !== 'class' || !(engine instanceof Engine)
     ? undefined
-    : new ClusterNode(layout, engine, new MirrorTable(layout, config.cluster.remoteMemoryBytes, config.mode, config.seed + shape.node), membership, buffers, {
+    : new ClusterNode(chosen.layout, engine, new MirrorTable(chosen.layout, config.cluster.remoteMemoryBytes, config.mode, config.seed + shape.node), membership, buffers, {
       // parsePeers refuses wildcard entries, so only an explicit --listen listens on one.
       listen: config.cluster.listen !== undefined ? parseAddress(config.cluster.listen, '--listen') : shape.peers[shape.node],
       dataPort: config.cluster.dataPort,
@@ -353,7 +392,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, buffers: Samp
     chunkSize,
     seed: config.seed,
     uptimeSeconds: Math.round((Date.now() - startedAt) / 1000),
-    layout: { samples: layout.files.length, groups: layout.groups.length, someGroups: sampleOfGroups(layout.groups), grouping: describeGrouping(dataset.groupDepth), skippedEntries: tree.skipped.length, physicalChunks: layout.pcs.length, virtualChunks: layout.vcs.length, datasetBytes: layout.totalBytes, hash: layout.hash, nodes: layout.nodes },
+    layout: { samples: layout.files.length, groups: layout.groups.length, someGroups: sampleOfGroups(layout.groups), grouping: describeGrouping(dataset.groupDepth), skippedEntries: tree.skipped.length, physicalChunks: layout.pcs.length, virtualChunks: chosen.kind === 'class' ? chosen.layout.vcs.length : 0, datasetBytes: layout.totalBytes, hash: layout.hash, nodes: shape.nodes, kind: chosen.kind },
     memory: { budgetBytes: config.memoryBytes, boundBytes: adapter.handles.boundBytes, ...sampleBufferMemory(), ...processMemory(), ...(memoryLimit !== undefined ? { cgroup: memoryLimit.cgroup, cgroupLimitBytes: memoryLimit.limitBytes } : {}) },
     ...engine.stats(),
     ...(dataset.watch !== undefined ? { source: { ...engine.stats().source, ...dataset.watch.stats() } } : {}),
@@ -431,10 +470,10 @@ async function serve (config: MountConfig, dataset: OpenedDataset, buffers: Samp
     await cluster?.close()
     throw err
   }
-  log.info({ source: config.source, mountpoint: config.mountpoint, mode: config.mode, samples: layout.files.length, groups: layout.groups.length, pcs: layout.pcs.length, vcs: layout.vcs.length, layoutHash: layout.hash, fdLimit: fdLimit()?.soft }, 'mounted')
+  log.info({ source: config.source, mountpoint: config.mountpoint, mode: config.mode, layout: chosen.kind, samples: layout.files.length, groups: layout.groups.length, pcs: layout.pcs.length, vcs: chosen.kind === 'class' ? chosen.layout.vcs.length : 0, layoutHash: layout.hash, fdLimit: fdLimit()?.soft }, 'mounted')
 
   return {
-    summary: { samples: layout.files.length, groups: layout.groups.length, someGroups: sampleOfGroups(layout.groups), skipped: tree.skipped.length, kind: String(dataset.source.stats().kind) },
+    summary: { samples: layout.files.length, groups: layout.groups.length, someGroups: sampleOfGroups(layout.groups), skipped: tree.skipped.length, kind: String(dataset.source.stats().kind), layout: chosen.kind },
     stop: async () => {
       clearInterval(cgroupWatch)
       const stillMounted = (await mountAt(config.mountpoint))?.source === 'redirfs'
@@ -531,7 +570,7 @@ let orphanLoggedAt = -Infinity
  * one ended starts a new epoch; in a cluster every run's beginning is the
  * cluster's business (a generation, src/cluster); one beside another is said.
  */
-function onRunEvent (event: RunEvent, samples: Engine | ClusterNode, log: Logger): boolean {
+function onRunEvent (event: RunEvent, samples: Engine | SharedEngine | ClusterNode, log: Logger): boolean {
   if (event.kind === 'orphan') {
     if (Date.now() - orphanLoggedAt > 60_000) {
       orphanLoggedAt = Date.now()
@@ -555,12 +594,22 @@ function onRunEvent (event: RunEvent, samples: Engine | ClusterNode, log: Logger
   return true
 }
 
+/** Files per class in memory below which most opens of the shared layout wait (docs/design.md, "Shared chunks"). */
+const FEW_PER_CLASS = 5
+
+/** The shared layout serves any memory, but below a few files per class most opens wait for a read: the log says so. */
+function warnIfFewPerClass (memoryBytes: number, layout: SharedLayout, log: Logger): void {
+  const perClass = memoryBytes / (layout.totalBytes / Math.max(1, layout.files.length)) / Math.max(1, layout.groups.length)
+  log.info({ layout: 'shared', filesPerClassInMemory: Number(perClass.toFixed(1)) }, 'memory holds no chunk of every class: the shared layout serves it')
+  if (perClass < FEW_PER_CLASS) log.warn({ filesPerClassInMemory: Number(perClass.toFixed(1)) }, `--memory holds about ${perClass.toFixed(1)} files per class: below about ${FEW_PER_CLASS}, many opens wait for a read (more memory, or fewer classes, waits less)`)
+}
+
 /**
  * The error for a budget below one chunk per group. Many small groups
  * (directories of a file or two) are the usual cause, so it says how many
  * there are and what to do about each cause.
  */
-function memoryTooSmall (memoryBytes: number, dataset: OpenedDataset, { groups, chunksOfGroup }: PhysicalChunking, busiest: number | undefined, memory: MemoryPlan): UsageError {
+function memoryTooSmall (memoryBytes: number, dataset: OpenedDataset, { chunking: { groups, chunksOfGroup }, busiest, memory, sharedFits }: ClassLayoutPlan): UsageError {
   const { chunkSize, groupDepth } = dataset
   const sizes = chunksOfGroup.map(chunks => chunks.reduce((sum, chunk) => sum + chunk.length, 0))
   const tiny = sizes.filter(size => size <= 2).length
@@ -570,6 +619,8 @@ function memoryTooSmall (memoryBytes: number, dataset: OpenedDataset, { groups, 
     (tiny > 0 ? `, ${tiny} of them of 1-2 files` : '') + `, and each of the ${served} groups${where} needs one chunk of ${chunkSize} files (mean ${formatSize(memory.meanFileSize)}) in memory`
   const fixes = [`--memory ${formatSize(memory.minimumBytes)} or more`, 'a smaller --chunk-size']
   if (groupDepth === undefined && tiny > 0) fixes.push('--group-depth N if the directories below depth N each belong to one class (see the README)')
+  // The shared layout needs no chunk per group, but serves only these so far (chooseLayout).
+  if (sharedFits === false && busiest === undefined && dataset.source.readsFileByFile) fixes.push('--redirect mix or pool, whose shared layout needs a few files per group, not a chunk')
   return new UsageError(`--memory ${formatSize(memoryBytes)} is too small: ${why}; use ${fixes.join(', or ')}`)
 }
 

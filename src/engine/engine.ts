@@ -20,7 +20,7 @@ import type { FileId, NodeId, VcId } from '../redirect/layout'
 import type { ServedNotice } from '../redirect/mirror'
 import type { LoadPlan, MirrorReport, OpenDecision, Protocol, ReclaimPlan, ReclaimReport, StandbyUpdate } from '../redirect/protocol'
 import type { Adoption } from '../redirect/takeover'
-import { ResidentBytes, VcWaiters } from './memory'
+import { ResidentBytes, Waiters } from './memory'
 import type { SampleBuffers } from '../chunks/sample-buffers'
 
 /** An open whose sample could not be read (EIO), and the unreadable file it was charged with, when one was. */
@@ -75,7 +75,7 @@ export interface RequestAnswer {
 
 export class Engine {
   private readonly resident: ResidentBytes
-  private readonly waiters = new VcWaiters()
+  private readonly waiters = new Waiters()
   private readonly loadsInFlight = new Set<Promise<unknown>>()
 
   /** `reclaimer`: a cluster's; a single node never ships files, so never reclaims. */

@@ -1,7 +1,7 @@
 /**
  * What both sides of a node keep while opens are in flight: the bytes of
  * files in memory (home slots, or mirrors), and the opens parked until a
- * load or a request for their VC ends.
+ * load or a request for their VC (or class) ends.
  */
 import type { SampleBuffers } from '../chunks/sample-buffers'
 import type { FileId, VcId } from '../redirect/layout'
@@ -49,18 +49,19 @@ export class ResidentBytes {
   }
 }
 
-export class VcWaiters {
-  private readonly waiting = new Map<VcId, (() => void)[]>()
+/** Opens parked per key: a VC (the class layout), or a class (the shared one). */
+export class Waiters<Key = VcId> {
+  private readonly waiting = new Map<Key, (() => void)[]>()
 
-  /** Resolves when `wake(vc)` is next called. */
-  async wait (vc: VcId): Promise<void> {
-    await new Promise<void>(resolve => appendTo(this.waiting, vc, resolve))
+  /** Resolves when `wake(key)` is next called. */
+  async wait (key: Key): Promise<void> {
+    await new Promise<void>(resolve => appendTo(this.waiting, key, resolve))
   }
 
-  wake (vc: VcId): void {
-    const waiting = this.waiting.get(vc)
+  wake (key: Key): void {
+    const waiting = this.waiting.get(key)
     if (waiting === undefined) return
-    this.waiting.delete(vc)
+    this.waiting.delete(key)
     for (const resume of waiting) resume()
   }
 }

@@ -13,7 +13,7 @@ import type { FileId, VcId } from '../redirect/layout'
 import type { MirrorCounters, MirrorTable, RemoteRequest, ServedNotice } from '../redirect/mirror'
 import type { GivenBack } from '../redirect/protocol'
 import type { RequestAnswer, ServedFile } from './engine'
-import { ResidentBytes, VcWaiters } from './memory'
+import { ResidentBytes, Waiters } from './memory'
 
 /** What asking a VC's owner gives: its answer, or the news that this node has become the owner (a takeover). */
 export type OwnerReply = { readonly kind: 'answered', readonly answer: RequestAnswer } | { readonly kind: 'owner-is-here' }
@@ -28,7 +28,7 @@ export interface Owners {
 
 export class RemoteReader {
   private readonly resident: ResidentBytes
-  private readonly waiters = new VcWaiters()
+  private readonly waiters = new Waiters()
 
   constructor (private readonly mirror: MirrorTable, private readonly owners: Owners, buffers: SampleBuffers) {
     this.resident = new ResidentBytes('mirror', mirror.layout.files.length, buffers)

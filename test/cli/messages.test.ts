@@ -71,7 +71,7 @@ t.test('a system error with nothing more said is still one line naming the opera
 t.test('figures are rounded: a mean file size in whole bytes', async t => {
   const mountpoint = emptyDir()
   t.teardown(() => forceUnmount(mountpoint))
-  const result = await redirfs('mount', source, mountpoint, '--memory', '1K')
+  const result = await redirfs('mount', source, mountpoint, '--memory', '1K', '--redirect', 'strict')
   t.match(result.stderr, /\(mean 97\.7 KiB\)/)
   t.notMatch(result.stderr, /\d\.\d{3,}/, 'no long fractions')
 })

@@ -53,13 +53,28 @@ t.test('the mount line names the groups of a train/val root, not the splits', as
   t.match(result.stdout, /: 252 samples in 30 groups \(train\/ant, [^)]*val\/[a-z/]+, …\)/)
 })
 
-t.test('a class of many one- and two-frame video directories: too small for --memory by default, and the error says why and what to do', async t => {
+t.test('a class of many one- and two-frame video directories: too small for --memory in strict, and the error says why and what to do', async t => {
   const { root } = await videos
-  const result = await redirfs('mount', root, emptyDir(), '--memory', '100K', '--chunk-size', '4')
+  const result = await redirfs('mount', root, emptyDir(), '--memory', '100K', '--chunk-size', '4', '--redirect', 'strict')
   t.not(result.code, 0)
   t.match(result.stderr, /--memory 100\.0 KiB is too small: the samples fall into \d+ redirect groups \(the directory holding each sample; e\.g\. ant\/video00, /)
   t.match(result.stderr, /\d+ of them of 1-2 files/)
   t.match(result.stderr, /or --group-depth N if/)
+})
+
+t.test('the same memory in mix (the default): the shared layout serves every video directory as its own class, labels right, every frame once per epoch', async t => {
+  const { root, table, identities } = await videos
+  const mountpoint = emptyDir()
+  const result = await redirfs('mount', root, mountpoint, '--memory', '100K', '--chunk-size', '4')
+  t.teardown(async () => { await redirfs('umount', '--force', mountpoint) })
+  t.equal(result.code, 0, result.stderr)
+  t.match(result.stdout, /; mix, chunks shared by the groups \(memory holds no chunk of every group\); log /, 'the mount line says which layout')
+  const report = await runReader('read', mountpoint, table, '--workers', '2', '--epochs', '3')
+  checkEpochs(t, report.epochs, identities())
+  const stats = await readStats(mountpoint)
+  t.equal(stats.layout.kind, 'shared')
+  t.ok(stats.protocol.redirects > 0, 'redirection was at work')
+  t.ok(stats.protocol.peakResidentBytes <= 100 * 1024, `peak ${stats.protocol.peakResidentBytes} bytes of samples within --memory`)
 })
 
 t.test('--group-depth 1 groups the frames of a class together: labels right, every frame once per epoch', async t => {

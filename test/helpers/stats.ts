@@ -41,7 +41,7 @@ export const singleStats: MountStats = {
   chunkSize: 64,
   seed: 0,
   uptimeSeconds: 321,
-  layout: { samples: 9120, groups: 10, someGroups: ['ant', 'bee', 'cat'], grouping: 'the directory holding each sample', skippedEntries: 0, physicalChunks: 150, virtualChunks: 40, datasetBytes: 2 ** 31, hash: 'abc123', nodes: 1 },
+  layout: { samples: 9120, groups: 10, someGroups: ['ant', 'bee', 'cat'], grouping: 'the directory holding each sample', skippedEntries: 0, physicalChunks: 150, virtualChunks: 40, datasetBytes: 2 ** 31, hash: 'abc123', nodes: 1, kind: 'class' },
   memory: { budgetBytes: 2 ** 30, boundBytes: 2 ** 20, sampleBufferBytes: 2 ** 29, idleSampleBufferBytes: 2 ** 24, processRssBytes: 2 ** 30, jsHeapBytes: 2 ** 26, externalBytes: 2 ** 29 },
   protocol,
   source: { kind: 'pack', directIo: 'true', openSegments: 3, chunksRead: 160, bytesRead: 2 ** 31, corruptChunks: 0 },

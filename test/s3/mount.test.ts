@@ -53,6 +53,18 @@ forEachS3Server(async (t, server) => {
     }
   }
 
+  t.test('objects on memory that holds no chunk of every class: the shared layout, labels right, every sample once per epoch', async t => {
+    const mountpoint = emptyDir()
+    const mounted = await mountWith(t, server.env, 's3://data/flat', mountpoint, '--memory', '60K', '--chunk-size', '64', '--seed', '1')
+    t.match(mounted.stdout, /; mix, chunks shared by the groups/)
+    const report = await runReader('read', mountpoint, (await flat).table, '--workers', '4', '--epochs', '3')
+    checkEpochs(t, report.epochs, (await flat).identities())
+    const stats = await readStats(mountpoint)
+    t.equal(stats.layout.kind, 'shared')
+    t.equal(stats.source.failures, 0)
+    t.ok(stats.protocol.peakResidentBytes <= 60 * 1024, `samples in memory within --memory (peak ${stats.protocol.peakResidentBytes})`)
+  })
+
   t.test('a train/val root in a bucket: labels right, each split exactly once per epoch', async t => {
     const mountpoint = emptyDir()
     await mountWith(t, server.env, 's3://data/splits', mountpoint, '--memory', '400K', '--chunk-size', '4')

@@ -126,6 +126,8 @@ export class SharedProtocol {
   private readonly readableForNext: BlockSet
   /** Files that sit their class's epoch out, one for each exact repeat (`sitOut`): counted served, never served. */
   private readonly satOut = new Set<FileId>()
+  /** Per class, repeats whose file to sit out is still on its way: the next to land for this epoch sits out. */
+  private readonly owedSitOuts: Uint32Array
   /** Files let go out of memory outside a load (a stock's file that sat out): the caller frees their bytes (`takeDropped`). */
   private dropped: FileId[] = []
   residentBytes = 0
@@ -148,6 +150,7 @@ export class SharedProtocol {
     this.blockInFlight = new Uint8Array(blocks)
     this.loadableIn = Uint32Array.from(layout.blocks, block => block.files.length)
     this.servedIn = new Uint32Array(blocks)
+    this.owedSitOuts = new Uint32Array(groups)
     this.readableNow = new BlockSet(blocks)
     this.readableForNext = new BlockSet(blocks)
     for (let block = 0; block < blocks; block++) this.readableNow.add(block as BlockId)
@@ -250,28 +253,58 @@ export class SharedProtocol {
   private sitOut (group: number): void {
     const members = this.layout.filesOfGroup[group]
     const start = this.random.below(members.length)
-    let file: FileId | undefined
-    for (let i = 0; i < members.length && file === undefined; i++) {
+    for (let i = 0; i < members.length; i++) {
       const member = members[(start + i) % members.length]
-      if (this.isLoadable(member)) file = member
+      if (this.isLoadable(member)) {
+        this.sitOutLoadable(member)
+        return
+      }
     }
-    const block = file === undefined ? undefined : this.blockOf(file)
-    if (file !== undefined && block !== undefined) {
-      this.takenFor[file] = this.epochOfClass[group]
-      this.loadableOf[group]--
-      this.loadableIn[block]--
-      this.servedIn[block]++
-      this.servedOf[group]++
-      this.refresh(block)
-    } else if (this.stockOf[group].length > 0) {
-      const stock = this.stockOf[group]
-      file = stock.splice(this.random.below(stock.length), 1)[0]
+    const stock = this.stockOf[group]
+    if (stock.length > 0) {
+      const file = stock.splice(this.random.below(stock.length), 1)[0]
       this.serve(file)
       this.dropped.push(file)
-    } else {
-      return
+      this.satOut.add(file)
+    } else if (this.inFlightOf[group] > 0) {
+      // All that is left is on its way: the first of it to land for this epoch sits out (`finishLoad`).
+      this.owedSitOuts[group]++
     }
+  }
+
+  /**
+   * Repeats that found all their class had left on its way: each takes a
+   * file that came since (landed in the stock, given back, or loadable
+   * again after a failed read).
+   */
+  private payOwedSitOuts (group: number): void {
+    while (this.owedSitOuts[group] > 0) {
+      const stock = this.stockOf[group]
+      if (stock.length > 0) {
+        const file = stock.splice(this.random.below(stock.length), 1)[0]
+        this.serve(file)
+        this.satOut.add(file)
+        this.dropped.push(file)
+      } else {
+        const file = this.layout.filesOfGroup[group].find(member => this.isLoadable(member))
+        if (file === undefined) return
+        this.sitOutLoadable(file)
+      }
+      this.owedSitOuts[group]--
+    }
+  }
+
+  /** A loadable file is counted served, never read. */
+  private sitOutLoadable (file: FileId): void {
+    const group = this.groupOf(file)
+    const block = this.blockOf(file)
+    this.takenFor[file] = this.epochOfClass[group]
+    this.loadableOf[group]--
+    this.loadableIn[block]--
+    this.servedIn[block]++
+    this.servedOf[group]++
     this.satOut.add(file)
+    this.refresh(block)
   }
 
   /** Every file of the class's epoch is served (or failed, or sat out), and nothing of it is on its way. */
@@ -494,8 +527,9 @@ export class SharedProtocol {
       this.counters.failedOpens++
     }
     for (const block of plan.blocks) this.refresh(block)
+    for (const group of wakes) this.payOwedSitOuts(group)
     this.noteMemory()
-    return { placed, placedForNextEpoch, served, wakes: [...wakes] }
+    return { placed: placed.filter(file => !this.satOut.has(file)), placedForNextEpoch, served, wakes: [...wakes] }
   }
 
   /** An exact repeat's read: its file goes to its opener, or the open fails; nothing else changes. */
@@ -514,14 +548,33 @@ export class SharedProtocol {
    * A file served this epoch whose opener went away before it got it (a
    * trainer killed mid-open): back to its class's stock, so the epoch still
    * serves it once. 'placed': the caller keeps its bytes in memory again;
-   * 'dropped': its class has moved on (a new epoch, run or reset), and
-   * the file is that epoch's to load like any other.
+   * 'dropped': its bytes go, because its class has moved on (a new epoch,
+   * run or reset: the file is that epoch's to load like any other), or
+   * because they do not fit the budget beside what memory holds (a demand
+   * load's answer is its opener's, outside it): it is loadable again.
    */
   returnUnserved (file: FileId): 'placed' | 'dropped' {
     const group = this.groupOf(file)
     if (this.where[file] !== IDLE || this.takenFor[file] !== this.epochOfClass[group] || this.satOut.has(file)) return 'dropped'
     this.counters.returnedFiles++
     const block = this.blockOf(file)
+    const size = this.layout.files[file].size
+    if (this.residentBytes + this.counters.inflightBytes + size > this.options.memoryBytes) {
+      this.takenFor[file]--
+      this.servedOf[group]--
+      this.servedIn[block]--
+      this.loadableOf[group]++
+      this.loadableIn[block]++
+      this.refresh(block)
+      this.payOwedSitOuts(group)
+      return 'dropped'
+    }
+    if (this.owedSitOuts[group] > 0) {
+      // A repeat is owed a file that sits out: this one, which nobody got.
+      this.owedSitOuts[group]--
+      this.satOut.add(file)
+      return 'dropped'
+    }
     this.where[file] = RESIDENT
     this.residentBytes += this.layout.files[file].size
     this.servedOf[group]--
@@ -548,6 +601,7 @@ export class SharedProtocol {
     this.loadableIn[block]++
     this.counters.failedOpens--
     this.refresh(block)
+    this.payOwedSitOuts(group)
   }
 
   /**
@@ -588,6 +642,7 @@ export class SharedProtocol {
     this.nextStockOf[group] = []
     this.epochOfClass[group] += 2
     this.counters.rollovers++
+    this.owedSitOuts[group] = 0
     this.servedOf[group] = 0
     this.inFlightOf[group] += this.nextInFlightOf[group]
     this.nextInFlightOf[group] = 0
@@ -643,6 +698,7 @@ export class SharedProtocol {
   /** Ends a class's epoch: its served files are loadable again, and what was taken for the next epoch is now this one's. */
   private rollOver (group: number): void {
     this.counters.rollovers++
+    this.owedSitOuts[group] = 0
     for (const file of this.layout.filesOfGroup[group]) this.satOut.delete(file)
     this.epochOfClass[group]++
     this.servedOf[group] = 0

@@ -424,13 +424,10 @@ export class SharedProtocol {
     for (let block: BlockId | undefined = first; block !== undefined; block = blocks.length < this.blocksPerLoad ? this.chooseBlock() : undefined) {
       if (blocks.length > 0 && this.placeableBytes(block) > room) break
       blocks.push(block)
-      for (const file of this.layout.blocks[block].files) {
-        if (!this.isLoadable(file) && !this.readableForNextEpoch(file)) continue
-        const size = this.layout.files[file].size
+      for (const file of this.filesToTake(block, room, answer)) {
         if (file !== answer) {
-          if (size > room) continue
-          room -= size
-          bytes += size
+          room -= this.layout.files[file].size
+          bytes += this.layout.files[file].size
         }
         const group = this.groupOf(file)
         if (this.isLoadable(file)) {
@@ -452,6 +449,31 @@ export class SharedProtocol {
     }
     this.counters.inflightBytes += bytes
     return { id: this.nextPlanId++, blocks, files, bytes, requester, answer, forNextEpoch: allNext && files.length > 0 }
+  }
+
+  /**
+   * The files of `block` a load takes with `room` bytes to spare: one run of
+   * its files placeable now, each that fits, from the answer on in the
+   * answer's block (the answer is always taken: it goes to its opener).
+   * A block is one read from the first file taken to the last, so the run
+   * ends at the first file not taken: a file inside it would be read for
+   * nothing.
+   */
+  private filesToTake (block: BlockId, room: number, answer?: FileId): FileId[] {
+    const members = this.layout.blocks[block].files
+    const from = answer === undefined ? -1 : members.indexOf(answer)
+    const taken: FileId[] = []
+    for (const file of members.slice(Math.max(0, from))) {
+      const size = this.layout.files[file].size
+      const takes = (this.isLoadable(file) || this.readableForNextEpoch(file)) && (file === answer || size <= room)
+      if (!takes) {
+        if (taken.length > 0) break
+        continue
+      }
+      if (file !== answer) room -= size
+      taken.push(file)
+    }
+    return taken
   }
 
   /**

@@ -113,6 +113,8 @@ export function simulate (layout: Layout, options: SimulationOptions): Simulatio
 
 export interface SharedSimulationOptions extends Omit<SimulationOptions, 'mode' | 'protocol' | 'onStep' | 'mixBlock'> {
   onStep?: (protocol: SharedProtocol) => void
+  /** Every load, as it ends. */
+  onLoad?: (plan: SharedLoadPlan) => void
 }
 
 /** The same traces over the shared-chunk layout and its protocol. */
@@ -127,6 +129,7 @@ export function simulateShared (layout: SharedLayout, options: SharedSimulationO
       return decision.kind === 'wait' ? { kind: 'wait', on: decision.group } : decision
     },
     finishLoad (plan, delivered, epoch) {
+      options.onLoad?.(plan)
       const outcome = protocol.finishLoad(plan, delivered)
       step()
       // Each class keeps its own epochs: one not opened yet in this trace epoch is still in the last, and what it calls its next epoch is this one.

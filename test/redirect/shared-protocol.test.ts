@@ -138,6 +138,39 @@ t.test('any shape, memory, block size, readers and unreadable files: labels righ
   t.pass('150 random shapes')
 })
 
+t.test('a block is one read: what a load takes of it lies back to back, so no byte inside the read is read for nothing, at any memory', async t => {
+  const shape = fc.record({
+    classSizes: fc.array(fc.integer({ min: 1, max: 60 }), { minLength: 1, maxLength: 40 }),
+    chunkSize: fc.integer({ min: 2, max: 24 }),
+    blockSize: fc.integer({ min: 2, max: 24 }),
+    memoryFraction: fc.double({ min: 0, max: 0.6, noNaN: true }),
+    readers: fc.integer({ min: 1, max: 16 }),
+    seed: fc.integer({ min: 0, max: 1000 })
+  })
+  let loads = 0
+  fc.assert(fc.property(shape, ({ classSizes, chunkSize, blockSize, memoryFraction, readers, seed }) => {
+    const files = makeSamples(seed, classSizes)
+    const layout = buildSharedLayout(files, { chunkSize, blockSize, seed })
+    const memoryBytes = Math.round(layout.totalBytes * memoryFraction)
+    let runs = true
+    simulateShared(layout, {
+      memoryBytes,
+      epochs: 2,
+      seed,
+      readers,
+      onLoad: plan => {
+        loads++
+        for (const block of plan.blocks) {
+          const at = plan.files.filter(file => layout.fileBlock[file] === block).map(file => layout.blocks[block].files.indexOf(file))
+          if (at.some((index, i) => i > 0 && index !== at[i - 1] + 1)) runs = false
+        }
+      }
+    })
+    return runs
+  }), { numRuns: 100, seed: 43 })
+  t.pass(`100 random shapes, ${loads} loads`)
+})
+
 // ---------------------------------------------------------------- what a mount needs beyond the simulator's plain opens
 
 /** Files served more than once in an epoch, and files not served in it. */

@@ -1,6 +1,7 @@
 // Fuzzes the pack index and the reads it leads to. Real indexes, written by
 // `redirfs pack` from generated datasets in several shapes (segments, a
-// coarser grouping, the shards of a two-node pack, train/val splits), are
+// coarser grouping, the shards of a two-node pack, train/val splits, the
+// shared layout), are
 // mutated where it matters: counts, offsets, sizes, path ends, path bytes,
 // kinds and modes, the header's JSON, whole entries dropped or moved, chunks
 // made to overlap, the first finding's crafted sample; then the CRC is made
@@ -21,7 +22,7 @@ import pino from 'pino'
 import t from 'tap'
 import { SampleBuffers } from '../src/chunks/sample-buffers'
 import type { ChunkRead } from '../src/chunks/native'
-import { mountLayout, openPack } from '../src/daemon/daemon'
+import { chooseLayout, openPack } from '../src/daemon/daemon'
 import type { MountConfig } from '../src/daemon/config'
 import { loadNativeServer } from '../src/fs/native-mount'
 import { decodeIndex, encodeIndex, EntryKind, PACK_MAGIC, type PackArrays, type PackHeader } from '../src/pack/format'
@@ -47,7 +48,8 @@ t.before(async () => {
     ['segments', 0, ['--chunk-size', '4', '--seed', '3', '--segment-size', '64K']],
     ['groups', 0, ['--chunk-size', '3', '--group-depth', '1']],
     ['shards', 0, ['--chunk-size', '4', '--nodes', '2', '--segment-size', '32K']],
-    ['splits', 1, ['--chunk-size', '2', '--segment-size', '48K']]
+    ['splits', 1, ['--chunk-size', '2', '--segment-size', '48K']],
+    ['shared', 0, ['--chunk-size', '5', '--layout', 'shared', '--segment-size', '64K']]
   ]
   await Promise.all(shapes.map(async ([name, dataset, options]) => {
     const out = path.join(work, name)
@@ -70,7 +72,7 @@ interface Parts { header: Record<string, unknown>, arrays: Arrays, paths: Buffer
 const ENTRY_F64 = ['size', 'atimeMs', 'mtimeMs', 'ctimeMs', 'location'] as const
 const ENTRY_U32 = ['mode', 'uid', 'gid', 'crc', 'chunk', 'pathEnd', 'atimeNsec', 'mtimeNsec', 'ctimeNsec'] as const
 const ENTRY_COLUMNS = [...ENTRY_F64, ...ENTRY_U32, 'kind'] as const
-const HEADER_KEYS = ['format', 'version', 'chunkSize', 'seed', 'entries', 'samples', 'chunks', 'pathBytes', 'sampleBytes', 'createdAt', 'groupDepth', 'nodes', 'node', 'segments', 'segmentSize', 'extra']
+const HEADER_KEYS = ['format', 'version', 'chunkSize', 'seed', 'entries', 'samples', 'chunks', 'pathBytes', 'sampleBytes', 'createdAt', 'groupDepth', 'nodes', 'node', 'segments', 'segmentSize', 'layout', 'extra']
 const MODES = [0o40755, 0o100644, 0o120777, 0o20666, 0o60660, 0o10644, 0o140755, 0o104755, 0o100000, 0o177777, 0xffffffff]
 
 function partsOf (index: Buffer): Parts {
@@ -94,6 +96,8 @@ function headerValue (draw: Draw, current: unknown): unknown {
     case 1: return draw.pick(AWKWARD_STRINGS)
     case 2: return draw.pick([null, true, false, [], {}, [1], { a: 1 }, '4', '1e3'])
     case 3: return draw.pick(AWKWARD_NUMBERS)
+    // Each layout where the other was written: chunks cut one way, read the other.
+    case 4: return draw.pick(['class', 'shared'])
     default: return typeof current === 'number' ? draw.numberNear(current) : draw.int(-2, 70000)
   }
 }
@@ -366,7 +370,7 @@ async function mountSteps (draw: Draw, base: Base, index: Buffer): Promise<Outco
     const nodes = dataset.shard?.nodes ?? 1
     let layout
     try {
-      layout = mountLayout(dataset, MEMORY, nodes)
+      layout = chooseLayout(dataset, { memoryBytes: MEMORY, mode: 'mix' }, nodes).layout
     } catch (err) {
       expectOneLine(err, 'the layout refused it')
       return 'layout'

@@ -179,6 +179,9 @@ s3Options(mount)
   .option('--cache-dir <path>', 'keep chunks of a pack in a bucket on this local disk, so later epochs read them there (a remount of the same pack finds them again); a directory of yours or root\'s that no one else may write, nor the directories above it')
   .addOption(new Option('--cache-size <size>', 'the most the cache holds of one pack').argParser(size('--cache-size')).default(parseSize('10G', '--cache-size'), '10G'))
 
+/** The share of the dataset above which the pack command notes how much memory a class-layout mount needs. */
+const LARGE_LEAST_MEMORY = 0.25
+
 const pack = program.command('pack')
   .description('write <source> as contiguous chunks plus an index (with checksums) into <out>, for one sequential read (or ranged GET) per chunk')
   .argument('<source>', 'dataset root: one directory per class; or s3://bucket/prefix holding one as objects')
@@ -190,12 +193,14 @@ const pack = program.command('pack')
   .option(...GROUP_DEPTH_OPTION)
   .option(...SKIP_UNSERVABLE_OPTION)
   .option('--nodes <N>', 'for a cluster without shared storage: write one pack per node, <out>/node-<i>, each with that node\'s home chunks', wholeNumber('--nodes', 1, 65535), 1)
+  .addOption(new Option('--layout <layout>', 'class: each chunk of one class (every mode, clusters; a mount needs a chunk of every class in memory); shared: each chunk a cross-section of the classes (one node, --redirect mix or pool; memory for a few files per class), for many classes').choices(['class', 'shared']).default('class'))
   .addOption(new Option('--segment-size <size>', 'cut the chunks into segment files (objects) of about this size, each holding whole chunks').argParser(size('--segment-size')).default(DEFAULT_SEGMENT_SIZE, formatSize(DEFAULT_SEGMENT_SIZE)))
   .action(async (source: string, out: string, options, command: Command) => {
     refuseBucketOptions(command, [source, out], 'a source or output')
     const packOptions: PackOptions = {
       chunkSize: options.chunkSize,
       seed: options.seed,
+      layout: options.layout,
       nodes: options.nodes,
       segmentSize: options.segmentSize,
       includeFile: options.include !== undefined ? path.resolve(options.include) : undefined,
@@ -221,7 +226,12 @@ const pack = program.command('pack')
     const where = options.nodes > 1 ? `${options.nodes} packs, ${out}/node-0 to node-${options.nodes - 1} (mount node-<i> on node i)` : out
     const groups = `${summary.groups.length} groups (${sampleOfGroups(summary.groups).join(', ')}${summary.groups.length > 4 ? ', …' : ''})`
     const skipped = summary.skipped > 0 ? `; left out ${summary.skipped} entries that cannot be served` : ''
-    process.stdout.write(`redirfs: packed ${summary.samples} samples in ${groups}${options.nodes > 1 ? '' : `, ${summary.chunks} chunks`} (${formatSize(summary.sampleBytes)}) and ${summary.others} other files into ${where}${skipped}\n`)
+    const chunks = options.nodes > 1 ? '' : `, ${summary.chunks} chunks${summary.layout === 'shared' ? ' shared by the groups' : ''}`
+    process.stdout.write(`redirfs: packed ${summary.samples} samples in ${groups}${chunks} (${formatSize(summary.sampleBytes)}) and ${summary.others} other files into ${where}${skipped}\n`)
+    // A chunk of every class may be more than a mount can spare: say so now, not at the first mount.
+    if (summary.layout === 'class' && summary.leastMemoryBytes > summary.sampleBytes * LARGE_LEAST_MEMORY) {
+      process.stderr.write(`redirfs: note: a mount of it needs --memory ${formatSize(summary.leastMemoryBytes)} or more (a chunk of each of ${summary.groups.length} groups); for less, pack it with --layout shared (one node, --redirect mix or pool)\n`)
+    }
   })
 
 s3Options(pack)

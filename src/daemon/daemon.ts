@@ -23,7 +23,8 @@ import { native } from '../chunks/native'
 import { SampleBuffers } from '../chunks/sample-buffers'
 import type { ChunkSource } from '../chunks/source'
 import type { DatasetTree, FileReader } from '../chunks/tree'
-import { checkPackLayout, INDEX_FILE, isPack, loadPackIndex, looksLikeDamagedPack } from '../pack/pack-index'
+import { checkPackLayout, INDEX_FILE, isPack, loadPackIndex, looksLikeDamagedPack, type PackChunks } from '../pack/pack-index'
+import type { PackLayoutKind } from '../pack/format'
 import { DirectoryPackStorage, type PackStorage } from '../pack/storage'
 import { ChunkCache } from '../pack/chunk-cache'
 import { isS3Url, parseS3Url } from '../s3/location'
@@ -111,8 +112,9 @@ export interface OpenedDataset {
   layoutSeed: number
   /** The grouping the samples were grouped by (a pack's own). */
   groupDepth?: number
-  /** For a pack: refuses a layout other than the one its chunks were written in. */
-  checkLayout?: (layout: Layout) => void
+  /** For a pack: the layout its chunks were written in, and a check that refuses any other. */
+  packedIn?: PackLayoutKind
+  checkLayout?: (layout: PackChunks) => void
   /** A shard of a `--nodes` pack: its cluster size and node. */
   shard?: { nodes: number, node: number }
   /** A directory's changes since the scan, noticed at every sample open (source-watch.ts). */
@@ -184,6 +186,7 @@ export async function openPack (config: MountConfig, buffers: SampleBuffers, log
     chunkSize: pack.header.chunkSize,
     layoutSeed: pack.header.seed,
     groupDepth: pack.header.groupDepth,
+    packedIn: pack.header.layout ?? 'class',
     checkLayout: layout => checkPackLayout(pack, layout),
     shard: pack.header.nodes !== undefined ? { nodes: pack.header.nodes, node: pack.header.node ?? 0 } : undefined,
     close: async () => await source.close()
@@ -292,18 +295,6 @@ function clusterShape (config: MountConfig, dataset: OpenedDataset): ClusterShap
   return { nodes, node: cluster.node as NodeId, storage: dataset.shard !== undefined ? 'sharded' : 'shared', peers }
 }
 
-/**
- * The layout a mount of `dataset` computes on `nodes` nodes within
- * `memoryBytes`, checked against a pack's chunks (`checkLayout`); refused in
- * one line when the memory cannot hold a chunk of every group. Every read of
- * a pack is of a chunk of this layout (fuzz/pack-index.fuzz.ts reads them all).
- */
-export function mountLayout (dataset: OpenedDataset, memoryBytes: number, nodes: number): Layout {
-  const plan = classLayoutPlan(dataset, memoryBytes, nodes)
-  if (memoryBytes < plan.memory.minimumBytes) throw memoryTooSmall(memoryBytes, dataset, plan)
-  return classLayout(dataset, nodes, plan)
-}
-
 /** What the class layout needs: its physical chunks, and the memory a chunk of every group takes. */
 interface ClassLayoutPlan { chunking: PhysicalChunking, busiest?: number, memory: MemoryPlan, sharedFits?: boolean }
 
@@ -329,14 +320,34 @@ export type ChosenLayout = { kind: 'class', layout: Layout } | { kind: 'shared',
  * least memory does not grow with classes × K: for now on one node, over
  * a source read file by file (a directory, or objects in a bucket), in
  * `mix` or `pool`. Anywhere else the mount is refused as before, saying so.
+ * A pack was cut in one of them when written, and is mounted in that one:
+ * every read of a pack is of a chunk of this layout (fuzz/pack-index.fuzz.ts
+ * reads them all).
  */
-export function chooseLayout (dataset: OpenedDataset, config: Pick<MountConfig, 'memoryBytes' | 'mode'>, nodes: number): ChosenLayout {
+export function chooseLayout (dataset: OpenedDataset, config: Pick<MountConfig, 'memoryBytes' | 'mode' | 'mixBlock'>, nodes: number): ChosenLayout {
+  if (dataset.packedIn === 'shared') return { kind: 'shared', layout: sharedPackLayout(dataset, config, nodes) }
   const plan = classLayoutPlan(dataset, config.memoryBytes, nodes)
   if (config.memoryBytes >= plan.memory.minimumBytes) return { kind: 'class', layout: classLayout(dataset, nodes, plan) }
   const sharedFits = nodes === 1 && dataset.source.readsFileByFile && (config.mode === 'mix' || config.mode === 'pool')
   if (!sharedFits) throw memoryTooSmall(config.memoryBytes, dataset, { ...plan, sharedFits })
   // A directory's or a bucket's files are read one by one: a block is one file.
   return { kind: 'shared', layout: buildSharedLayout(dataset.tree.samples, { chunkSize: dataset.chunkSize, blockSize: 1, seed: dataset.layoutSeed }) }
+}
+
+/**
+ * A pack written with `--layout shared`: its chunks in blocks, a block one
+ * read (pool reads whole chunks, mix a quarter of one unless --mix-block
+ * says), checked against the pack. The shared protocol serves one node
+ * in mix or pool, so anything else is refused, saying how to re-pack.
+ */
+function sharedPackLayout (dataset: OpenedDataset, config: Pick<MountConfig, 'mode' | 'mixBlock'>, nodes: number): SharedLayout {
+  const repack = 're-pack it without --layout shared'
+  if (nodes > 1) throw new UsageError(`this pack is in the shared layout, which serves one node, not a cluster: ${repack} for a cluster`)
+  if (config.mode !== 'mix' && config.mode !== 'pool') throw new UsageError(`this pack is in the shared layout, which serves --redirect mix or pool, not ${config.mode}: use one of those, or ${repack}`)
+  const blockSize = config.mode === 'pool' ? dataset.chunkSize : config.mixBlock ?? Math.max(1, Math.ceil(dataset.chunkSize / 4))
+  const layout = buildSharedLayout(dataset.tree.samples, { chunkSize: dataset.chunkSize, blockSize, seed: dataset.layoutSeed })
+  dataset.checkLayout?.(layout)
+  return layout
 }
 
 async function serve (config: MountConfig, dataset: OpenedDataset, buffers: SampleBuffers, log: Logger): Promise<RunningMount> {
@@ -621,6 +632,7 @@ function memoryTooSmall (memoryBytes: number, dataset: OpenedDataset, { chunking
   if (groupDepth === undefined && tiny > 0) fixes.push('--group-depth N if the directories below depth N each belong to one class (see the README)')
   // The shared layout needs no chunk per group, but serves only these so far (chooseLayout).
   if (sharedFits === false && busiest === undefined && dataset.source.readsFileByFile) fixes.push('--redirect mix or pool, whose shared layout needs a few files per group, not a chunk')
+  if (busiest === undefined && dataset.packedIn === 'class') fixes.push('a pack written with --layout shared (mounted in mix or pool), which needs a few files per group, not a chunk')
   return new UsageError(`--memory ${formatSize(memoryBytes)} is too small: ${why}; use ${fixes.join(', or ')}`)
 }
 

@@ -12,7 +12,7 @@
  */
 import type { Logger } from 'pino'
 import type { SampleBuffers } from '../chunks/sample-buffers'
-import type { ChunkSource } from '../chunks/source'
+import type { ChunkRequest, ChunkSource } from '../chunks/source'
 import type { FileId } from '../redirect/layout'
 import type { SharedLoadPlan, SharedOpenDecision, SharedProtocol } from '../redirect/shared-protocol'
 import type { MountStats } from '../stats'
@@ -89,14 +89,7 @@ export class SharedEngine {
    * charged with, or that its opener no longer wanted it.
    */
   private async runLoad (plan: SharedLoadPlan, wanted?: () => boolean): Promise<ServedFile | { charged?: FileId } | { unwanted: true }> {
-    let delivered: Map<FileId, Buffer>
-    try {
-      // A directory reads file by file, whatever block a file is in: one request for the whole load.
-      delivered = await this.source.fetch({ pc: plan.blocks[0], files: plan.files, forOpener: plan.answer })
-    } catch (err) {
-      this.log.error({ blocks: plan.blocks, err: (err as Error).message }, 'chunk load failed')
-      delivered = new Map()
-    }
+    const delivered = await this.read(plan)
     const outcome = this.protocol.finishLoad(plan, new Set(delivered.keys()))
     for (const file of [...outcome.placed, ...outcome.placedForNextEpoch]) {
       this.resident.set(file, delivered.get(file)!)
@@ -120,6 +113,30 @@ export class SharedEngine {
     // Let the woken opens retry first: readahead must not take their files from under them.
     setImmediate(() => this.startReadahead())
     return served
+  }
+
+  /**
+   * A load's files, from the source: a directory reads file by file,
+   * whatever block a file is in, so one request; a pack reads each block
+   * with one read of its chunk, from the first file taken to the last.
+   */
+  private async read (plan: SharedLoadPlan): Promise<Map<FileId, Buffer>> {
+    const { layout } = this.protocol
+    const requests: ChunkRequest[] = this.source.readsFileByFile
+      ? [{ pc: plan.blocks[0], files: plan.files, forOpener: plan.answer }]
+      : plan.blocks.map(block => {
+        const files = plan.files.filter(file => layout.fileBlock[file] === block)
+        return { pc: layout.filePc[layout.blocks[block].files[0]], files, forOpener: files.includes(plan.answer as FileId) ? plan.answer : undefined }
+      }).filter(request => request.files.length > 0)
+    const delivered = new Map<FileId, Buffer>()
+    await Promise.all(requests.map(async request => {
+      try {
+        for (const [file, bytes] of await this.source.fetch(request)) delivered.set(file, bytes)
+      } catch (err) {
+        this.log.error({ chunk: request.pc, err: (err as Error).message }, 'chunk load failed')
+      }
+    }))
+    return delivered
   }
 
   private startReadahead (): void {

@@ -1,5 +1,5 @@
 /**
- * The pack format, version 4. A pack is a directory, or the objects under a
+ * The pack format, version 5. A pack is a directory, or the objects under a
  * bucket prefix, of the same names:
  *
  *   segments/00000.bin, 00001.bin, ...
@@ -23,6 +23,12 @@
  * is its offset in its chunk's segment. Entries are sorted by path, so a directory precedes its
  * children and samples come in the order the layout numbers them.
  *
+ * Version 5 adds the shared layout (header `layout: 'shared'`): each chunk a
+ * cross-section of the classes (redirect/shared-layout.ts), for many
+ * classes on little memory. A pack in the class layout is still written as
+ * version 4, which older redirfs reads; a version 5 pack is refused by them
+ * as newer, never mounted in the wrong layout.
+ *
  * Version 4 cuts the chunks into segments: one huge file is fine for a
  * disk and for S3's ranged GETs, but not for every store (some read the
  * whole object for any range), nor for uploads, retries and caches, which
@@ -36,9 +42,18 @@ import { crc32 } from 'node:zlib'
 import { clip, UsageError } from '../errors'
 
 export const PACK_MAGIC = Buffer.from('RDXPACK\0', 'latin1')
-export const PACK_VERSION = 4
+/** The newest format this redirfs reads and writes (a class-layout pack is written as CLASS_PACK_VERSION). */
+export const PACK_VERSION = 5
+/** The oldest format it reads: version 4, which knows only the class layout. */
+export const CLASS_PACK_VERSION = 4
 export const CHUNK_ALIGNMENT = 4096
 export const NO_CHUNK = 0xffffffff
+
+/** The layouts a pack's chunks are cut in: one class per chunk (redirect/layout.ts), or many (redirect/shared-layout.ts). */
+export type PackLayoutKind = 'class' | 'shared'
+
+/** The format version a pack of this layout is written in: the oldest that says it. */
+export const versionFor = (layout: PackLayoutKind): number => layout === 'shared' ? PACK_VERSION : CLASS_PACK_VERSION
 
 export const enum EntryKind { Directory = 0, Sample = 1, Other = 2 }
 
@@ -55,6 +70,8 @@ export interface PackHeader {
   createdAt: string
   /** `--group-depth` it was written with; absent: the directory holding each sample (grouping.ts). */
   groupDepth?: number
+  /** How its chunks are cut (version 5): 'shared', each a cross-section of the classes; absent (version 4): each of one class. */
+  layout?: PackLayoutKind
   /** A shard of a `--nodes` pack: the cluster size and which node's home chunks it holds. */
   nodes?: number
   node?: number
@@ -141,7 +158,7 @@ export function decodeIndex (bytes: Buffer, file: string): DecodedIndex {
   const bad = (why: string): UsageError => new UsageError(`${file} is not a valid redirfs pack index: ${why}`)
   if (bytes.length < PACK_MAGIC.length + 12 || !bytes.subarray(0, PACK_MAGIC.length).equals(PACK_MAGIC)) throw bad('wrong magic')
   const version = bytes.readUInt32LE(PACK_MAGIC.length)
-  if (version < PACK_VERSION) {
+  if (version < CLASS_PACK_VERSION) {
     const why = version === 1
       ? 'whose redirect groups were top-level directories and could mix classes'
       : version === 2 ? 'which keeps times to the microsecond only' : 'which keeps every chunk in one chunks.bin, not in segments'
@@ -223,6 +240,11 @@ function parseHeader (json: string, version: number, bad: (why: string) => Usage
   if (header.nodes !== undefined) count('node', 0, (header.nodes as number) - 1)
   else if (header.node !== undefined) throw bad('its header names a node but no node count')
   if (typeof header.createdAt !== 'string') throw bad('its header has no createdAt')
+  if (version === CLASS_PACK_VERSION ? header.layout !== undefined : header.layout !== 'class' && header.layout !== 'shared') {
+    throw bad(`its header's layout is ${clip(JSON.stringify(header.layout) ?? 'missing')}, which format version ${version} does not have`)
+  }
+  // The shared layout is built for one node: no pack of it is cut into shards.
+  if (header.layout === 'shared' && header.nodes !== undefined) throw bad('its header names a shard of a cluster, which the shared layout has none of')
   return header as unknown as PackHeader
 }
 

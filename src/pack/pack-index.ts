@@ -11,7 +11,8 @@ import { Listed } from '../chunks/native'
 import { DatasetTree, EntryKind as TreeKind, secondsOf, TreeBuilder } from '../chunks/tree'
 import { decodeIndex, EntryKind, PACK_MAGIC, type PackArrays, type PackHeader } from './format'
 import { DirectoryPackStorage, INDEX_FILE, OTHERS_FILE, SEGMENTS_DIR, type PackStorage } from './storage'
-import { buildLayout, type Layout } from '../redirect/layout'
+import { buildLayout, type FileId } from '../redirect/layout'
+import { buildSharedLayout } from '../redirect/shared-layout'
 
 export { INDEX_FILE, OTHERS_FILE }
 
@@ -98,13 +99,17 @@ export async function loadPackIndex (where: string | PackStorage): Promise<PackI
   }
 }
 
+/** The physical chunks of a layout: which files each holds, in the order they lie in it. */
+export interface PackChunks { readonly pcs: readonly { readonly files: readonly FileId[] }[] }
+
 /**
- * The layout a mount computes from a pack's index, as far as its chunks go:
- * which files each physical chunk holds, in which order (the memory a mount
- * has decides only how chunks share virtual chunks, not this).
+ * The chunks a mount computes from a pack's index, in the layout its header
+ * names: which files each physical chunk holds, in which order (the memory
+ * a mount has decides only how chunks are shared out and read, not this).
  */
-export function packLayout (pack: PackIndex): Layout {
+export function packLayout (pack: PackIndex): PackChunks {
   const { header } = pack
+  if (header.layout === 'shared') return buildSharedLayout(pack.tree.samples, { chunkSize: header.chunkSize, seed: header.seed })
   return buildLayout(pack.tree.samples, { chunkSize: header.chunkSize, seed: header.seed, vcCount: Number.MAX_SAFE_INTEGER, nodes: header.nodes })
 }
 
@@ -115,7 +120,7 @@ export function packLayout (pack: PackIndex): Layout {
  * A pack read (pack-source.ts) takes a run of files from the first asked for
  * to the last, so this is what keeps every read inside its chunk.
  */
-export function checkPackLayout (pack: PackIndex, layout: Layout): void {
+export function checkPackLayout (pack: PackIndex, layout: PackChunks): void {
   const { arrays, header } = pack
   const mismatch = (why: string): UsageError => new UsageError(`${pack.storage.where}/${INDEX_FILE} does not match the layout computed from it (${why}; written by another version of redirfs, or damaged); repack it`)
   layout.pcs.forEach((pc, c) => {

@@ -38,16 +38,18 @@ export async function verifyPack (where: string | PackStorage, onProgress?: (don
       done += length
       onProgress?.(done, header.sampleBytes)
       if (bytes === undefined) continue
-      const group = groupOf(pack.path(filesOfChunk[c][0]), header.groupDepth)
+      // A chunk of the class layout holds one group; one of the shared layout, many.
+      const groups = new Set(filesOfChunk[c].map(entry => groupOf(pack.path(entry), header.groupDepth)))
+      const group = groups.size === 1 ? `group ${[...groups][0]}` : `${groups.size} groups`
       const damaged = filesOfChunk[c].filter(entry => {
         const start = arrays.location[entry] - arrays.chunkOffset[c]
         const end = start + arrays.size[entry]
         return end > bytes.length || crc32(bytes.subarray(start, end)) !== arrays.crc[entry]
       }).map(entry => pack.path(entry))
       if (bytes.length < length) {
-        problems.push(`chunk ${c} (group ${group}, ${segmentName(segment)}): truncated, ${bytes.length} of ${length} bytes present; files cut off: ${damaged.join(', ')}`)
+        problems.push(`chunk ${c} (${group}, ${segmentName(segment)}): truncated, ${bytes.length} of ${length} bytes present; files cut off: ${damaged.join(', ')}`)
       } else if (crc32(bytes) !== arrays.chunkCrc[c] || damaged.length > 0) {
-        problems.push(`chunk ${c} (group ${group}, ${segmentName(segment)}): checksum mismatch in ${damaged.length > 0 ? damaged.join(', ') : 'the chunk (no single file)'}`)
+        problems.push(`chunk ${c} (${group}, ${segmentName(segment)}): checksum mismatch in ${damaged.length > 0 ? damaged.join(', ') : 'the chunk (no single file)'}`)
       }
     }
 

@@ -2,7 +2,10 @@
  * `redirfs pack`: writes a dataset as contiguous physical chunks.
  *
  * Chunks are cut exactly as the mount's layout cuts them (same K, same
- * seed), so a mounted pack reads each chunk with one read. Memory stays at
+ * seed), so a mounted pack reads each chunk with one read: the class
+ * layout's, each chunk of one class, or with `--layout shared` the shared
+ * layout's, each chunk a cross-section of the classes, for a dataset of
+ * many classes on little memory (docs/design.md, "Shared chunks"). Memory stays at
  * about one chunk of file bytes whatever the dataset size: files are read a
  * chunk at a time and written out before the next chunk is read (in a
  * bucket, a few upload parts more).
@@ -24,8 +27,10 @@ import { SampleBuffers } from '../chunks/sample-buffers'
 import { readIncludeList, scanTree } from '../chunks/scan'
 import { codeOf, describeSystemError, isForUser, UsageError } from '../errors'
 import { cutPhysicalChunks, homeOfChunk } from '../redirect/layout'
+import { buildSharedLayout } from '../redirect/shared-layout'
+import { planMemory } from '../redirect/budget'
 import { EntryKind as TreeKind, type DatasetTree } from '../chunks/tree'
-import { allocateArrays, CHUNK_ALIGNMENT, encodeIndex, EntryKind, NO_CHUNK, PACK_VERSION, type PackHeader } from './format'
+import { allocateArrays, CHUNK_ALIGNMENT, encodeIndex, EntryKind, NO_CHUNK, versionFor, type PackHeader, type PackLayoutKind } from './format'
 import { DirectoryOutput, type OutputFile, type PackOutput } from './output'
 import { OTHERS_FILE, segmentName } from './storage'
 import { promises as fs } from 'node:fs'
@@ -45,6 +50,8 @@ export interface PackInput {
 export interface PackOptions {
   chunkSize: number
   seed: number
+  /** How chunks are cut (default 'class': each of one class; 'shared': each a cross-section of the classes, one node only). */
+  layout?: PackLayoutKind
   /** Coarser redirect groups (grouping.ts); recorded in the pack. */
   groupDepth?: number
   /** Leave out entries that cannot be served instead of failing. */
@@ -69,6 +76,9 @@ export interface PackSummary {
   /** Segment files written (of the last shard, for --nodes). */
   segments: number
   groups: readonly string[]
+  layout: PackLayoutKind
+  /** The least --memory a one-node mount of it takes: a chunk of every group in the class layout, none in the shared one. */
+  leastMemoryBytes: number
   /** Entries of the source left out (`skipUnservable`). */
   skipped: number
 }
@@ -106,21 +116,23 @@ export async function writePack (input: PackInput | string, output: PackOutput |
   const out = typeof output === 'string' ? new DirectoryOutput(output) : output
   const nodes = options.nodes ?? 1
   const segmentSize = options.segmentSize ?? DEFAULT_SEGMENT_SIZE
+  const kind = options.layout ?? 'class'
+  if (kind === 'shared' && nodes > 1) throw new UsageError('--layout shared packs for one node: a cluster mounts the class layout (leave out --layout, or --nodes)')
   const { tree } = source
   const { groups, chunksOfGroup } = cutPhysicalChunks(tree.samples, options.chunkSize, options.seed)
-  const chunks = chunksOfGroup.flat()
+  const chunks = kind === 'shared' ? buildSharedLayout(tree.samples, { chunkSize: options.chunkSize, seed: options.seed }).pcs.map(pc => [...pc.files]) : chunksOfGroup.flat()
   const homes = chunksOfGroup.flatMap((groupChunks, group) => groupChunks.map((_, i) => homeOfChunk(group, i, nodes)))
   const byPath = tree.entriesByPath()
   const sampleBytes = tree.samples.reduce((sum, s) => sum + s.size, 0)
   const otherBytes = byPath.reduce((sum, { entry }) => sum + (tree.kindOf(entry) === TreeKind.Other ? tree.columns.size[entry] : 0), 0)
   // The writer's own pool: what it reads goes back once written, so a pack of any size needs a few chunks of memory.
-  const layout: PackLayout = { source, buffers: new SampleBuffers(), chunks, byPath, chunkSize: options.chunkSize, seed: options.seed, groupDepth: options.groupDepth, sampleBytes, segmentSize }
+  const layout: PackLayout = { source, buffers: new SampleBuffers(), kind, chunks, byPath, chunkSize: options.chunkSize, seed: options.seed, groupDepth: options.groupDepth, sampleBytes, segmentSize }
 
   await out.begin({ private: holdsPrivateData(tree) })
   try {
     let written = 0
     const progress = (bytes: number): void => { written += bytes; options.onProgress?.(written, sampleBytes + nodes * otherBytes) }
-    let summary: Omit<PackSummary, 'groups' | 'skipped'>
+    let summary: Omit<PackSummary, 'groups' | 'layout' | 'leastMemoryBytes' | 'skipped'>
     if (nodes === 1) {
       summary = await writeOnePack(layout, out, () => true, undefined, progress)
     } else {
@@ -130,7 +142,8 @@ export async function writePack (input: PackInput | string, output: PackOutput |
       }
     }
     await out.commit()
-    return { ...summary!, groups, skipped: tree.skipped.length }
+    const leastMemoryBytes = kind === 'shared' ? 0 : planMemory(tree.samples, options.chunkSize, 0).minimumBytes
+    return { ...summary!, groups, layout: kind, leastMemoryBytes, skipped: tree.skipped.length }
   } catch (err) {
     await out.abort().catch(() => {})
     if (codeOf(err) !== undefined && !isForUser(err)) throw new UsageError(`cannot write the pack ${out.where}: ${describeSystemError(err)}; nothing was left behind`, { cause: err })
@@ -144,6 +157,7 @@ export const shardName = (node: number): string => `node-${node}`
 interface PackLayout {
   source: PackInput
   buffers: SampleBuffers
+  kind: PackLayoutKind
   chunks: number[][]
   /** The tree's entries in path order, as the pack lists them. */
   byPath: { entry: number, path: string }[]
@@ -155,7 +169,7 @@ interface PackLayout {
 }
 
 /** Writes one pack: the whole tree, the chunks `holds` selects (in segments), the non-sample files, and last the index. */
-async function writeOnePack (layout: PackLayout, out: PackOutput, holds: (chunk: number) => boolean, shard: { nodes: number, node: number } | undefined, progress: (bytes: number) => void): Promise<Omit<PackSummary, 'groups' | 'skipped'>> {
+async function writeOnePack (layout: PackLayout, out: PackOutput, holds: (chunk: number) => boolean, shard: { nodes: number, node: number } | undefined, progress: (bytes: number) => void): Promise<Omit<PackSummary, 'groups' | 'layout' | 'leastMemoryBytes' | 'skipped'>> {
   const { source, buffers, chunks, byPath } = layout
   const tree: DatasetTree = source.tree
   const indexOfEntry = new Uint32Array(tree.count)
@@ -250,7 +264,7 @@ async function writeOnePack (layout: PackLayout, out: PackOutput, holds: (chunk:
 
   const header: PackHeader = {
     format: 'redirfs-pack',
-    version: PACK_VERSION,
+    version: versionFor(layout.kind),
     chunkSize: layout.chunkSize,
     seed: layout.seed,
     entries: byPath.length,
@@ -261,6 +275,7 @@ async function writeOnePack (layout: PackLayout, out: PackOutput, holds: (chunk:
     createdAt: new Date().toISOString(),
     segments,
     segmentSize: layout.segmentSize,
+    ...(layout.kind === 'shared' ? { layout: layout.kind } : {}),
     ...(layout.groupDepth !== undefined ? { groupDepth: layout.groupDepth } : {}),
     ...(shard !== undefined ? { nodes: shard.nodes, node: shard.node } : {})
   }

@@ -4,7 +4,7 @@
 import { crc32 } from 'node:zlib'
 import t from 'tap'
 import { UsageError } from '../../src/errors'
-import { allocateArrays, decodeIndex, encodeIndex, PACK_MAGIC, PACK_VERSION, type PackArrays, type PackHeader } from '../../src/pack/format'
+import { allocateArrays, CLASS_PACK_VERSION, decodeIndex, encodeIndex, PACK_MAGIC, PACK_VERSION, type PackArrays, type PackHeader } from '../../src/pack/format'
 
 const paths = ['', 'cat', 'cat/a.jpg', 'cat/b.jpg']
 
@@ -28,7 +28,7 @@ function index (change: (arrays: PackArrays, header: PackHeader) => void = () =>
   arrays.chunkLength[0] = 205
   arrays.chunkCrc[0] = 0xdeadbeef
   arrays.chunkSegment[0] = 0
-  const header: PackHeader = { format: 'redirfs-pack', version: PACK_VERSION, chunkSize: 2, seed: 5, entries: paths.length, samples: 2, chunks: 1, pathBytes: end, sampleBytes: 205, createdAt: '2026-01-01T00:00:00.000Z', segments: 1, segmentSize: 1 << 20 }
+  const header: PackHeader = { format: 'redirfs-pack', version: PACK_VERSION, layout: 'class', chunkSize: 2, seed: 5, entries: paths.length, samples: 2, chunks: 1, pathBytes: end, sampleBytes: 205, createdAt: '2026-01-01T00:00:00.000Z', segments: 1, segmentSize: 1 << 20 }
   change(arrays, header)
   return { bytes: encodeIndex(header, arrays, Buffer.from(names.join(''))), header }
 }
@@ -71,6 +71,16 @@ t.test('an older format asks for a re-pack, saying why; a newer one asks for a n
 
 /** The one line a crafted index is refused with. */
 const refusal = (why: string): UsageError => new UsageError(`index.bin is not a valid redirfs pack index: ${why}`)
+
+t.test('version 4 is read as the class layout and names none; version 5 names its layout, one of the two, and a shared one names no shard', async t => {
+  const v4 = index((_, header) => { header.version = CLASS_PACK_VERSION; delete header.layout })
+  t.equal(decodeIndex(v4.bytes, 'index.bin').header.layout, undefined, 'a version 4 pack, as every redirfs since segments wrote it')
+  t.equal(decodeIndex(index((_, header) => { header.layout = 'shared' }).bytes, 'index.bin').header.layout, 'shared')
+  t.throws(() => decodeIndex(index((_, header) => { header.version = CLASS_PACK_VERSION }).bytes, 'index.bin'), refusal('its header\'s layout is "class", which format version 4 does not have'))
+  t.throws(() => decodeIndex(index((_, header) => { delete header.layout }).bytes, 'index.bin'), refusal('its header\'s layout is missing, which format version 5 does not have'))
+  t.throws(() => decodeIndex(index((_, header) => { (header as unknown as Record<string, unknown>).layout = 'diagonal' }).bytes, 'index.bin'), refusal('its header\'s layout is "diagonal", which format version 5 does not have'))
+  t.throws(() => decodeIndex(index((_, header) => { header.layout = 'shared'; header.nodes = 2; header.node = 0 }).bytes, 'index.bin'), refusal('its header names a shard of a cluster, which the shared layout has none of'))
+})
 
 t.test('a sample placed before its chunk is refused at load (the crafted index that crashed the daemon)', async t => {
   // The second sample of chunk 0 made to start 8192 bytes before the chunk and to end where it ended: the CRC recomputed.

@@ -75,6 +75,48 @@ for (const mode of ['strict', 'pool', 'mix']) {
   })
 }
 
+t.test('a pack in the shared layout: its chunks hold many classes; it verifies, and mix and pool serve every epoch exactly with labels right', async t => {
+  const shared = path.join(work, 'shared-pack')
+  const packed = await redirfs('pack', dataset.root, shared, '--chunk-size', '4', '--layout', 'shared', '--segment-size', '64K')
+  t.equal(packed.code, 0, packed.stderr)
+  const index = await loadPackIndex(shared)
+  t.equal(index.header.layout, 'shared')
+  const mixed = packLayout(index).pcs.find(pc => new Set(pc.files.map(id => classOf(index.tree.samples[id].path))).size > 1)
+  t.ok(mixed, 'a chunk holds files of several classes')
+  const verified = await redirfs('verify', shared)
+  t.equal(verified.code, 0, verified.stderr)
+  for (const mode of ['pool', 'mix']) {
+    const mountpoint = emptyDir()
+    await mount(t, shared, mountpoint, '--memory', '60K', '--redirect', mode)
+    for (let epoch = 0; epoch < 2; epoch++) {
+      const read = await readEpoch(mountpoint, dataset.samples, 80 + epoch)
+      const served = read.map(r => dataset.byContent.get(r.content))
+      t.equal(read.filter((r, i) => served[i] === undefined || classOf(served[i]!) !== classOf(r.opened)).length, 0, `${mode}, epoch ${epoch}: labels right`)
+      t.same([...served].sort(), dataset.samples, `${mode}, epoch ${epoch}: every sample once`)
+    }
+    const stats = await readStats(mountpoint)
+    t.equal(stats.layout.kind, 'shared', `${mode}: the pack's layout`)
+    t.equal(Number(stats.source.corruptChunks), 0)
+  }
+  // The victim's chunk holds other classes: verify names the file, and the count of groups, not one group.
+  const victim = index.sampleEntry[mixed!.files[1]]
+  const chunk = index.arrays.chunk[victim]
+  const copy = path.join(work, 'shared-flipped')
+  await fs.cp(shared, copy, { recursive: true })
+  await flipByte(path.join(copy, segmentName(index.arrays.chunkSegment[chunk])), index.arrays.location[victim] + 100)
+  const report = await redirfs('verify', copy)
+  t.equal(report.code, 1)
+  t.match(report.stdout, new RegExp(`chunk ${chunk} \\(\\d+ groups, ${segmentName(index.arrays.chunkSegment[chunk])}\\): checksum mismatch in ${index.path(victim).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`))
+})
+
+t.test('the shared layout packs for one node: with --nodes it is refused in one line, nothing written', async t => {
+  const out = path.join(work, 'shared-nodes')
+  const result = await redirfs('pack', dataset.root, out, '--layout', 'shared', '--nodes', '2')
+  t.equal(result.code, 1)
+  t.equal(result.stderr, 'redirfs: --layout shared packs for one node: a cluster mounts the class layout (leave out --layout, or --nodes)\n')
+  t.notOk(existsSync(out))
+})
+
 t.test('a pack written from a train/val root keeps every split and class apart: labels right, every sample once per epoch', async t => {
   const splits = generateDataset(9, { splits: true })
   t.teardown(async () => { await fs.rm(splits.root, { recursive: true, force: true }) })

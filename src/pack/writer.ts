@@ -192,7 +192,13 @@ async function writeOnePack (layout: PackLayout, out: PackOutput, holds: (chunk:
   // A chunk this pack does not hold keeps length 0 (its files' chunk number is still recorded).
   const held = chunks.map((_, c) => c).filter(holds)
   for (const [c, files] of chunks.entries()) for (const id of files) arrays.chunk[indexOfEntry[tree.samples[id].entry]] = c
-  const readChunk = (c: number | undefined): Promise<Buffer[]> | undefined => c === undefined ? undefined : source.read(chunks[c].map(id => tree.samples[id].entry), buffers)
+  const readChunk = (c: number | undefined): Promise<Buffer[]> | undefined => {
+    if (c === undefined) return undefined
+    const reading = source.read(chunks[c].map(id => tree.samples[id].entry), buffers)
+    // Read while the chunk before is written: a failure is met when it is awaited, not as an unhandled rejection before.
+    reading.catch(() => {})
+    return reading
+  }
   let segment: OutputFile | undefined
   let segments = 0
   let position = 0

@@ -12,6 +12,8 @@ export interface ChunkRequest {
   readonly files: readonly FileId[]
   /** The file among them an exact open waits for: it goes to that open's handle, not into memory's budget. */
   readonly forOpener?: FileId
+  /** The load this is one read of, where a load takes several (the shared layout over a pack reads each block apart). */
+  readonly load?: number
 }
 
 export interface ChunkSource {

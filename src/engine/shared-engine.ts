@@ -126,7 +126,7 @@ export class SharedEngine {
       ? [{ pc: plan.blocks[0], files: plan.files, forOpener: plan.answer }]
       : plan.blocks.map(block => {
         const files = plan.files.filter(file => layout.fileBlock[file] === block)
-        return { pc: layout.filePc[layout.blocks[block].files[0]], files, forOpener: files.includes(plan.answer as FileId) ? plan.answer : undefined }
+        return { pc: layout.filePc[layout.blocks[block].files[0]], files, forOpener: files.includes(plan.answer as FileId) ? plan.answer : undefined, load: plan.id }
       }).filter(request => request.files.length > 0)
     const delivered = new Map<FileId, Buffer>()
     await Promise.all(requests.map(async request => {

@@ -62,9 +62,11 @@ interface Scenario {
   readonly loader: 'redirect' | 'exact' | 'mixed'
   readonly seed: number
   /**
-   * The layout a mount takes (daemon.ts chooseLayout): 'shared' over a
-   * directory in mix or pool, where its memory (then anywhere from none
-   * to one and a half times the dataset) may hold no chunk of every class.
+   * The layout a mount takes (daemon.ts chooseLayout): 'shared' in mix or
+   * pool, over a directory where its memory (then anywhere from none to
+   * one and a half times the dataset) may hold no chunk of every class,
+   * or over a pack written in it (blocks of a whole chunk in pool, of
+   * `mixBlock` files in mix).
    */
   readonly layout?: 'class' | 'shared'
 }
@@ -105,7 +107,7 @@ const scenarioArbitrary: fc.Arbitrary<Scenario> = fc.record({
   loader: fc.constantFrom('redirect' as const, 'exact' as const, 'mixed' as const),
   seed: fc.integer({ min: 0, max: 2 ** 30 }),
   layout: fc.constantFrom('class' as const, 'class' as const, 'shared' as const)
-}).map(s => s.layout === 'shared' ? { ...s, directory: true, mode: s.mode === 'pool' ? 'pool' as const : 'mix' as const } : s)
+}).map(s => s.layout === 'shared' ? { ...s, mode: s.mode === 'pool' ? 'pool' as const : 'mix' as const } : s)
 
 const startArbitrary = fc.record({ kind: fc.constant('start' as const), workers: fc.integer({ min: 0, max: 3 }), spawn: fc.boolean(), named: fc.boolean(), ranks: fc.integer({ min: 1, max: 2 }), nobody: fc.boolean(), short: fc.nat(3).map(n => n === 0) })
 
@@ -159,7 +161,9 @@ function datasetOf (s: Scenario): Dataset {
   const directoryOf = files.map(file => columns.parent[file.entry])
   if (s.layout === 'shared') {
     const memoryBytes = Math.round(1.5 * datasetBytes * s.memory / 1000)
-    return { tree, layout: buildSharedLayout(files, { chunkSize: s.chunkSize, blockSize: 1, seed: s.seed }), memoryBytes, paths, directoryOf }
+    // As daemon.ts: a directory's block is a file; a pack's, a whole chunk in pool, --mix-block files in mix.
+    const blockSize = s.directory ? 1 : s.mode === 'pool' ? s.chunkSize : s.mixBlock
+    return { tree, layout: buildSharedLayout(files, { chunkSize: s.chunkSize, blockSize, seed: s.seed }), memoryBytes, paths, directoryOf }
   }
   const { minimumBytes } = planMemory(files, s.chunkSize, 0)
   const memoryBytes = minimumBytes + Math.round(Math.max(0, 1.5 * datasetBytes - minimumBytes) * s.memory / 1000)
@@ -194,15 +198,21 @@ class CountingBuffers extends SampleBuffers {
 class ModelSource implements ChunkSource {
   readonly pending: Array<{ readonly request: ChunkRequest, readonly bytes: number, readonly end: (reject: boolean) => void }> = []
 
-  constructor (readonly readsFileByFile: boolean, private readonly layout: Layout | SharedLayout, private readonly buffers: SampleBuffers, private readonly fails: (file: FileId) => boolean) {}
+  constructor (readonly readsFileByFile: boolean, private readonly layout: Layout | SharedLayout, private readonly buffers: SampleBuffers, private readonly fails: (file: FileId) => boolean, private readonly misread: (why: string) => void) {}
 
   async fetch (request: ChunkRequest): Promise<Map<FileId, Buffer>> {
+    // A pack reads a request as one range of its chunk, from the first file to the last: they must be of that chunk, in its order.
+    if (!this.readsFileByFile) {
+      const at = request.files.map(file => this.layout.pcs[request.pc].files.indexOf(file))
+      if (at.some((offset, i) => offset < 0 || (i > 0 && offset <= at[i - 1]))) this.misread(`a read of chunk ${request.pc} asks for files ${request.files.join(', ')}, not all of it in its order`)
+    }
     return await new Promise((resolve, reject) => {
       const bytes = request.files.reduce((sum, file) => sum + this.layout.files[file].size, 0)
       this.pending.push({
         request,
         bytes,
         end: rejected => {
+          if (!rejected && request.forOpener !== undefined && request.load !== undefined && !this.fails(request.forOpener)) this.deliveredForOpeners.push({ load: request.load, bytes: this.layout.files[request.forOpener].size })
           if (rejected) reject(new Error(`chunk ${request.pc} is damaged`))
           else resolve(new Map(request.files.filter(file => !this.fails(file)).map(file => [file, this.bytesOf(file)])))
         }
@@ -212,12 +222,22 @@ class ModelSource implements ChunkSource {
 
   get pendingBytes (): number { return this.pending.reduce((sum, read) => sum + read.bytes, 0) }
 
-  /** The bytes reads in flight bring for exact opens' handles (each read's `forOpener`). */
+  /**
+   * The bytes reads in flight bring for openers' handles (each read's
+   * `forOpener`), and those brought by a read that ended while the other
+   * reads of its load go on: the load hands them over when all have ended.
+   */
   get pendingForOpeners (): number {
     let bytes = 0
     for (const { request } of this.pending) if (request.forOpener !== undefined) bytes += this.layout.files[request.forOpener].size
+    const loading = new Set(this.pending.map(({ request }) => request.load))
+    this.deliveredForOpeners = this.deliveredForOpeners.filter(({ load }) => loading.has(load))
+    for (const delivered of this.deliveredForOpeners) bytes += delivered.bytes
     return bytes
   }
+
+  /** Answers read for their openers whose load still reads other blocks. */
+  private deliveredForOpeners: Array<{ readonly load: number, readonly bytes: number }> = []
 
   /** Each file's bytes begin with its number, so a served file can be checked to be the one it claims. */
   private bytesOf (file: FileId): Buffer {
@@ -350,7 +370,7 @@ class World {
     const { layout, memoryBytes, tree } = this.dataset
     this.random = new SeededRandom(scenario.seed + 1)
     this.buffers = new CountingBuffers(memoryBytes)
-    this.source = new ModelSource(scenario.directory, layout, this.buffers, file => this.fails(file))
+    this.source = new ModelSource(scenario.directory, layout, this.buffers, file => this.fails(file), why => this.fail(why))
     // As daemon.ts: readahead leaves room for the bytes bound to open handles (the adapter is built below).
     if ('vcs' in layout) {
       const protocol = new Protocol(layout, { mode: scenario.mode, memoryBytes, seed: scenario.seed, mixBlock: scenario.directory ? 1 : scenario.mixBlock, heldByOpens: () => this.adapter?.handles.boundBytes ?? 0 })

@@ -37,7 +37,7 @@ export function describeMount (config: MountConfig, summary: MountSummary, logFi
   const skipped = summary.skipped > 0 ? `; left out ${summary.skipped} entr${summary.skipped === 1 ? 'y' : 'ies'} that cannot be served (listed in the log)` : ''
   const bucket = isS3Url(config.source) ? ` (${summary.kind === 'pack' ? 'a pack' : 'an ImageFolder of objects'} in a bucket)` : ''
   // The shared layout serves what the class layout would refuse: a user must know which one reads for them.
-  const layout = summary.layout === 'shared' ? ', chunks shared by the groups (memory holds no chunk of every group)' : ''
+  const layout = summary.layout === 'shared' ? ', chunks shared by the groups (the shared layout: memory for a few files per group, not a chunk of each)' : ''
   return `redirfs: mounted ${config.source}${bucket} at ${config.mountpoint}: ${groups}${skipped}; ${config.mode}${layout}; log ${logFile}`
 }
 

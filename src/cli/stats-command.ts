@@ -114,7 +114,7 @@ export function formatStats (s: MountStats, mountpoint: string): string {
     ['mount', `${s.dataset} at ${s.mountpoint} (pid ${s.pid}, up ${s.uptimeSeconds}s)`],
     ['mode', `${s.mode}, chunk size ${s.chunkSize}, seed ${s.seed}`],
     ['layout', s.layout.kind === 'shared'
-      ? `${s.layout.samples} samples in ${s.layout.groups} groups, ${s.layout.physicalChunks} chunks shared by the groups (memory holds no chunk of every group), ${formatSize(s.layout.datasetBytes)}`
+      ? `${s.layout.samples} samples in ${s.layout.groups} groups, ${s.layout.physicalChunks} chunks shared by the groups (the shared layout), ${formatSize(s.layout.datasetBytes)}`
       : `${s.layout.samples} samples in ${s.layout.groups} groups, ${s.layout.physicalChunks} physical / ${s.layout.virtualChunks} virtual chunks, ${formatSize(s.layout.datasetBytes)}`],
     ['groups', `by ${s.layout.grouping}: ${s.layout.someGroups.join(', ')}${s.layout.groups > s.layout.someGroups.length ? ', …' : ''}` +
       (s.layout.skippedEntries > 0 ? `; ${s.layout.skippedEntries} entries of the source left out (--skip-unservable)` : '')],

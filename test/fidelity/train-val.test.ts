@@ -68,7 +68,7 @@ t.test('the same memory in mix (the default): the shared layout serves every vid
   const result = await redirfs('mount', root, mountpoint, '--memory', '100K', '--chunk-size', '4')
   t.teardown(async () => { await redirfs('umount', '--force', mountpoint) })
   t.equal(result.code, 0, result.stderr)
-  t.match(result.stdout, /; mix, chunks shared by the groups \(memory holds no chunk of every group\); log /, 'the mount line says which layout')
+  t.match(result.stdout, /; mix, chunks shared by the groups \(the shared layout: memory for a few files per group, not a chunk of each\); log /, 'the mount line says which layout')
   const report = await runReader('read', mountpoint, table, '--workers', '2', '--epochs', '3')
   checkEpochs(t, report.epochs, identities())
   const stats = await readStats(mountpoint)

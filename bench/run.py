@@ -53,23 +53,24 @@ def pack_header(pack):
     return json.loads(done.stdout)
 
 
-def stale_pack(pack, chunk_size, info):
-    """Why a cached pack is not the one this run would write (format, K, seed, or the dataset's
-    files), or None."""
+def stale_pack(pack, chunk_size, info, layout):
+    """Why a cached pack is not the one this run would write (format, K, seed, layout, or the
+    dataset's files), or None."""
     header = pack_header(pack)
     if "unreadable" in header:
         return header["unreadable"]
-    wanted = {"chunkSize": chunk_size, "seed": PACK_SEED, "samples": info["files"], "sampleBytes": info["bytes"]}
+    header.setdefault("layout", "class")  # format 4 names none: the class layout
+    wanted = {"chunkSize": chunk_size, "seed": PACK_SEED, "layout": layout, "samples": info["files"], "sampleBytes": info["bytes"]}
     differs = [f"{key} {header.get(key)} (wanted {value})" for key, value in wanted.items() if header.get(key) != value]
     return ", ".join(differs) or None
 
 
-def ensure_pack(data_dir, root, chunk_size, info):
-    """A pack of `root` written by this redirfs with K=`chunk_size`; a cached one that differs
-    (older format, other K or seed, or packed from an earlier dataset) is written again."""
-    pack = os.path.join(data_dir, os.path.basename(root) + f".pack-k{chunk_size}")
+def ensure_pack(data_dir, root, chunk_size, info, layout="class"):
+    """A pack of `root` written by this redirfs with K=`chunk_size` in `layout`; a cached one that
+    differs (older format, other K, seed or layout, or packed from an earlier dataset) is written again."""
+    pack = os.path.join(data_dir, os.path.basename(root) + f".pack-k{chunk_size}" + ("" if layout == "class" else f"-{layout}"))
     if os.path.exists(os.path.join(pack, "index.bin")):
-        why = stale_pack(pack, chunk_size, info)
+        why = stale_pack(pack, chunk_size, info, layout)
         if why:
             log(f"{pack} is stale ({why}): packing again")
             shutil.rmtree(pack)
@@ -77,8 +78,8 @@ def ensure_pack(data_dir, root, chunk_size, info):
         shutil.rmtree(pack, ignore_errors=True)
         for partial in glob.glob(pack + ".partial-*"):
             shutil.rmtree(partial, ignore_errors=True)
-        log(f"packing {root} with K={chunk_size}")
-        subprocess.run([REDIRFS, "pack", root, pack, "--chunk-size", str(chunk_size), "--seed", str(PACK_SEED)], check=True, stdout=subprocess.DEVNULL)
+        log(f"packing {root} with K={chunk_size}, {layout} layout")
+        subprocess.run([REDIRFS, "pack", root, pack, "--chunk-size", str(chunk_size), "--seed", str(PACK_SEED), "--layout", layout], check=True, stdout=subprocess.DEVNULL)
     return pack
 
 
@@ -396,7 +397,8 @@ def write_report(result, out):
              f"memory {result['memoryFraction']:.0%} of it ({result['memoryBytes'] / 2**20:.0f} MiB) plus what No-I/O's processes peaked at (+10%) and {DAEMON_ALLOWANCE // 2**20} MiB for the daemon "
              f"({', '.join(f'{p}: {a / 2**20:.0f} MiB' for p, a in result['allowanceBytes'].items())}) as the cgroup limit; "
              f"profile {result['profile']} ({result['iops'] or 'no'} IOPS, {result['bps'] / 10**6 if result['bps'] else 'no'} MB/s limit); "
-             f"{result['epochs']} epochs, {result['workers']} workers, batch {result['batchSize']}, K={result['chunkSize']}.", ""]
+             f"{result['epochs']} epochs, {result['workers']} workers, batch {result['batchSize']}, K={result['chunkSize']}"
+             f"{', packs in the shared layout' if result.get('packLayout') == 'shared' else ''}.", ""]
     for pipeline in result["pipelines"]:
         rows = [r for r in result["rows"] if r["pipeline"] == pipeline and "infeasible" not in r]
         refused = [r for r in result["rows"] if r["pipeline"] == pipeline and "infeasible" in r]
@@ -604,6 +606,8 @@ def main():
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--chunk-size", type=int, default=64)
+    parser.add_argument("--pack-layout", choices=["class", "shared"], default="class",
+                        help="how the pack-* loaders' pack is cut (redirfs pack --layout): shared for many classes on little memory")
     parser.add_argument("--sweep", default="", help="chunk sizes to sweep over a pack, e.g. 1,4,16,64,256")
     parser.add_argument("--sweep-epochs", type=int, default=2)
     parser.add_argument("--hot-path", action="store_true", help="also measure files/s through the mount versus the page cache and a minimal C FUSE server")
@@ -630,7 +634,7 @@ def main():
     running = {name for names in runs.values() for name in names}
     sources = {"dir": root}
     if any(name.startswith("pack-") for name in running) or args.cluster > 1:
-        sources["pack"] = ensure_pack(args.data, root, args.chunk_size, info)
+        sources["pack"] = ensure_pack(args.data, root, args.chunk_size, info, args.pack_layout)
     if "ffcv" in running:
         sources["beton"] = ensure_beton(args.data, root, info)
     sweep = [int(k) for k in args.sweep.split(",") if k]
@@ -643,7 +647,7 @@ def main():
               "commit": code_version(),
               "dataset": info, "memoryFraction": args.memory_fraction, "memoryBytes": memory, "allowanceBytes": {},
               "profile": args.profile, "iops": iops, "bps": bps, "epochs": args.epochs, "workers": args.workers,
-              "batchSize": args.batch_size, "chunkSize": args.chunk_size, "pipelines": args.pipelines.split(","), "rows": [], "sweep": [], "sweepEpochs": args.sweep_epochs,
+              "batchSize": args.batch_size, "chunkSize": args.chunk_size, "packLayout": args.pack_layout, "pipelines": args.pipelines.split(","), "rows": [], "sweep": [], "sweepEpochs": args.sweep_epochs,
               "cluster": []}
 
     if args.hot_path_only:

@@ -3,9 +3,11 @@
  * on a filesystem, a ranged GET in a bucket: storage.ts), from the first
  * file asked for to the last, checked before any byte of it is served
  * (file by file always, and against the chunk's CRC-32 when it is the
- * whole chunk of a file's reader, which has the run whole). A read that is short (truncated file) or fails a checksum
- * delivers nothing: every open that would have been given one of its files
- * gets EIO, and it is logged and counted. The native reader copies the requested files out of the chunk
+ * whole chunk of a file's reader, which has the run whole). A file that
+ * fails its own checksum is never served; the others of its read are. A
+ * read that is short (truncated file), or whose files pass but whose chunk
+ * does not, delivers nothing. An open that would have been given a file
+ * not delivered gets EIO, and it is logged and counted. The native reader copies the requested files out of the chunk
  * on the thread pool, so bytes the protocol does not place never reach JS.
  */
 import { crc32 } from 'node:zlib'
@@ -92,16 +94,18 @@ export class PackSource implements ChunkSource {
     }
     this.chunksRead++
     this.bytesRead += read.length
+    // Each file's own CRC, whole chunk or block (the reader sums every piece anyway): a chunk whose bytes are right but
+    // whose files' boundaries the index moved must not serve one file's bytes under another's name.
+    const whole = read.length >= length && read.copied === pieces.length
+    const damaged = whole ? request.files.filter((_, i) => read.fileCrcs[i] !== arrays.crc[entries[i]]) : []
     const problem = read.length < length
       ? `truncated (${read.length} of ${length} bytes)`
       : read.copied < pieces.length
         ? `only ${read.copied} of its ${pieces.length} files copied`
-        : wholeChunk && read.crc !== undefined && read.crc !== arrays.chunkCrc[request.pc]
-          ? 'checksum mismatch'
-          // Each file's own CRC too, whole chunk or block (the reader sums every piece anyway): a chunk whose bytes are right but
-          // whose files' boundaries the index moved must not serve one file's bytes under another's name.
-          : entries.some((entry, i) => read.fileCrcs[i] !== arrays.crc[entry])
-            ? `checksum mismatch in ${wholeChunk ? 'a file' : 'a block'}`
+        : damaged.length > 0
+          ? `checksum mismatch in ${damaged.length} of its ${pieces.length} files`
+          : wholeChunk && read.crc !== undefined && read.crc !== arrays.chunkCrc[request.pc]
+            ? 'checksum mismatch'
             : undefined
     if (problem !== undefined && fromCache) {
       // Never serve a cached chunk that fails its check: it goes, and the bucket is asked again, past the cache (a disk
@@ -112,13 +116,21 @@ export class PackSource implements ChunkSource {
       giveBack()
       return await this.fetch(request, false)
     }
-    if (problem !== undefined) {
-      this.corruptChunks++
+    if (problem !== undefined) this.corruptChunks++
+    if (damaged.length > 0) {
+      // The files that pass their own check are theirs, byte for byte, as a read of each alone would give: they are
+      // served, and only the damaged ones are lost (one bad byte in a whole chunk would otherwise cost all its files).
+      this.log.error({ chunk: request.pc, problem, damaged: damaged.map(id => this.pack.path(this.pack.sampleEntry[id])) }, 'files failed their check; they are not served')
+    } else if (problem !== undefined) {
       this.log.error({ chunk: request.pc, problem }, 'chunk failed its check; its files are not served')
       giveBack()
       return delivered
     }
-    request.files.forEach((id, i) => delivered.set(id, targets[i]))
+    const lost = new Set(damaged)
+    request.files.forEach((id, i) => {
+      if (lost.has(id)) this.buffers.give(targets[i])
+      else delivered.set(id, targets[i])
+    })
     return delivered
   }
 

@@ -106,6 +106,14 @@ t.test('a pack in the shared layout: its chunks hold many classes; it verifies, 
   await flipByte(path.join(copy, segmentName(index.arrays.chunkSegment[chunk])), index.arrays.location[victim] + 100)
   const report = await redirfs('verify', copy)
   t.equal(report.code, 1)
+  // Whole chunks read at once (pool, memory for the whole dataset): the damaged file costs its own open, each epoch, and no other.
+  const damagedMountpoint = emptyDir()
+  await mount(t, copy, damagedMountpoint, '--memory', '10M', '--redirect', 'pool')
+  for (let epoch = 0; epoch < 2; epoch++) {
+    const read = await Promise.all(dataset.samples.map(async relative => await readFileAsTrainer(damagedMountpoint, relative).then(r => dataset.byContent.get(r.content), (err: NodeJS.ErrnoException) => err.code)))
+    t.equal(read.filter(r => r === 'EIO').length, 1, `epoch ${epoch}: one open fails, for the one damaged file`)
+    t.same(read.filter(r => r !== 'EIO').sort(), dataset.samples.filter(p => p !== index.path(victim)), `epoch ${epoch}: every other sample served once`)
+  }
   t.match(report.stdout, new RegExp(`chunk ${chunk} \\(\\d+ groups, ${segmentName(index.arrays.chunkSegment[chunk])}\\): checksum mismatch in ${index.path(victim).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`))
 })
 
@@ -222,7 +230,10 @@ t.test('a crafted index that moves the boundary between two files of a chunk has
   const files = packLayout(index).pcs[0].files
   const source = new PackSource(index, new SampleBuffers(), pino({ level: 'silent' }))
   t.teardown(async () => { await source.close() })
-  t.equal((await source.fetch({ pc: 0, files })).size, 0, 'the whole chunk')
+  // The chunk's other files pass their own checks: they are served, byte for byte, the two moved ones never.
+  const whole = await source.fetch({ pc: 0, files })
+  t.same([...whole.keys()], files.slice(2), 'the whole chunk: its other files only')
+  t.ok([...whole].every(([id, bytes]) => crc32(bytes) === index.arrays.crc[index.sampleEntry[id]]), 'each as its index says')
   t.equal((await source.fetch({ pc: 0, files: files.slice(0, 2) })).size, 0, 'a block of the two')
   t.equal(source.stats().corruptChunks, 2)
 })

@@ -201,10 +201,14 @@ class ModelSource implements ChunkSource {
   constructor (readonly readsFileByFile: boolean, private readonly layout: Layout | SharedLayout, private readonly buffers: SampleBuffers, private readonly fails: (file: FileId) => boolean, private readonly misread: (why: string) => void) {}
 
   async fetch (request: ChunkRequest): Promise<Map<FileId, Buffer>> {
-    // A pack reads a request as one range of its chunk, from the first file to the last: they must be of that chunk, in its order.
+    // A pack reads a request as one range of its chunk, from the first file to the last: they must be of that chunk, in
+    // its order; and in the shared layout, back to back (a load takes one run of a block: none of the range is read for nothing).
     if (!this.readsFileByFile) {
       const at = request.files.map(file => this.layout.pcs[request.pc].files.indexOf(file))
-      if (at.some((offset, i) => offset < 0 || (i > 0 && offset <= at[i - 1]))) this.misread(`a read of chunk ${request.pc} asks for files ${request.files.join(', ')}, not all of it in its order`)
+      const run = !('vcs' in this.layout)
+      if (at.some((offset, i) => offset < 0 || (i > 0 && (run ? offset !== at[i - 1] + 1 : offset <= at[i - 1])))) {
+        this.misread(`a read of chunk ${request.pc} asks for files ${request.files.join(', ')}, not ${run ? 'one run' : 'all'} of it in its order`)
+      }
     }
     return await new Promise((resolve, reject) => {
       const bytes = request.files.reduce((sum, file) => sum + this.layout.files[file].size, 0)

@@ -230,7 +230,7 @@ const pack = program.command('pack')
     process.stdout.write(`redirfs: packed ${summary.samples} samples in ${groups}${chunks} (${formatSize(summary.sampleBytes)}) and ${summary.others} other files into ${where}${skipped}\n`)
     // A chunk of every class may be more than a mount can spare: say so now, not at the first mount.
     if (summary.layout === 'class' && summary.leastMemoryBytes > summary.sampleBytes * LARGE_LEAST_MEMORY) {
-      process.stderr.write(`redirfs: note: a mount of it needs --memory ${formatSize(summary.leastMemoryBytes)} or more (a chunk of each of ${summary.groups.length} groups); for less, pack it with --layout shared (one node, --redirect mix or pool)\n`)
+      process.stderr.write(`redirfs: warning: a mount of it needs --memory ${formatSize(summary.leastMemoryBytes)} or more (a chunk of each of ${summary.groups.length} groups); for less, pack it with --layout shared (one node, --redirect mix or pool)\n`)
     }
   })
 

@@ -77,7 +77,7 @@ t.test(`a pack of ${CLASSES} classes in the shared layout at 5% memory: every ep
   // A pack in the class layout says at pack time what its mounts will need, and is refused at this memory, naming the other layout.
   const classPacked = await redirfs('pack', root, path.join(packs, 'class'))
   t.equal(classPacked.code, 0, classPacked.stderr)
-  t.match(classPacked.stderr, /note: a mount of it needs --memory .* \(a chunk of each of 2000 groups\); for less, pack it with --layout shared/)
+  t.match(classPacked.stderr, /^redirfs: warning: a mount of it needs --memory .* \(a chunk of each of 2000 groups\); for less, pack it with --layout shared/)
   const classMountpoint = emptyDir()
   t.teardown(() => forceUnmount(classMountpoint))
   const refused = await redirfs('mount', path.join(packs, 'class'), classMountpoint, '--memory', String(memory))
@@ -88,7 +88,7 @@ t.test(`a pack of ${CLASSES} classes in the shared layout at 5% memory: every ep
   const packed = await redirfs('pack', root, pack, '--layout', 'shared')
   t.equal(packed.code, 0, packed.stderr)
   t.match(packed.stdout, /chunks shared by the groups/)
-  t.equal(packed.stderr, '', 'no note: a shared pack needs no chunk per class')
+  t.equal(packed.stderr, '', 'no warning: a shared pack needs no chunk per class')
   // The shared protocol serves mix and pool on one node; a strict mount is refused in one line.
   const strict = await redirfs('mount', pack, classMountpoint, '--memory', String(memory), '--redirect', 'strict')
   t.not(strict.code, 0)

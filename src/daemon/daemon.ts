@@ -329,7 +329,11 @@ export function chooseLayout (dataset: OpenedDataset, config: Pick<MountConfig, 
   const plan = classLayoutPlan(dataset, config.memoryBytes, nodes)
   if (config.memoryBytes >= plan.memory.minimumBytes) return { kind: 'class', layout: classLayout(dataset, nodes, plan) }
   const sharedFits = nodes === 1 && dataset.source.readsFileByFile && (config.mode === 'mix' || config.mode === 'pool')
-  if (!sharedFits) throw memoryTooSmall(config.memoryBytes, dataset, { ...plan, sharedFits })
+  if (!sharedFits) {
+    // A pack that does not match its layout is damaged at any memory: that is the line to give, not that memory is short.
+    dataset.checkLayout?.({ pcs: plan.chunking.chunksOfGroup.flat().map(files => ({ files })) })
+    throw memoryTooSmall(config.memoryBytes, dataset, { ...plan, sharedFits })
+  }
   // A directory's or a bucket's files are read one by one: a block is one file.
   return { kind: 'shared', layout: buildSharedLayout(dataset.tree.samples, { chunkSize: dataset.chunkSize, blockSize: 1, seed: dataset.layoutSeed }) }
 }

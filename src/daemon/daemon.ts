@@ -339,6 +339,15 @@ export function chooseLayout (dataset: OpenedDataset, config: Pick<MountConfig, 
 }
 
 /**
+ * What one mix read brings, unless --mix-block says: a directory reads files
+ * one by one, so mix may take each from any chunk; a pack reads blocks, a
+ * quarter of a chunk each.
+ */
+function mixBlockOf (dataset: Pick<OpenedDataset, 'checkLayout' | 'chunkSize'>, config: Pick<MountConfig, 'mixBlock'>): number {
+  return config.mixBlock ?? (dataset.checkLayout !== undefined ? Math.max(1, Math.ceil(dataset.chunkSize / 4)) : 1)
+}
+
+/**
  * A pack written with `--layout shared`: its chunks in blocks, a block one
  * read (pool reads whole chunks, mix a quarter of one unless --mix-block
  * says), checked against the pack. The shared protocol serves one node
@@ -348,7 +357,7 @@ function sharedPackLayout (dataset: OpenedDataset, config: Pick<MountConfig, 'mo
   const repack = 're-pack it without --layout shared'
   if (nodes > 1) throw new UsageError(`this pack is in the shared layout, which serves one node, not a cluster: ${repack} for a cluster`)
   if (config.mode !== 'mix' && config.mode !== 'pool') throw new UsageError(`this pack is in the shared layout, which serves --redirect mix or pool, not ${config.mode}: use one of those, or ${repack}`)
-  const blockSize = config.mode === 'pool' ? dataset.chunkSize : config.mixBlock ?? Math.max(1, Math.ceil(dataset.chunkSize / 4))
+  const blockSize = config.mode === 'pool' ? dataset.chunkSize : mixBlockOf(dataset, config)
   const layout = buildSharedLayout(dataset.tree.samples, { chunkSize: dataset.chunkSize, blockSize, seed: dataset.layoutSeed })
   dataset.checkLayout?.(layout)
   return layout
@@ -360,8 +369,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, buffers: Samp
   const chosen = chooseLayout(dataset, config, shape.nodes)
   const { layout } = chosen
   let memoryLimit = checkMemoryLimit(config, tree.count)
-  // A directory reads files one by one, so mix may take each from any chunk; a pack reads blocks, a few per load.
-  const mixBlock = config.mixBlock ?? (dataset.checkLayout !== undefined ? Math.max(1, Math.ceil(chunkSize / 4)) : 1)
+  const mixBlock = mixBlockOf(dataset, config)
   // Samples bound to open files are the adapter's (built below, once the engine is): readahead leaves room for them.
   const opens = { held: (): number => 0 }
   // The object graph, built once: the engine reclaims through the cluster's

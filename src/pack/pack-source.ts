@@ -97,7 +97,8 @@ export class PackSource implements ChunkSource {
     // Each file's own CRC, whole chunk or block (the reader sums every piece anyway): a chunk whose bytes are right but
     // whose files' boundaries the index moved must not serve one file's bytes under another's name.
     const whole = read.length >= length && read.copied === pieces.length
-    const damaged = whole ? request.files.filter((_, i) => read.fileCrcs[i] !== arrays.crc[entries[i]]) : []
+    const intact = (i: number): boolean => read.fileCrcs[i] === arrays.crc[entries[i]]
+    const damaged = whole ? request.files.filter((_, i) => !intact(i)) : []
     const problem = read.length < length
       ? `truncated (${read.length} of ${length} bytes)`
       : read.copied < pieces.length
@@ -126,9 +127,8 @@ export class PackSource implements ChunkSource {
       giveBack()
       return delivered
     }
-    const lost = new Set(damaged)
     request.files.forEach((id, i) => {
-      if (lost.has(id)) this.buffers.give(targets[i])
+      if (damaged.length > 0 && !intact(i)) this.buffers.give(targets[i])
       else delivered.set(id, targets[i])
     })
     return delivered

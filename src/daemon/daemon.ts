@@ -380,7 +380,7 @@ async function serve (config: MountConfig, dataset: OpenedDataset, buffers: Samp
   const engine = chosen.kind === 'class'
     ? new Engine(new Protocol(chosen.layout, { mode: config.mode, memoryBytes: config.memoryBytes, seed: config.seed, node: shape.node, prefetch: config.cluster?.prefetch, mixBlock, heldByOpens: () => opens.held() }),
       dataset.source, buffers, log, membership === undefined ? undefined : reclaimFromHolders(membership, log))
-    : new SharedEngine(new SharedProtocol(chosen.layout, { memoryBytes: config.memoryBytes, seed: config.seed }), dataset.source, buffers, log)
+    : new SharedEngine(new SharedProtocol(chosen.layout, { memoryBytes: config.memoryBytes, seed: config.seed, heldByOpens: () => opens.held() }), dataset.source, buffers, log)
   if (chosen.kind === 'shared') warnIfFewPerClass(config.memoryBytes, chosen.layout, log)
   const cluster = membership === undefined || config.cluster === undefined || chosen.kind !== 'class' || !(engine instanceof Engine)
     ? undefined

@@ -79,8 +79,14 @@ export interface SharedLoadOutcome {
 }
 
 export interface SharedProtocolOptions {
-  /** Resident plus in-flight bytes never exceed this. */
+  /** Resident plus in-flight bytes never exceed this; readahead also leaves room for those held by opens. */
   memoryBytes: number
+  /**
+   * Bytes of samples served and still held by open files (the FUSE layer's
+   * handles): out of the stocks, yet in memory until released. Readahead
+   * leaves room for them. None when absent.
+   */
+  heldByOpens?: () => number
   seed: number
 }
 
@@ -317,7 +323,7 @@ export class SharedProtocol {
    * this epoch while some have unread files, else for the next.
    */
   readahead (): SharedLoadPlan | undefined {
-    const limit = this.options.memoryBytes * (1 - DEMAND_SHARE)
+    const limit = this.options.memoryBytes * (1 - DEMAND_SHARE) - (this.options.heldByOpens?.() ?? 0)
     const room = limit - this.residentBytes - this.counters.inflightBytes
     // Not before a chunk's worth fits (or half the memory, when that is less), read as one load: loads of one
     // block each, started as soon as one fitted, made the served order less random (docs/design.md, "Shared chunks").

@@ -17,6 +17,16 @@ function setUp (files = many, memoryFraction = 0.1, blockSize = 4): { layout: Sh
   return { layout: buildSharedLayout(files, { chunkSize: 16, blockSize, seed: 5 }), memoryBytes }
 }
 
+/** The random shape of a shared layout: classes of uneven sizes, chunk and block sizes, memory from none to 60% of the dataset. */
+function layoutShape ({ classes, filesPerClass, chunkSize, minChunk = 1 }: { classes: number, filesPerClass: number, chunkSize: number, minChunk?: number }) {
+  return {
+    classSizes: fc.array(fc.integer({ min: 1, max: filesPerClass }), { minLength: 1, maxLength: classes }),
+    chunkSize: fc.integer({ min: minChunk, max: chunkSize }),
+    blockSize: fc.integer({ min: minChunk, max: chunkSize }),
+    memoryFraction: fc.double({ min: 0, max: 0.6, noNaN: true })
+  }
+}
+
 function multiset (ids: (FileId | undefined)[]): number[] {
   return ids.map(id => id ?? -1).sort((a, b) => a - b)
 }
@@ -112,10 +122,7 @@ t.test('a demand load answers its opener with a file of the opened class; a fail
 
 t.test('any shape, memory, block size, readers and unreadable files: labels right, each readable file once per epoch, memory within budget', async t => {
   const shape = fc.record({
-    classSizes: fc.array(fc.integer({ min: 1, max: 60 }), { minLength: 1, maxLength: 40 }),
-    chunkSize: fc.integer({ min: 1, max: 24 }),
-    blockSize: fc.integer({ min: 1, max: 24 }),
-    memoryFraction: fc.double({ min: 0, max: 0.6, noNaN: true }),
+    ...layoutShape({ classes: 40, filesPerClass: 60, chunkSize: 24 }),
     readers: fc.integer({ min: 1, max: 16 }),
     seed: fc.integer({ min: 0, max: 1000 }),
     unreadableShare: fc.constantFrom(0, 0, 0.02)
@@ -140,10 +147,7 @@ t.test('any shape, memory, block size, readers and unreadable files: labels righ
 
 t.test('a block is one read: what a load takes of it lies back to back, so no byte inside the read is read for nothing, at any memory', async t => {
   const shape = fc.record({
-    classSizes: fc.array(fc.integer({ min: 1, max: 60 }), { minLength: 1, maxLength: 40 }),
-    chunkSize: fc.integer({ min: 2, max: 24 }),
-    blockSize: fc.integer({ min: 2, max: 24 }),
-    memoryFraction: fc.double({ min: 0, max: 0.6, noNaN: true }),
+    ...layoutShape({ classes: 40, filesPerClass: 60, chunkSize: 24, minChunk: 2 }),
     readers: fc.integer({ min: 1, max: 16 }),
     seed: fc.integer({ min: 0, max: 1000 })
   })
@@ -254,6 +258,22 @@ t.test('a new run after a whole epoch keeps what was read ahead for the next one
   t.same(multiset(serveInTurn(protocol, every)), every, 'the new run\'s epoch serves every file once, those read ahead included')
 })
 
+t.test('readahead leaves room for the bytes open files still hold: resident, in flight and held stay within the budget', async t => {
+  const { layout, memoryBytes } = setUp(many, 0.1)
+  let held = 0
+  const protocol = new SharedProtocol(layout, { memoryBytes, seed: 3, heldByOpens: () => held })
+  const readAll = (): void => { for (let plan = protocol.readahead(); plan !== undefined; plan = protocol.readahead()) protocol.finishLoad(plan, new Set(plan.files)) }
+  held = Math.round(memoryBytes / 2)
+  readAll()
+  t.ok(protocol.residentBytes > 0, 'it read ahead into what open files left')
+  t.ok(protocol.residentBytes + held <= memoryBytes, `${protocol.residentBytes} resident + ${held} held within ${memoryBytes}`)
+  const withHalfHeld = protocol.residentBytes
+  held = 0
+  readAll()
+  t.ok(protocol.residentBytes > withHalfHeld, 'once the files are closed, it reads ahead into their room')
+  t.ok(protocol.residentBytes <= memoryBytes)
+})
+
 t.test('reset drops every stock and starts each class afresh', async t => {
   const { layout, memoryBytes } = setUp(many, 0.1)
   const protocol = new SharedProtocol(layout, { memoryBytes, seed: 3 })
@@ -314,10 +334,7 @@ t.test('an exact open of a file served in this epoch is read again for its opene
 
 t.test('any shape, memory and readers, with exact opens among the others: labels right, exact opens get their file, each repeat costs one file, within the budget', async t => {
   const shape = fc.record({
-    classSizes: fc.array(fc.integer({ min: 1, max: 40 }), { minLength: 1, maxLength: 30 }),
-    chunkSize: fc.integer({ min: 1, max: 16 }),
-    blockSize: fc.integer({ min: 1, max: 16 }),
-    memoryFraction: fc.double({ min: 0, max: 0.6, noNaN: true }),
+    ...layoutShape({ classes: 30, filesPerClass: 40, chunkSize: 16 }),
     readers: fc.integer({ min: 1, max: 12 }),
     seed: fc.integer({ min: 0, max: 1000 }),
     exactShare: fc.constantFrom(0.1, 0.5, 1)
@@ -343,10 +360,7 @@ t.test('any shape, memory and readers, with exact opens among the others: labels
 
 t.test('any shape and memory, a new run at any point of an epoch (a read still out or not): the new run\'s epochs serve every file once', async t => {
   const shape = fc.record({
-    classSizes: fc.array(fc.integer({ min: 1, max: 40 }), { minLength: 1, maxLength: 30 }),
-    chunkSize: fc.integer({ min: 1, max: 16 }),
-    blockSize: fc.integer({ min: 1, max: 16 }),
-    memoryFraction: fc.double({ min: 0, max: 0.6, noNaN: true }),
+    ...layoutShape({ classes: 30, filesPerClass: 40, chunkSize: 16 }),
     seed: fc.integer({ min: 0, max: 1000 }),
     before: fc.double({ min: 0, max: 1.5, noNaN: true }),
     reset: fc.boolean()

@@ -160,7 +160,7 @@ def main():
             os.makedirs(mountpoint)
             configs = [("raw", None, None)] + [(mode, f, k) for f in fractions for k in chunk_sizes for mode in modes]
             accuracy = {c: [] for c in configs}
-            skipped = set()  # configurations whose memory cannot give every class a chunk (the mount says so)
+            skipped = {}  # configurations the mount refuses, with its reason
             for seed in range(seeds.get(name, 3)):
                 started = time.time()
                 for config in configs:
@@ -179,8 +179,9 @@ def main():
                                            check=True, stdout=subprocess.DEVNULL)
                     mounted = subprocess.run([REDIRFS, "mount", source, mountpoint, "--memory", str(memory), *chunking,
                                               "--redirect", mode.removeprefix("pack-"), "--seed", str(seed)], capture_output=True, text=True)
-                    if mounted.returncode != 0 and "is too small" in mounted.stderr:
-                        skipped.add(config)
+                    # Memory that cannot give every class a chunk, or a shared pack in a mode it does not serve: the mount says so.
+                    if mounted.returncode != 0 and ("is too small" in mounted.stderr or "is in the shared layout" in mounted.stderr):
+                        skipped[config] = mounted.stderr.strip().removeprefix("redirfs: ")
                         continue
                     if mounted.returncode != 0:
                         sys.exit(f"redirfs mount failed: {mounted.stderr.strip()}")
@@ -188,24 +189,25 @@ def main():
                         accuracy[config].append(train(mountpoint, test_root, seed, epochs, hidden))
                     finally:
                         subprocess.run([REDIRFS, "umount", "--force", mountpoint], check=False)
-                print(f"{name} seed {seed}: " + ", ".join(f"{label(c)} {accuracy[c][-1]:.2f}" for c in configs if c not in skipped) +
+                print(f"{name} seed {seed}: " + ", ".join(f"{label(c, args.pack_layout)} {accuracy[c][-1]:.2f}" for c in configs if c not in skipped) +
                       f" ({time.time() - started:.0f}s)", flush=True)
         finally:
             subprocess.run(["rm", "-rf", work], check=False)
         raw_mean, _ = summarize(accuracy[configs[0]])
         for config in configs:
             if config in skipped:
-                lines.append(f"| {name} | {label(config)} | memory too small for one chunk per class | | |")
+                lines.append(f"| {name} | {label(config, args.pack_layout)} | refused: {skipped[config]} | | |")
                 continue
             values = accuracy[config]
             mean, sd = summarize(values)
             delta = mean - raw_mean
             ok = config[0] == "raw" or delta >= -args.tolerance
             if not ok:
-                failed.append(f"{name} {label(config)}")
-            results.append({"dataset": name, "mode": config[0], "memoryFraction": config[1], "chunkSize": config[2], "epochs": epochs,
+                failed.append(f"{name} {label(config, args.pack_layout)}")
+            results.append({"dataset": name, "mode": config[0], "packLayout": args.pack_layout if config[0].startswith("pack-") else None,
+                            "memoryFraction": config[1], "chunkSize": config[2], "epochs": epochs,
                             "accuracies": values, "mean": mean, "sd": sd, "deltaToRaw": delta, "pass": ok})
-            lines.append(f"| {name} | {label(config)} | {', '.join(f'{a:.2f}' for a in values)} | {mean:.2f} ± {sd:.2f} | "
+            lines.append(f"| {name} | {label(config, args.pack_layout)} | {', '.join(f'{a:.2f}' for a in values)} | {mean:.2f} ± {sd:.2f} | "
                          f"{delta:+.2f}{'' if ok else ' (FAIL)'} |")
     result = {
         "commit": commit, "command": "python3 bench/convergence.py " + " ".join(sys.argv[1:]),
@@ -225,9 +227,10 @@ def main():
         sys.exit(f"convergence: {', '.join(failed)} more than {args.tolerance} points below raw")
 
 
-def label(config):
+def label(config, pack_layout="class"):
     mode, fraction, k = config
-    return "raw" if mode == "raw" else f"{mode}, {round(fraction * 100)}% memory, K={k}"
+    layout = " (shared layout)" if mode.startswith("pack-") and pack_layout == "shared" else ""
+    return "raw" if mode == "raw" else f"{mode}{layout}, {round(fraction * 100)}% memory, K={k}"
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@
 # the shared layout: 3 epochs of 8 readers each, every one exact with the
 # right labels, within --memory. Keeps the test's TAP: its assertions and what
 # each mount counted (opens that waited, redirects, reads, seconds per epoch).
-# Writes bench/results/many-classes-mount.md (about 10-15 minutes here).
+# Writes bench/results/many-classes-mount.md (15-30 minutes here).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/bench/results/many-classes-mount.md}
@@ -26,7 +26,7 @@ REDIRFS_TEST_CLASSES=$classes REDIRFS_TEST_FILES_PER_CLASS=$files \
   echo "Exit status $status. The test's assertions and comments:"
   echo
   echo '```'
-  grep -E '^ *(ok|not ok|# [^S{]|# \{)' "$log" | grep -v '^ *# Subtest' | sed 's/^ *//'
+  grep -E '^ *(ok|not ok|# [^S{]|# \{)' "$log" | grep -v '^ *# Subtest' | sed 's/^ *//' || tail -40 "$log"
   echo '```'
 } >"$out.tmp"
 mv "$out.tmp" "$out"

@@ -323,15 +323,22 @@ export class SharedProtocol {
    * this epoch while some have unread files, else for the next.
    */
   readahead (): SharedLoadPlan | undefined {
-    const limit = this.options.memoryBytes * (1 - DEMAND_SHARE) - (this.options.heldByOpens?.() ?? 0)
-    const room = limit - this.residentBytes - this.counters.inflightBytes
+    const limit = this.options.memoryBytes * (1 - DEMAND_SHARE)
+    const held = this.options.heldByOpens?.() ?? 0
+    const free = limit - this.residentBytes - this.counters.inflightBytes
+    const room = free - held
     // Not before a chunk's worth fits (or half the memory, when that is less), read as one load: loads of one
     // block each, started as soon as one fitted, made the served order less random (docs/design.md, "Shared chunks").
-    if (room <= 0 || room < Math.min(this.meanBlockBytes * this.blocksPerLoad, limit / 2)) return undefined
+    const worthALoad = Math.min(this.meanBlockBytes * this.blocksPerLoad, limit / 2)
+    if (room <= 0 || room < worthALoad) {
+      // Held back by open files alone: a loader that keeps many open reads ahead less, and this says so.
+      if (held > 0 && free >= worthALoad) this.counters.readaheadHeldBack++
+      return undefined
+    }
     const first = this.chooseBlock()
     if (first === undefined || this.placeableBytes(first) > room) return undefined
     this.counters.readaheadLoads++
-    return this.planLoad(first, limit)
+    return this.planLoad(first, limit - held)
   }
 
   /**

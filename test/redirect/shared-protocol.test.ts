@@ -267,6 +267,7 @@ t.test('readahead leaves room for the bytes open files still hold: resident, in 
   readAll()
   t.ok(protocol.residentBytes > 0, 'it read ahead into what open files left')
   t.ok(protocol.residentBytes + held <= memoryBytes, `${protocol.residentBytes} resident + ${held} held within ${memoryBytes}`)
+  t.ok(protocol.counters.readaheadHeldBack > 0, 'readahead held back by open files is counted')
   const withHalfHeld = protocol.residentBytes
   held = 0
   readAll()

@@ -74,8 +74,8 @@ t.test(`${CLASSES} classes of ${FILES_PER_CLASS} files at 5% memory: the shared 
   t.equal(stats.layout.groups, CLASSES)
   t.ok(stats.protocol.redirects > 0, 'redirection was at work')
   t.ok(stats.protocol.peakResidentBytes <= memory, `peak ${stats.protocol.peakResidentBytes} bytes of samples within --memory ${memory}`)
-  // Each file read once per epoch, and what readahead brought for a fourth epoch that never came (at most what memory holds).
   commentOnProtocol(t, stats.protocol, memory)
+  // Each file read once per epoch, and what readahead brought for a fourth epoch that never came (at most what memory holds).
   const filesRead = Number(stats.source.filesRead)
   t.ok(filesRead >= 3 * samples.length && filesRead <= 3.1 * samples.length, `${filesRead} files read for ${samples.length} samples over 3 epochs`)
 })

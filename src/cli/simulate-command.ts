@@ -102,7 +102,7 @@ export async function runSimulations (options: SimulateOptions): Promise<Simulat
         for (const mode of options.modes) {
           const key: RowKey = { layout: 'class', mode, chunkSize, blockSize: mode === 'mix' ? mixBlock : chunkSize, memoryFraction }
           if (plan.vcCount < classes) {
-            rows.push({ ...key, refused: `every class needs a chunk in memory: at least ${percent(plan.minimumBytes / datasetBytes)} of the dataset` })
+            rows.push({ ...key, refused: `every class needs a chunk of its files in memory: at least ${percent(plan.minimumBytes / datasetBytes)} of the dataset` })
             continue
           }
           const layout = buildLayout(samples, { chunkSize, seed: options.seed, vcCount: plan.vcCount })

@@ -301,7 +301,7 @@ interface ClassLayoutPlan { chunking: PhysicalChunking, busiest?: number, memory
 function classLayoutPlan (dataset: OpenedDataset, memoryBytes: number, nodes: number): ClassLayoutPlan {
   const chunking = cutPhysicalChunks(dataset.tree.samples, dataset.chunkSize, dataset.layoutSeed)
   const busiest = nodes === 1 ? undefined : Math.max(...groupsPerHome(chunking, nodes))
-  return { chunking, busiest, memory: planMemory(dataset.tree.samples, dataset.chunkSize, memoryBytes, busiest) }
+  return { chunking, busiest, memory: planMemory(dataset.tree.samples, dataset.chunkSize, memoryBytes, nodes) }
 }
 
 function classLayout (dataset: OpenedDataset, nodes: number, { chunking, memory }: ClassLayoutPlan): Layout {
@@ -639,7 +639,7 @@ function memoryTooSmall (memoryBytes: number, dataset: OpenedDataset, { chunking
   const served = busiest ?? groups.length
   const where = busiest !== undefined ? ' that one node is home to' : ''
   const why = `the samples fall into ${groups.length} redirect groups (${describeGrouping(groupDepth)}; e.g. ${sampleOfGroups(groups, 3).join(', ')})` +
-    (tiny > 0 ? `, ${tiny} of them of 1-2 files` : '') + `, and each of the ${served} groups${where} needs one chunk of ${chunkSize} files (mean ${formatSize(memory.meanFileSize)}) in memory`
+    (tiny > 0 ? `, ${tiny} of them of 1-2 files` : '') + `, and each of the ${served} groups${where} needs a chunk of its files (up to ${chunkSize}, mean ${formatSize(memory.meanFileSize)} each) in memory`
   const fixes = [`--memory ${formatSize(memory.minimumBytes)} or more`, 'a smaller --chunk-size']
   if (groupDepth === undefined && tiny > 0) fixes.push('--group-depth N if the directories below depth N each belong to one class (see the README)')
   // The shared layout needs no chunk per group, but serves only these so far (chooseLayout).

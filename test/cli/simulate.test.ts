@@ -44,14 +44,14 @@ t.test('simulate with many classes: the class layout is refused with the memory 
   t.equal(result.code, 0, result.stderr)
   const rows = JSON.parse(result.stdout) as { layout: string, mode: string, refused?: string, blockSize: number, waitedShare: number, readAmplification: number, repeatedPairsRatio: number }[]
   t.same(rows.map(r => `${r.layout}/${r.mode}`), ['class/strict', 'class/pool', 'class/mix', 'shared/shared'], 'both layouts, the class one in every mode')
-  for (const row of rows.slice(0, 3)) t.match(row.refused, /every class needs a chunk in memory: at least 160% of the dataset/)
+  for (const row of rows.slice(0, 3)) t.match(row.refused, /every class needs a chunk of its files in memory: at least 122% of the dataset/)
   const shared = rows[3]
   t.equal(shared.blockSize, 16)
   t.ok(shared.waitedShare < 0.05, `few opens wait: ${shared.waitedShare}`)
   t.ok(shared.readAmplification < 1.1, `each file read about once per epoch: ${shared.readAmplification}`)
   t.ok(shared.repeatedPairsRatio < 1.1, `batches keep company about as a uniform shuffle's: ${shared.repeatedPairsRatio}`)
   const table = await redirfs('simulate', '--files', '20000', '--classes', '400', '--chunk-sizes', '64', '--mix-block', '16', '--memory', '0.1', '--epochs', '2')
-  t.match(table.stdout, /\| class \| pool \| 64 \| 64 \| 10% \| refused: every class needs a chunk in memory/)
+  t.match(table.stdout, /\| class \| pool \| 64 \| 64 \| 10% \| refused: every class needs a chunk of its files in memory/)
   t.match(table.stdout, /\| shared \| shared \| 64 \| 16 \| 10% \| [0-9.]+% \| /)
 })
 

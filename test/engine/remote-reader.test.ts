@@ -18,7 +18,7 @@ import { makeSamples, UNEVEN_CLASSES } from '../helpers/samples'
 const files = makeSamples(5, UNEVEN_CLASSES)
 const datasetBytes = files.reduce((sum, f) => sum + f.size, 0)
 const memoryBytes = Math.round(datasetBytes * 0.25)
-const layout = buildLayout(files, { chunkSize: 16, seed: 3, vcCount: planMemory(files, 16, memoryBytes, 1).vcCount, nodes: 2 })
+const layout = buildLayout(files, { chunkSize: 16, seed: 3, vcCount: planMemory(files, 16, memoryBytes, 2).vcCount, nodes: 2 })
 const vcOf = (file: FileId): VcId => vcOfFile(layout, file)
 const [NODE0, NODE1] = [nodeId(0), nodeId(1)]
 /** The files node 1 reads remotely: those whose VC node 0 is home to. */

@@ -15,52 +15,18 @@
 import type { Logger } from 'pino'
 import type { ChunkSource } from '../chunks/source'
 import { FsError } from '../errors'
-import type { MountStats } from '../stats'
 import type { FileId, NodeId, VcId } from '../redirect/layout'
 import type { ServedNotice } from '../redirect/mirror'
 import type { LoadPlan, MirrorReport, OpenDecision, Protocol, ReclaimPlan, ReclaimReport, StandbyUpdate } from '../redirect/protocol'
 import type { Adoption } from '../redirect/takeover'
-import { ResidentBytes, Waiters } from './memory'
+import { EpochEngine, OrphanedOpen, UnreadableSample, type ServedFile } from './epoch-engine'
+import { Waiters } from './memory'
 import type { SampleBuffers } from '../chunks/sample-buffers'
 
-/** An open whose sample could not be read (EIO), and the unreadable file it was charged with, when one was. */
-export class UnreadableSample extends FsError {
-  constructor (message: string, readonly charged?: FileId, readonly generation?: number) { super('EIO', message) }
-}
-
-/**
- * An open whose opener no longer wants an answer (an orphaned worker of a
- * run that ended, `OpenOptions.wanted`): what it was answered with went
- * back before any other open decided.
- */
-export class OrphanedOpen extends FsError {
-  constructor () { super('EIO', 'an orphaned worker of a run that ended') }
-}
+export { OrphanedOpen, UnreadableSample, type OpenOptions, type ServedFile } from './epoch-engine'
 
 // Thrown by the protocol's open; the cluster's callers tell it apart from a file's error.
 export { NotOwnedHere } from '../redirect/protocol'
-
-export interface OpenOptions {
-  /** The file itself (see the protocol's `OpenOptions`). */
-  readonly exact?: boolean
-  /**
-   * Whether the opener still wants an answer, asked when one is ready. An
-   * answer the opener no longer wants goes back (its file to its slot, or
-   * the charge of an unreadable one undone) before the opens waiting on
-   * the same VC decide: decided first, they would take that file for one
-   * this epoch already served, and end the epoch early (strict) or read it
-   * again.
-   */
-  readonly wanted?: () => boolean
-}
-
-export interface ServedFile {
-  /** The file whose bytes these are (differs from the opened one when redirected). */
-  readonly file: FileId
-  readonly bytes: Buffer
-  /** The epoch state it was answered in (Engine.generation): given back after a new run or a reset began, it belongs to none. */
-  readonly generation?: number
-}
 
 /** Asks the holders of a reclaim; the bytes of a returned file come with it. */
 export type Reclaimer = (plan: ReclaimPlan) => Promise<{ reports: ReclaimReport[], returned?: ServedFile }>
@@ -73,40 +39,19 @@ export interface RequestAnswer {
   readonly vcEpoch: number
 }
 
-export class Engine {
-  private readonly resident: ResidentBytes
+export class Engine extends EpochEngine {
   private readonly waiters = new Waiters()
-  private readonly loadsInFlight = new Set<Promise<unknown>>()
 
   /** `reclaimer`: a cluster's; a single node never ships files, so never reclaims. */
   constructor (
     private readonly protocol: Protocol,
-    private readonly source: ChunkSource,
-    /** The pool the source reads into: bytes nobody will be served go back to it. */
-    private readonly buffers: SampleBuffers,
-    private readonly log: Logger,
+    source: ChunkSource,
+    buffers: SampleBuffers,
+    log: Logger,
     private readonly reclaimer?: Reclaimer
   ) {
-    this.resident = new ResidentBytes('home slots', protocol.layout.files.length, buffers)
+    super(protocol, protocol.layout.files.length, 'home slots', source, buffers, log)
   }
-
-  /** Answers an open of a sample file with the bytes it is bound to; `exact`: the file itself (see `OpenOptions`). */
-  async open (file: FileId, options: OpenOptions = {}): Promise<ServedFile> {
-    try {
-      return { ...await this.answer(file, undefined, options.exact, options.wanted), generation: this.generation }
-    } catch (err) {
-      if (err instanceof UnreadableSample) throw new UnreadableSample(err.message, err.charged, this.generation)
-      throw err
-    }
-  }
-
-  /**
-   * Which epoch state this is: it moves on when a new run begins or a reset
-   * starts every VC afresh. What was answered in another one is nobody's
-   * in this one: given back, it is let go (Protocol.returnUnserved would
-   * count it against the wrong epoch).
-   */
-  get generation (): number { return this.protocol.counters.newRuns + this.protocol.counters.resets }
 
   /**
    * Answers another node's open of `file`, then ships it what is in memory
@@ -117,7 +62,7 @@ export class Engine {
     const vc = this.protocol.vcOf(file)
     let served: ServedFile
     try {
-      served = await this.answer(file, requester)
+      served = await this.answerFor(file, requester)
     } catch (err) {
       if (!(err instanceof FsError)) throw err
       return { batch: [], batchNumber: 0, vcEpoch: this.protocol.epochOf(vc) }
@@ -126,7 +71,14 @@ export class Engine {
     return { served, batch: files.map(id => ({ file: id, bytes: this.takeResident(id) })), batchNumber: batch, vcEpoch: this.protocol.epochOf(vc) }
   }
 
-  private async answer (file: FileId, requester?: MirrorReport, exact = false, wanted?: () => boolean): Promise<ServedFile> {
+  protected async answer (file: FileId, exact: boolean, wanted?: () => boolean): Promise<ServedFile> {
+    return await this.answerFor(file, undefined, exact, wanted)
+  }
+
+  protected wakeFor (file: FileId): void { this.wake(this.protocol.vcOf(file)) }
+
+  /** An open's answer: this node's own (no `requester`), or another node's. */
+  private async answerFor (file: FileId, requester?: MirrorReport, exact = false, wanted?: () => boolean): Promise<ServedFile> {
     let reclaimed: VcId | undefined // a reclaim that got nothing back: its holders' answers are fresh for this one decision
     for (let retry = false; ; retry = true) {
       let decision: OpenDecision
@@ -286,9 +238,6 @@ export class Engine {
 
   get takeovers (): number { return this.protocol.counters.takeovers }
 
-  /** How many runs have begun a new epoch here (Protocol.startNewRun): the adapter checks whether one began while an open waited. */
-  get newRuns (): number { return this.protocol.counters.newRuns }
-
   private takeResident (file: FileId): Buffer { return this.resident.take(file) }
 
   private wake (vc: VcId): void { this.waiters.wake(vc) }
@@ -296,57 +245,6 @@ export class Engine {
   private startReadahead (vc: VcId): void {
     const plan = this.protocol.readahead(vc)
     if (plan === undefined) return
-    const load = this.runLoad(plan).catch(err => this.log.error({ err: (err as Error).message }, 'readahead failed'))
-    this.loadsInFlight.add(load)
-    void load.finally(() => this.loadsInFlight.delete(load))
-  }
-
-  /** Starts a fresh epoch everywhere; frees the bytes of files that were waiting in memory. */
-  reset (): number {
-    const dropped = this.protocol.reset()
-    for (const file of dropped) this.resident.drop(file)
-    this.log.info({ dropped: dropped.length }, 'epoch state reset')
-    return dropped.length
-  }
-
-  /** A new training run begins: every VC starts a fresh epoch (Protocol.startNewRun); gives how many files waiting in memory were dropped. */
-  startNewRun (): number {
-    const dropped = this.protocol.startNewRun()
-    for (const file of dropped) this.resident.drop(file)
-    return dropped.length
-  }
-
-  /** A failed answer whose opener must not count (UnreadableSample.charged): its file is charged to another open (Protocol.uncharge). */
-  uncharge (file: FileId, generation?: number): void {
-    if (generation === undefined || generation === this.generation) this.protocol.uncharge(file)
-  }
-
-  /** An answer whose opener went away before it got it: the file waits for another open (Protocol.returnUnserved). */
-  giveBack (served: ServedFile): void {
-    if (served.generation !== undefined && served.generation !== this.generation) {
-      this.buffers.give(served.bytes)
-      return
-    }
-    if (this.protocol.returnUnserved(served.file) === 'placed') {
-      this.resident.set(served.file, served.bytes)
-      this.wake(this.protocol.vcOf(served.file))
-    } else {
-      this.buffers.give(served.bytes)
-    }
-    this.freeDropped()
-  }
-
-  /** Frees the bytes of files the protocol let go outside a load (Protocol.takeDropped). */
-  private freeDropped (): void {
-    for (const file of this.protocol.takeDropped()) this.resident.drop(file)
-  }
-
-  /** Waits for readahead loads to end (for a clean shutdown). */
-  async drain (): Promise<void> {
-    while (this.loadsInFlight.size > 0) await Promise.allSettled([...this.loadsInFlight])
-  }
-
-  stats (): Pick<MountStats, 'protocol' | 'source'> {
-    return { protocol: { ...this.protocol.counters }, source: this.source.stats() }
+    this.track(this.runLoad(plan).catch(err => this.log.error({ err: (err as Error).message }, 'readahead failed')))
   }
 }

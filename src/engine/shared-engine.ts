@@ -15,47 +15,24 @@ import type { SampleBuffers } from '../chunks/sample-buffers'
 import type { ChunkRequest, ChunkSource } from '../chunks/source'
 import type { FileId } from '../redirect/layout'
 import type { SharedLoadPlan, SharedOpenDecision, SharedProtocol } from '../redirect/shared-protocol'
-import type { MountStats } from '../stats'
-import { OrphanedOpen, UnreadableSample, type OpenOptions, type ServedFile } from './engine'
-import { ResidentBytes, Waiters } from './memory'
+import { EpochEngine, OrphanedOpen, UnreadableSample, type ServedFile } from './epoch-engine'
+import { Waiters } from './memory'
 
 /** Readahead loads out at once: enough to keep a directory's file-by-file reads busy, few enough to keep the choice of blocks fresh. */
 const READAHEAD_LOADS = 4
 
-export class SharedEngine {
-  private readonly resident: ResidentBytes
+export class SharedEngine extends EpochEngine {
   /** Opens parked per class. */
   private readonly waiters = new Waiters<number>()
-  private readonly loadsInFlight = new Set<Promise<unknown>>()
   private readaheadOut = 0
 
-  constructor (
-    private readonly protocol: SharedProtocol,
-    private readonly source: ChunkSource,
-    /** The pool the source reads into: bytes nobody will be served go back to it. */
-    private readonly buffers: SampleBuffers,
-    private readonly log: Logger
-  ) {
-    this.resident = new ResidentBytes('class stocks', protocol.layout.files.length, buffers)
+  constructor (private readonly protocol: SharedProtocol, source: ChunkSource, buffers: SampleBuffers, log: Logger) {
+    super(protocol, protocol.layout.files.length, 'class stocks', source, buffers, log)
   }
 
-  /** Answers an open of a sample file with the bytes it is bound to; `exact`: the file itself. */
-  async open (file: FileId, options: OpenOptions = {}): Promise<ServedFile> {
-    try {
-      return { ...await this.answer(file, options.exact === true, options.wanted), generation: this.generation }
-    } catch (err) {
-      if (err instanceof UnreadableSample) throw new UnreadableSample(err.message, err.charged, this.generation)
-      throw err
-    }
-  }
+  protected wakeFor (file: FileId): void { this.waiters.wake(this.protocol.groupOf(file)) }
 
-  /** Which epoch state this is: it moves on when a new run begins or a reset starts every class afresh (Engine.generation). */
-  get generation (): number { return this.protocol.counters.newRuns + this.protocol.counters.resets }
-
-  /** How many runs have begun a new epoch here: the adapter checks whether one began while an open waited. */
-  get newRuns (): number { return this.protocol.counters.newRuns }
-
-  private async answer (file: FileId, exact: boolean, wanted?: () => boolean): Promise<ServedFile> {
+  protected async answer (file: FileId, exact: boolean, wanted?: () => boolean): Promise<ServedFile> {
     for (let retry = false; ; retry = true) {
       let decision: SharedOpenDecision
       try {
@@ -144,59 +121,9 @@ export class SharedEngine {
       const plan = this.protocol.readahead()
       if (plan === undefined) return
       this.readaheadOut++
-      const load = this.runLoad(plan)
+      this.track(this.runLoad(plan)
         .catch(err => this.log.error({ err: (err as Error).message }, 'readahead failed'))
-        .finally(() => { this.readaheadOut-- })
-      this.loadsInFlight.add(load)
-      void load.finally(() => this.loadsInFlight.delete(load))
+        .finally(() => { this.readaheadOut-- }))
     }
-  }
-
-  /** A new training run begins: every class starts a fresh epoch (SharedProtocol.startNewRun); gives how many files waiting in memory were dropped. */
-  startNewRun (): number {
-    const dropped = this.protocol.startNewRun()
-    for (const file of dropped) this.resident.drop(file)
-    return dropped.length
-  }
-
-  /** Starts a fresh epoch for every class; frees the bytes of files that were waiting in memory. */
-  reset (): number {
-    const dropped = this.protocol.reset()
-    for (const file of dropped) this.resident.drop(file)
-    this.log.info({ dropped: dropped.length }, 'epoch state reset')
-    return dropped.length
-  }
-
-  /** A failed answer whose opener must not count (UnreadableSample.charged): its file is charged to another open. */
-  uncharge (file: FileId, generation?: number): void {
-    if (generation === undefined || generation === this.generation) this.protocol.uncharge(file)
-  }
-
-  /** An answer whose opener went away before it got it: the file waits in its class's stock for another open. */
-  giveBack (served: ServedFile): void {
-    if (served.generation !== undefined && served.generation !== this.generation) {
-      this.buffers.give(served.bytes)
-      return
-    }
-    if (this.protocol.returnUnserved(served.file) === 'placed') {
-      this.resident.set(served.file, served.bytes)
-      this.waiters.wake(this.protocol.groupOf(served.file))
-    } else {
-      this.buffers.give(served.bytes)
-    }
-  }
-
-  /** Frees the bytes of files the protocol let go outside a load (a stock's file that sat an epoch out). */
-  private freeDropped (): void {
-    for (const file of this.protocol.takeDropped()) this.resident.drop(file)
-  }
-
-  /** Waits for readahead loads to end (for a clean shutdown). */
-  async drain (): Promise<void> {
-    while (this.loadsInFlight.size > 0) await Promise.allSettled([...this.loadsInFlight])
-  }
-
-  stats (): Pick<MountStats, 'protocol' | 'source'> {
-    return { protocol: { ...this.protocol.counters }, source: this.source.stats() }
   }
 }

@@ -72,6 +72,22 @@ const errnoName = (errno: number): string => Object.entries(os.constants.errno).
 
 const typeOf = (mode: number): number => mode & constants.S_IFMT
 
+/** Who reads the source: this process. */
+interface Reader { uid: number, gid: number, groups: ReadonlySet<number> }
+const thisProcess = (): Reader => ({ uid: process.geteuid?.() ?? 0, gid: process.getegid?.() ?? 0, groups: new Set(process.getgroups?.() ?? []) })
+
+/**
+ * Whether the mode bits let `reader` read a file: the class that applies
+ * (owner, group, others) decides, as the kernel does. Root reads
+ * everything. A file with an ACL is asked of the kernel instead.
+ */
+function modeLetsRead (reader: Reader, mode: number, uid: number, gid: number): boolean {
+  if (reader.uid === 0) return true
+  if (uid === reader.uid) return (mode & 0o400) !== 0
+  if (gid === reader.gid || reader.groups.has(gid)) return (mode & 0o040) !== 0
+  return (mode & 0o004) !== 0
+}
+
 /** Directories listed at once: each listing is one trip to the thread pool (4 threads), and a few keep them all busy. */
 const DIRECTORIES_AT_ONCE = 8
 
@@ -87,6 +103,7 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
   const join = (relative: string, name: string): string => relative === '' ? name : `${relative}/${name}`
   const isSample = (relative: string, size: number): boolean => isSampleFile(relative, size, extensions)
   const source = await fs.realpath(root)
+  const reader = thisProcess()
   const access = new DirectoryAccessCache(options.foldAcls === true)
   /** Entries shown with fewer permission bits than the source's (access.ts), for one warning. */
   let narrowed = 0
@@ -110,6 +127,7 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
     const { fields, targets } = listing
     // Where the links lead: the directories on the way, for the access rule (access.ts).
     await access.load(targets.filter(target => target.length > 0).map(target => path.dirname(target.toString())))
+    const unreadable = await samplesNotReadable(relative, listing.names, fields)
     const subdirectories: { child: string, entry: number, real: string, identity: string }[] = []
     let found = 0
     let shown = 0
@@ -158,6 +176,8 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
         else subdirectories.push({ child, entry: added = builder.add(entry, raw, EntryKind.Directory, fields, at), real: target, identity })
       } else if (type !== constants.S_IFREG) {
         skipped.push({ path: child, why: 'not a regular file or directory' })
+      } else if (unreadable.has(i)) {
+        skipped.push({ path: child, why: `a sample this user (uid ${reader.uid}) may not read` })
       } else {
         const sample = isSample(child, fields[at + Listed.size])
         if (sample) found++
@@ -179,6 +199,29 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
       shown += below?.shown ?? 0
     }, DIRECTORIES_AT_ONCE)
     return { found, shown }
+  }
+
+  /**
+   * The samples of a listing this process may not read: served, each would
+   * fail every epoch. The mode bits say so, but for a file with an ACL,
+   * which the kernel is asked about.
+   */
+  const samplesNotReadable = async (relative: string, names: readonly Buffer[], fields: Float64Array): Promise<Set<number>> => {
+    const unreadable = new Set<number>()
+    if (reader.uid === 0) return unreadable
+    const withAcls: number[] = []
+    names.forEach((raw, i) => {
+      const at = i * Listed.fields
+      const name = utf8Name(raw)
+      if (name === undefined || fields[at + Listed.errno] !== 0 || typeOf(fields[at + Listed.mode]) !== constants.S_IFREG) return
+      if (!isSample(join(relative, name), fields[at + Listed.size])) return
+      if (fields[at + Listed.acl] === 1) withAcls.push(i)
+      else if (!modeLetsRead(reader, fields[at + Listed.mode], fields[at + Listed.uid], fields[at + Listed.gid])) unreadable.add(i)
+    })
+    await Promise.all(withAcls.map(async i => {
+      await fs.access(path.join(root, relative, utf8Name(names[i])!), constants.R_OK).catch(() => unreadable.add(i))
+    }))
+    return unreadable
   }
 
   const rootStat = await fs.stat(root, { bigint: true })

@@ -46,7 +46,7 @@ function size (what: string) {
 /** Shared by mount and pack: how samples are grouped for redirection. */
 const GROUP_DEPTH_OPTION = ['--group-depth <N>', 'redirect between samples that share the first N directories of their path, instead of the directory that holds them ' +
   '(e.g. 1 for <class>/<video>/<frame>.jpg at the root); set above the class level, it mixes classes and gives wrong labels', wholeNumber('--group-depth', 1, 1000)] as const
-const SKIP_UNSERVABLE_OPTION = ['--skip-unservable', 'leave out entries that cannot be served (names that are not UTF-8, special files, broken links, links that loop, unreadable entries) ' +
+const SKIP_UNSERVABLE_OPTION = ['--skip-unservable', 'leave out entries that cannot be served (names that are not UTF-8, special files, broken links, links that loop, directories it cannot list, samples it may not read) ' +
   'instead of failing; the output says how many', false] as const
 
 program

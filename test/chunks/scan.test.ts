@@ -2,13 +2,15 @@
 // entry is what stat(2) says of it (links followed), and every entry it
 // cannot serve is named with the reason.
 import { execFileSync } from 'node:child_process'
-import { mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import t from 'tap'
 import { scanTree } from '../../src/chunks/scan'
 import type { DatasetTree, EntryAttributes } from '../../src/chunks/tree'
 import { UsageError } from '../../src/errors'
+import { emptyDir } from '../helpers/mount'
+import { denyNobodyByAcl, NOBODY, openToEveryone, redirfsAsNobody } from '../helpers/unprivileged'
 
 const pathsOf = (tree: DatasetTree): string[] => Array.from({ length: tree.count }, (_, entry) => tree.pathOf(entry)).sort()
 const has = (tree: DatasetTree, relative: string): boolean => tree.find(relative) >= 0
@@ -69,6 +71,26 @@ t.test('a broken link, a special file and a name that is not UTF-8 fail the scan
   t.equal(warnings.length, 3)
   t.equal(tree.samples.length, 7)
   t.notOk(has(tree, 'cat/broken.jpg'))
+})
+
+t.test('a sample the scanning user may not read fails the scan, named, or is left out on request', async t => {
+  // Run as nobody, through `redirfs pack` (the same scan as a mount's): root may read everything.
+  const root = makeTree()
+  const out = emptyDir('redirfs-scan-out-')
+  t.teardown(() => { for (const dir of [root, out]) rmSync(dir, { recursive: true, force: true }) })
+  openToEveryone(root)
+  chownSync(out, NOBODY, NOBODY)
+  chmodSync(path.join(root, 'cat', '1.jpg'), 0o600)
+  denyNobodyByAcl(path.join(root, 'dog', '2.jpg'), 0o644)
+  chmodSync(path.join(root, 'README.txt'), 0o600) // not a sample: it passes through, and reading it fails as it would
+  const refused = await redirfsAsNobody('pack', root, path.join(out, 'refused'))
+  t.equal(refused.code, 1)
+  t.equal(refused.stderr, 'redirfs: 2 entries of the source cannot be served: cat/1.jpg (a sample this user (uid 65534) may not read), ' +
+    'dog/2.jpg (a sample this user (uid 65534) may not read); fix or remove them, or pass --skip-unservable to leave them out\n')
+  const packed = await redirfsAsNobody('pack', root, path.join(out, 'packed'), '--skip-unservable')
+  t.equal(packed.code, 0, packed.stderr)
+  t.match(packed.stderr, 'left out cat/1.jpg: a sample this user (uid 65534) may not read')
+  t.match(packed.stdout, /packed 5 samples in 2 groups/, 'the 7 samples less the 2 it may not read')
 })
 
 t.test('with an include list, samples not on it are hidden and non-samples stay', async t => {

@@ -4,13 +4,12 @@
 // directories above the source, the real paths links lead through, and
 // redirection itself (an open is never answered with a file the opener
 // could not read). On both FUSE backends.
-import { execFileSync } from 'node:child_process'
 import { chmodSync, linkSync, mkdirSync, promises as fs, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import t from 'tap'
 import { sha1 } from '../helpers/dataset'
 import { emptyDir, forceUnmount, mount, redirfs } from '../helpers/mount'
-import { asNobody, openToEveryone, readAsNobody, readInTwoAsNobody } from '../helpers/unprivileged'
+import { asNobody, denyNobodyByAcl, openToEveryone, readAsNobody, readInTwoAsNobody } from '../helpers/unprivileged'
 
 interface Tree { source: string, master: string, hidden: string, samples: string[], contents: Map<string, string> }
 
@@ -129,13 +128,6 @@ function writeClass (root: string, cls: string, count: number): string[] {
 
 /** The contents nobody got, of every read that was not refused. */
 const servedTo = (reads: Record<string, string>): string[] => Object.values(reads).filter(got => !got.startsWith('error'))
-
-/** Gives `file` (mode `mode`) an access ACL that denies nobody everything: user:nobody:---, the other entries as the mode says. */
-function denyNobodyByAcl (file: string, mode: number): void {
-  const [owner, group, other] = [(mode >> 6) & 7, (mode >> 3) & 7, mode & 7]
-  const entries = `[(1, ${owner}, 0xffffffff), (2, 0, 65534), (4, ${group}, 0xffffffff), (16, ${group}, 0xffffffff), (32, ${other}, 0xffffffff)]`
-  execFileSync('/usr/bin/python3', ['-c', `import os, struct, sys; os.setxattr(sys.argv[1], "system.posix_acl_access", struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in ${entries}))`, file])
-}
 
 t.test('an ACL that denies a user what the mode allows keeps them out through the mount too', async t => {
   const source = emptyDir('redirfs-acl-')

@@ -1,6 +1,6 @@
 // Running commands as a real unprivileged user (nobody), as a local user
 // of a shared machine would: through setpriv, with no supplementary groups.
-import { execFile, spawn } from 'node:child_process'
+import { execFile, execFileSync, spawn } from 'node:child_process'
 import { chmodSync, chownSync } from 'node:fs'
 import path from 'node:path'
 import { promisify } from 'node:util'
@@ -134,4 +134,11 @@ export async function readAsNobody (root: string, paths: readonly string[]): Pro
 /** Lets nobody through the directories a test made (mkdtemp makes them 0700), up to and including `dir`. */
 export function openToEveryone (...dirs: string[]): void {
   for (const dir of dirs) chmodSync(path.resolve(dir), 0o755)
+}
+
+/** Gives `file` (mode `mode`) an access ACL that denies nobody everything: user:nobody:---, the other entries as the mode says. */
+export function denyNobodyByAcl (file: string, mode: number): void {
+  const [owner, group, other] = [(mode >> 6) & 7, (mode >> 3) & 7, mode & 7]
+  const entries = `[(1, ${owner}, 0xffffffff), (2, 0, ${NOBODY}), (4, ${group}, 0xffffffff), (16, ${group}, 0xffffffff), (32, ${other}, 0xffffffff)]`
+  execFileSync('/usr/bin/python3', ['-c', `import os, struct, sys; os.setxattr(sys.argv[1], "system.posix_acl_access", struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in ${entries}))`, file])
 }

@@ -72,7 +72,7 @@ t.test('figures are rounded: a mean file size in whole bytes', async t => {
   const mountpoint = emptyDir()
   t.teardown(() => forceUnmount(mountpoint))
   const result = await redirfs('mount', source, mountpoint, '--memory', '1K', '--redirect', 'strict')
-  t.match(result.stderr, /\(mean 97\.7 KiB\)/)
+  t.match(result.stderr, /, mean 97\.7 KiB each\)/)
   t.notMatch(result.stderr, /\d\.\d{3,}/, 'no long fractions')
 })
 

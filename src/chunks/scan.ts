@@ -79,7 +79,7 @@ const thisProcess = (): Reader => ({ uid: process.geteuid?.() ?? 0, gid: process
 /**
  * Whether the mode bits let `reader` read a file: the class that applies
  * (owner, group, others) decides, as the kernel does. Root reads
- * everything. A file with an ACL is asked of the kernel instead.
+ * everything. A denial is only a reason to ask the kernel (below).
  */
 function modeLetsRead (reader: Reader, mode: number, uid: number, gid: number): boolean {
   if (reader.uid === 0) return true
@@ -203,24 +203,26 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
 
   /**
    * The samples of a listing this process may not read: served, each would
-   * fail every epoch. The mode bits say so, but for a file with an ACL,
-   * which the kernel is asked about.
+   * fail every epoch. Samples the include list hides are not asked about.
+   * The mode bits pick the ones to ask about (those they deny, and files
+   * with an ACL); the kernel has the last word on each, since capabilities
+   * or the filesystem (a FUSE or network one) may allow what the bits deny.
    */
   const samplesNotReadable = async (relative: string, names: readonly Buffer[], fields: Float64Array): Promise<Set<number>> => {
     const unreadable = new Set<number>()
     if (reader.uid === 0) return unreadable
-    const withAcls: number[] = []
+    const doubtful: { i: number, name: string }[] = []
     names.forEach((raw, i) => {
       const at = i * Listed.fields
       const name = utf8Name(raw)
       if (name === undefined || fields[at + Listed.errno] !== 0 || typeOf(fields[at + Listed.mode]) !== constants.S_IFREG) return
-      if (!isSample(join(relative, name), fields[at + Listed.size])) return
-      if (fields[at + Listed.acl] === 1) withAcls.push(i)
-      else if (!modeLetsRead(reader, fields[at + Listed.mode], fields[at + Listed.uid], fields[at + Listed.gid])) unreadable.add(i)
+      const child = join(relative, name)
+      if (!isSample(child, fields[at + Listed.size]) || (options.include !== undefined && !options.include.has(child))) return
+      if (fields[at + Listed.acl] === 1 || !modeLetsRead(reader, fields[at + Listed.mode], fields[at + Listed.uid], fields[at + Listed.gid])) doubtful.push({ i, name })
     })
-    await Promise.all(withAcls.map(async i => {
-      await fs.access(path.join(root, relative, utf8Name(names[i])!), constants.R_OK).catch(() => unreadable.add(i))
-    }))
+    await inBatches(doubtful, async ({ i, name }) => {
+      await fs.access(path.join(root, relative, name), constants.R_OK).catch(() => unreadable.add(i))
+    }, DIRECTORIES_AT_ONCE)
     return unreadable
   }
 

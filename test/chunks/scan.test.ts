@@ -90,6 +90,12 @@ t.test('a sample the scanning user may not read fails the scan, named, or is lef
   t.equal(packed.code, 0, packed.stderr)
   t.match(packed.stderr, 'left out cat/1.jpg: a sample this user (uid 65534) may not read')
   t.match(packed.stdout, /packed 5 samples in 2 groups/, 'the 7 samples less the 2 it may not read')
+  // Samples an include list leaves out are not the scan's concern, readable or not.
+  const include = path.join(out, 'include.txt')
+  writeFileSync(include, 'cat/0.jpg\ndog/0.jpg\ndog/1.jpg\n')
+  const subset = await redirfsAsNobody('pack', root, path.join(out, 'subset'), '--include', include)
+  t.equal(subset.code, 0, subset.stderr)
+  t.match(subset.stdout, /packed 3 samples in 2 groups/)
 })
 
 t.test('with an include list, samples not on it are hidden and non-samples stay', async t => {

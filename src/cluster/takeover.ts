@@ -130,7 +130,7 @@ export class Takeover {
     const askedIncarnation = new Map<NodeId, number | undefined>()
     // Ids from a survivor's message: the layout all nodes share numbers them.
     const collect = (node: NodeId, reply: TakeoverStateReply): void => {
-      for (const state of reply.vcs) states.get(state.vc as VcId)?.push({ node, epoch: state.epoch, received: state.received as FileId[], held: state.held as FileId[], lastBatch: state.lastBatch })
+      for (const state of reply.vcs) states.get(state.vc as VcId)?.push({ node, epoch: state.epoch, received: state.received as FileId[], held: state.held as FileId[], heldBatches: state.heldBatches, lastBatch: state.lastBatch })
     }
     collect(this.node, this.reportFor(vcs))
     const generation = this.membership.generation

@@ -334,9 +334,10 @@ export class HomeSide {
     for (const { file, node, batch } of adoption.heldElsewhere) {
       slots.consume(file)
       this.ledger.add(vc, file, { node, batch })
-      // Our own batches must number after every batch the holders know of.
-      this.lastBatch = Math.max(this.lastBatch, batch)
     }
+    // Our own batches must number after every batch the survivors received of the VC, whether or not they still hold
+    // one: `reconcile` takes an answer numbered at or below a requester's last batch for one that arrived.
+    this.lastBatch = Math.max(this.lastBatch, adoption.lastBatch)
     for (const file of heldHere) {
       slots.consume(file)
       slots.place(vc, layout.fileOffset[file], file)

@@ -238,9 +238,10 @@ export class MirrorTable {
   get servedNoticesPending (): number { return this.servedLog.length }
 
   /** What this node knows of `vc` for a takeover of it (see takeover.ts). */
-  takeoverReport (vc: VcId): { epoch: number, received: FileId[], held: FileId[], lastBatch: number } {
+  takeoverReport (vc: VcId): { epoch: number, received: FileId[], held: FileId[], heldBatches: number[], lastBatch: number } {
     const mirror = this.mirrors.get(vc)
-    return { epoch: mirror?.epoch ?? 0, received: [...(mirror?.received ?? [])], held: this.held(vc), lastBatch: mirror?.lastBatch ?? 0 }
+    const held = this.held(vc)
+    return { epoch: mirror?.epoch ?? 0, received: [...(mirror?.received ?? [])], held, heldBatches: held.map(file => mirror!.batchOf.get(file) ?? 0), lastBatch: mirror?.lastBatch ?? 0 }
   }
 
   /** This node now owns `vc`: its mirror of it goes away; returns the files it held (they move into the VC's slots). */

@@ -45,6 +45,17 @@ export interface SurvivorReport {
   readonly held: readonly FileId[]
   readonly lastBatch: number
   /**
+   * The batch each held file came in, in the order of `held`. The new
+   * owner's ledger must name each file by it: the holder's notice that it
+   * served one, or its word that it gave one back in an answer that was
+   * lost, names the file's own batch, and an entry under another number
+   * would match neither (a file given back and lost then stays "held" for
+   * good, and its slot's opens find nothing to load: the VC ends its epoch
+   * early and serves the next one's files in this one). Missing (a peer
+   * that does not send it): the last batch.
+   */
+  readonly heldBatches?: readonly number[]
+  /**
    * It died, or came back as another incarnation, after it reported: what
    * it held died in its memory (its trainer never got it), what else it
    * received stays consumed.
@@ -65,6 +76,13 @@ export interface Adoption {
   readonly heldElsewhere: { file: FileId, node: NodeId, batch: number }[]
   /** Files the new owner's own trainer got in that epoch (they go into its own standby copy). */
   readonly servedHere: FileId[]
+  /**
+   * The last batch of the VC any survivor received, numbered by the dead
+   * owner. The new owner's batches must number after it: a requester whose
+   * answer from the new owner is lost on its way asks again with this
+   * number, and an answer numbered below it would pass for one received.
+   */
+  readonly lastBatch: number
 }
 
 /** Merges the standby copy and the survivors' reports; `self` is the new owner. */
@@ -75,8 +93,9 @@ export function planAdoption (reports: readonly SurvivorReport[], standby: Stand
     if (report.epoch !== epoch) continue
     for (const file of report.received) if (report.gone !== true || !report.held.includes(file)) consumed.add(file)
   }
-  const heldElsewhere = reports.filter(r => r.node !== self && r.gone !== true).flatMap(r => r.held.map(file => ({ file, node: r.node, batch: r.lastBatch })))
+  const heldElsewhere = reports.filter(r => r.node !== self && r.gone !== true).flatMap(r => r.held.map((file, i) => ({ file, node: r.node, batch: r.heldBatches?.[i] ?? r.lastBatch })))
   const own = reports.find(r => r.node === self)
   const servedHere = own === undefined || own.epoch !== epoch ? [] : own.received.filter(file => !own.held.includes(file))
-  return { epoch, consumed: [...consumed], heldElsewhere, servedHere }
+  const lastBatch = Math.max(0, ...reports.map(r => r.lastBatch))
+  return { epoch, consumed: [...consumed], heldElsewhere, servedHere, lastBatch }
 }

@@ -167,7 +167,8 @@ function checkReads (t: Test, reads: TrainerRead[], what: string, exact: boolean
   const samples = served.map(r => dataset.byContent.get(r.content!))
   t.same(reads.filter(r => r.error !== undefined).map(r => `${r.opened}: ${r.error!}`), [], `${what}: no open failed`)
   t.equal(samples.filter((s, i) => s === undefined || classOf(s) !== classOf(served[i].opened)).length, 0, `${what}: every read a whole sample of the opened class`)
-  t.equal(new Set(samples).size, samples.length, `${what}: no sample twice`)
+  const twice = served.filter((_, i) => samples.indexOf(samples[i]) !== i || samples.lastIndexOf(samples[i]) !== i)
+  t.equal(new Set(samples).size, samples.length, `${what}: no sample twice${twice.length === 0 ? '' : ` (served twice: ${twice.map(r => `node ${r.node} opened ${r.opened}, got ${dataset.byContent.get(r.content!) ?? '?'}`).join('; ')})`}`)
   if (exact) t.same([...samples].sort(), dataset.samples, `${what}: every sample exactly once across the nodes`)
 }
 

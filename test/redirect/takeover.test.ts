@@ -40,10 +40,21 @@ t.test('the newest epoch anyone knows wins; what survivors received in it, and w
   t.same(adoption.servedHere, [10], 'what its own trainer got: received and no longer held')
 })
 
-t.test('files other survivors still hold go on the new owner\'s ledger with their last batch', async t => {
+t.test('files other survivors still hold go on the new owner\'s ledger with the batch each came in', async t => {
+  const adoption = planAdoption([report(1, 2, [5]), { ...report(2, 2, [6, 7, 8], [7, 8], 9), heldBatches: [4, 9] }], undefined, nodeId(1), () => false)
+  // The holder names a file by its own batch when it says it served it or gave it back: the ledger entry must match.
+  t.same(adoption.heldElsewhere, [{ file: 7, node: 2, batch: 4 }, { file: 8, node: 2, batch: 9 }])
+  t.same([...adoption.consumed].sort((a, b) => a - b), [5, 6, 7, 8])
+})
+
+t.test('a survivor that does not say which batch a held file came in: the last batch it received stands for it', async t => {
   const adoption = planAdoption([report(1, 2, [5]), report(2, 2, [6, 7], [7], 9)], undefined, nodeId(1), () => false)
   t.same(adoption.heldElsewhere, [{ file: 7, node: 2, batch: 9 }])
-  t.same([...adoption.consumed].sort((a, b) => a - b), [5, 6, 7])
+})
+
+t.test('the new owner learns the last batch any survivor received, holding something or not: its own batches number after it', async t => {
+  const adoption = planAdoption([report(1, 2, [5], [], 3), report(2, 2, [6], [], 12)], undefined, nodeId(1), () => false)
+  t.equal(adoption.lastBatch, 12)
 })
 
 t.test('a survivor gone since it reported (dead, or fenced and back) holds nothing: its held files may be served again, what it served stays consumed', async t => {

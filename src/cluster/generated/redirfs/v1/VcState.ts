@@ -8,6 +8,12 @@ export interface VcState {
   'received'?: (number)[];
   'held'?: (number)[];
   'lastBatch'?: (number | string | Long);
+  /**
+   * The batch each held file came in, in the order of `held`: the new
+   * owner's ledger names it so, as the holder will in its notices and in
+   * the files it gives back.
+   */
+  'heldBatches'?: (number | string | Long)[];
 }
 
 export interface VcState__Output {
@@ -16,4 +22,10 @@ export interface VcState__Output {
   'received': (number)[];
   'held': (number)[];
   'lastBatch': (number);
+  /**
+   * The batch each held file came in, in the order of `held`: the new
+   * owner's ledger names it so, as the holder will in its notices and in
+   * the files it gives back.
+   */
+  'heldBatches': (number)[];
 }

@@ -164,7 +164,7 @@ export async function runClusterSimulations (options: SimulateOptions): Promise<
   for (const chunkSize of options.chunkSizes) {
     for (const memoryFraction of options.memoryFractions) {
       const memoryBytes = Math.round(datasetBytes * memoryFraction)
-      const plan = planMemory(samples, chunkSize, memoryBytes)
+      const plan = planMemory(samples, chunkSize, memoryBytes, nodes)
       let layout
       try {
         layout = buildLayout(samples, { chunkSize, seed: options.seed, vcCount: plan.vcCount, nodes })

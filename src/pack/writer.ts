@@ -142,7 +142,7 @@ export async function writePack (input: PackInput | string, output: PackOutput |
       }
     }
     await out.commit()
-    const leastMemoryBytes = kind === 'shared' ? 0 : planMemory(tree.samples, options.chunkSize, 0).minimumBytes
+    const leastMemoryBytes = kind === 'shared' ? 0 : planMemory(tree.samples, options.chunkSize, 0, nodes).minimumBytes
     return { ...summary!, groups, layout: kind, leastMemoryBytes, skipped: tree.skipped.length }
   } catch (err) {
     await out.abort().catch(() => {})

@@ -128,6 +128,9 @@ export abstract class EpochEngine {
   /** A failed answer whose opener must not count (UnreadableSample.charged): its file is charged to another open. */
   uncharge (file: FileId, generation?: number): void {
     if (generation === undefined || generation === this.generation) this.epochs.uncharge(file)
+    // Uncharging may let a sit-out owed by a repeat take a file in memory: its bytes go now, before a later load
+    // places that file again and a late drop takes the new bytes.
+    this.freeDropped()
   }
 
   /** An answer whose opener went away before it got it: the file waits for another open. */

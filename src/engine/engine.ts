@@ -81,6 +81,8 @@ export class Engine extends EpochEngine {
   private async answerFor (file: FileId, requester?: MirrorReport, exact = false, wanted?: () => boolean): Promise<ServedFile> {
     let reclaimed: VcId | undefined // a reclaim that got nothing back: its holders' answers are fresh for this one decision
     for (let retry = false; ; retry = true) {
+      // An opener gone (a worker of a run that ended) decides nothing more: its retry would count in the new run's epoch.
+      if (retry && wanted !== undefined && !wanted()) throw new OrphanedOpen()
       let decision: OpenDecision
       try {
         decision = this.protocol.open(file, { retry, requester, exact, holdersConfirmed: reclaimed !== undefined })

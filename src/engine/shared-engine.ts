@@ -34,6 +34,8 @@ export class SharedEngine extends EpochEngine {
 
   protected async answer (file: FileId, exact: boolean, wanted?: () => boolean): Promise<ServedFile> {
     for (let retry = false; ; retry = true) {
+      // An opener gone (a worker of a run that ended) decides nothing more: its retry would count in the new run's epoch.
+      if (retry && wanted !== undefined && !wanted()) throw new OrphanedOpen()
       let decision: SharedOpenDecision
       try {
         decision = this.protocol.open(file, { retry, exact })

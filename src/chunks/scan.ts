@@ -177,6 +177,8 @@ export async function scanTree (root: string, options: ScanOptions = {}): Promis
       } else if (type !== constants.S_IFREG) {
         skipped.push({ path: child, why: 'not a regular file or directory' })
       } else if (unreadable.has(i)) {
+        // Found, never shown: a class all of whose samples this user may not read is hidden, as an include list hides one.
+        found++
         skipped.push({ path: child, why: `a sample this user (uid ${reader.uid}) may not read` })
       } else {
         const sample = isSample(child, fields[at + Listed.size])

@@ -9,6 +9,7 @@ import t from 'tap'
 import { scanTree } from '../../src/chunks/scan'
 import type { DatasetTree, EntryAttributes } from '../../src/chunks/tree'
 import { UsageError } from '../../src/errors'
+import { loadPackIndex } from '../../src/pack/pack-index'
 import { emptyDir } from '../helpers/mount'
 import { denyNobodyByAcl, NOBODY, openToEveryone, redirfsAsNobody } from '../helpers/unprivileged'
 
@@ -96,6 +97,22 @@ t.test('a sample the scanning user may not read fails the scan, named, or is lef
   const subset = await redirfsAsNobody('pack', root, path.join(out, 'subset'), '--include', include)
   t.equal(subset.code, 0, subset.stderr)
   t.match(subset.stdout, /packed 3 samples in 2 groups/)
+})
+
+t.test('a class none of whose samples the scanning user may read is left out whole, not shown empty (ImageFolder refuses an empty class)', async t => {
+  const root = makeTree()
+  const out = emptyDir('redirfs-scan-out-')
+  t.teardown(() => { for (const dir of [root, out]) rmSync(dir, { recursive: true, force: true }) })
+  mkdirSync(path.join(root, 'owl'))
+  writeFileSync(path.join(root, 'owl', '0.jpg'), 'owl')
+  openToEveryone(root)
+  chownSync(out, NOBODY, NOBODY)
+  chmodSync(path.join(root, 'owl', '0.jpg'), 0o600)
+  const packed = await redirfsAsNobody('pack', root, path.join(out, 'packed'), '--skip-unservable')
+  t.equal(packed.code, 0, packed.stderr)
+  t.match(packed.stderr, 'left out owl/0.jpg: a sample this user (uid 65534) may not read')
+  t.match(packed.stdout, /packed 7 samples in 2 groups/)
+  t.notOk(has((await loadPackIndex(path.join(out, 'packed'))).tree, 'owl'), 'the pack has no empty owl directory')
 })
 
 t.test('with an include list, samples not on it are hidden and non-samples stay', async t => {

@@ -301,6 +301,8 @@ export class ClusterNode {
         continue
       }
       const incarnation = this.membership.incarnationOf(owner)
+      // As the mirror stands now: a try after a reset (a new generation, a fencing) names no batch of the mirror before it.
+      const { lastBatch, givenBackBefore } = this.remote.current(request)
       const gaveUp = new AbortController()
       const unwatch = this.membership.whenDead(owner, () => gaveUp.abort())
       try {
@@ -310,9 +312,9 @@ export class ClusterNode {
           file: request.file,
           emptyOffsets: encodeOffsets(request.emptyOffsets, this.layout.chunkSize),
           freeBytes: Math.floor(request.freeBytes),
-          lastBatch: request.lastBatch,
-          givenBackFiles: request.givenBackBefore.map(g => g.file),
-          givenBackBatches: request.givenBackBefore.map(g => g.batch)
+          lastBatch,
+          givenBackFiles: givenBackBefore.map(g => g.file),
+          givenBackBatches: givenBackBefore.map(g => g.batch)
         }, this.membership.handshakeRequest(), gaveUp.signal)
         // A later generation the owner is in starts here; an answer of one this node has left is not kept (its files were that generation's).
         this.membership.observe(reply.generation)

@@ -82,6 +82,9 @@ export class RemoteReader {
     return new Map(this.mirror.surrender(vc).map(file => [file, this.take(file)]))
   }
 
+  /** `request` as it stands for its next try (see MirrorTable.current). */
+  current (request: RemoteRequest): RemoteRequest { return this.mirror.current(request) }
+
   /** For a takeover elsewhere: what this node received, holds and last got of `vc`. */
   takeoverReport (vc: VcId): ReturnType<MirrorTable['takeoverReport']> { return this.mirror.takeoverReport(vc) }
 

@@ -170,7 +170,9 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
       wake(mirrorWaiters, `${node}:${req.vc}`)
       return serveAtHome(node, req.file, false, undefined, answer)
     }
-    const report: MirrorReport = { node, emptyOffsets: req.emptyOffsets, freeBytes: req.freeBytes, lastBatch: req.lastBatch, givenBackBefore: req.givenBackBefore }
+    // As ClusterNode.askOwner sends each try: the mirror's last batch and files given back as they are now.
+    const now = mirrors[node].current(req)
+    const report: MirrorReport = { node, emptyOffsets: req.emptyOffsets, freeBytes: req.freeBytes, lastBatch: now.lastBatch, givenBackBefore: now.givenBackBefore }
     serveAtHome(owner, req.file, false, report, served => {
       const { files: batch, batch: batchNumber } = served === undefined ? { files: [], batch: 0 } : protocols[owner].home.shipBatch(req.vc, report)
       const vcEpoch = protocols[owner].epochOf(req.vc)

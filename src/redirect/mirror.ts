@@ -188,6 +188,18 @@ export class MirrorTable {
     if (this.counters.mirrorBytes > this.counters.peakMirrorBytes) this.counters.peakMirrorBytes = this.counters.mirrorBytes
   }
 
+  /**
+   * `request` as it stands for its next try: the last batch of its VC and
+   * the files given back, as this mirror knows them now. A try after a
+   * reset (a new generation, a fencing) must not name the batches of the
+   * mirror before it: the VC's owner then may number below them, and an
+   * answer of its lost on the way would pass for one received.
+   */
+  current (request: RemoteRequest): RemoteRequest {
+    const mirror = this.mirrors.get(request.vc)
+    return { ...request, lastBatch: mirror?.lastBatch ?? 0, givenBackBefore: mirror === undefined ? [] : givenBackOf(mirror) }
+  }
+
   /** A request that got no answer (the owner is unreachable). */
   abandonRequest (request: RemoteRequest): void {
     this.requesting.delete(request.vc)

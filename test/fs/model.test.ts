@@ -29,7 +29,7 @@ import { AS_NOBODY, openToEveryone } from '../helpers/unprivileged'
  */
 const TRAINER = `
 import hashlib, json, os, random, sys, threading, time
-root, paths_file, epochs, workers, threads, seed, pause = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), sys.argv[7] == 'pause'
+root, paths_file, epochs, workers, threads, seed, pause, delay = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), sys.argv[7] == 'pause', float(sys.argv[8])
 paths = json.load(open(paths_file))
 trainer = os.getpid()
 def say(**line):
@@ -45,6 +45,7 @@ def share(epoch, part):
     while True:
         for p in part:
             gone = os.getppid() != trainer and os.getpid() != trainer
+            time.sleep(delay)
             got, err = read(p)
             say(k='open', epoch=epoch, pid=os.getpid(), tid=threading.get_native_id(), opened=p, got=got, err=err, left=gone)
             if gone and err is not None:
@@ -89,8 +90,9 @@ class Trainer {
   private readonly child: ChildProcess
   private waiting: (() => void) | undefined
 
-  constructor (t: Test, root: string, pathsFile: string, options: { epochs: number, workers: number, threads: number, seed: number, pause?: boolean, nobody?: boolean }) {
-    const args = ['-c', TRAINER, root, pathsFile, String(options.epochs), String(options.workers), String(options.threads), String(options.seed), options.pause === true ? 'pause' : '-']
+  /** `delayMs`: a pause before each open (a job to kill while its workers surely have samples left). */
+  constructor (t: Test, root: string, pathsFile: string, options: { epochs: number, workers: number, threads: number, seed: number, pause?: boolean, nobody?: boolean, delayMs?: number }) {
+    const args = ['-c', TRAINER, root, pathsFile, String(options.epochs), String(options.workers), String(options.threads), String(options.seed), options.pause === true ? 'pause' : '-', String((options.delayMs ?? 0) / 1000)]
     const [command, ...prefix] = options.nobody === true ? [...AS_NOBODY, '/usr/bin/python3'] : ['/usr/bin/python3']
     this.child = spawn(command, [...prefix, ...args], { stdio: ['pipe', 'pipe', 'inherit'], detached: true })
     let pending = ''
@@ -175,8 +177,10 @@ for (const seed of [1, 2]) {
     await first.epochEnded(0)
     checkEpoch(t, dataset, first.opens(0), 'the first job')
 
-    const killed = new Trainer(t, mountpoint, pathsFile, { epochs: 1, workers: 3, threads: 2, seed: seed + 1 })
-    const cut = Math.floor(dataset.samples.length * (0.2 + random.below(60) / 100))
+    // Slowed, and cut before half its epoch: its workers must still have samples left when the kill lands, however
+    // loaded the machine (a CI run once saw them finish their shares first, and exit as workers of a live trainer do).
+    const killed = new Trainer(t, mountpoint, pathsFile, { epochs: 1, workers: 3, threads: 2, seed: seed + 1, delayMs: 20 })
+    const cut = Math.floor(dataset.samples.length * (0.2 + random.below(30) / 100))
     await killed.until(() => killed.opens(0).length >= cut)
     killed.killTrainer()
     // Its workers read on, refused once the mount finds their trainer gone (within a second of a thread's last

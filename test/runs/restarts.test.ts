@@ -175,7 +175,9 @@ t.test('torchrun with 2 ranks on one mount is one run: the union is every sample
 t.test('two jobs reading one mount at once are told: stats say not exact, the log warns', async t => {
   const { table } = await dataset
   const mountpoint = await freshMount(t)
-  await Promise.all([1, 2].map(async seed => await runReader('read', mountpoint, table, '--workers', '1', '--epochs', '1', '--seed', String(seed))))
+  // Each stays alive a while after its epoch, so that the two overlap however unevenly a loaded machine starts them
+  // (a CI run once had one read its whole epoch before the other's first open).
+  await Promise.all([1, 2].map(async seed => await runReader('read', mountpoint, table, '--workers', '1', '--epochs', '1', '--seed', String(seed), '--epoch-pause', '8')))
   const stats = await readStats(mountpoint)
   t.equal(stats.runs?.concurrentRuns, 1)
   t.equal(stats.runs?.exact, false)

@@ -203,7 +203,7 @@ export class PeerService implements PeerHandler {
   sync (request: SyncRequest): SyncReply {
     this.invalid(this.parts.membership.checkNode(request.node))
     for (const update of request.standby) {
-      this.invalid(update.vc < this.parts.layout.vcs.length && update.servedFiles.length === update.servedNodes.length ? undefined : `bad standby update for virtual chunk ${update.vc}`)
+      this.invalid(update.vc < this.parts.layout.vcs.length && update.servedFiles.length === update.servedNodes.length && update.servedFiles.length === update.servedBatches.length ? undefined : `bad standby update for virtual chunk ${update.vc}`)
     }
     for (const notice of request.served) {
       this.invalid(notice.vc < this.parts.layout.vcs.length && notice.file < this.parts.layout.files.length ? undefined : `bad served notice: file ${notice.file} of virtual chunk ${notice.vc}`)

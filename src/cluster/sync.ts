@@ -59,7 +59,7 @@ export class Sync {
     const node = request.node as NodeId
     if (this.membership.isDead(node)) return
     for (const update of request.standby) {
-      this.takeover.keepStandby(update.vc as VcId, { epoch: update.epoch, served: update.servedFiles.map((file, i) => ({ file: file as FileId, node: update.servedNodes[i] as NodeId })) })
+      this.takeover.keepStandby(update.vc as VcId, { epoch: update.epoch, served: update.servedFiles.map((file, i) => ({ file: file as FileId, node: update.servedNodes[i] as NodeId, batch: update.servedBatches[i] })) })
     }
     this.engine.noteServedElsewhere(node, request.served as ServedNotice[])
   }
@@ -69,7 +69,7 @@ export class Sync {
     const standbyFor = new Map<NodeId, StandbyVc[]>()
     for (const update of this.engine.takeStandbyUpdates()) {
       const next = ownerOrder(this.layout, update.vc).find(peer => peer !== node && this.membership.mayOwn(peer))
-      const wire = { vc: update.vc, epoch: update.epoch, servedFiles: update.served.map(s => s.file), servedNodes: update.served.map(s => s.node) }
+      const wire = { vc: update.vc, epoch: update.epoch, servedFiles: update.served.map(s => s.file), servedNodes: update.served.map(s => s.node), servedBatches: update.served.map(s => s.batch) }
       if (next !== undefined) appendTo(standbyFor, next, wire)
     }
     for (const notice of this.remote.takeServedNotices()) {

@@ -130,7 +130,7 @@ export class Takeover {
     const askedIncarnation = new Map<NodeId, number | undefined>()
     // Ids from a survivor's message: the layout all nodes share numbers them.
     const collect = (node: NodeId, reply: TakeoverStateReply): void => {
-      for (const state of reply.vcs) states.get(state.vc as VcId)?.push({ node, epoch: state.epoch, received: state.received as FileId[], held: state.held as FileId[], heldBatches: state.heldBatches, lastBatch: state.lastBatch })
+      for (const state of reply.vcs) states.get(state.vc as VcId)?.push({ node, epoch: state.epoch, received: state.received as FileId[], held: state.held as FileId[], heldBatches: state.heldBatches, lastBatch: state.lastBatch, servedFromMirror: state.servedFromMirror.map((file, i) => ({ file: file as FileId, batch: state.servedFromMirrorBatches[i] ?? 0 })) })
     }
     collect(this.node, this.reportFor(vcs))
     const generation = this.membership.generation
@@ -165,7 +165,12 @@ export class Takeover {
 
   /** This node's part of a takeover: what its mirrors received, hold and last got of each VC. */
   reportFor (vcs: readonly VcId[]): TakeoverStateReply {
-    return { vcs: vcs.map(vc => ({ vc, ...this.remote.takeoverReport(vc) })) }
+    return {
+      vcs: vcs.map(vc => {
+        const { servedFromMirror, ...report } = this.remote.takeoverReport(vc)
+        return { vc, ...report, servedFromMirror: servedFromMirror.map(s => s.file), servedFromMirrorBatches: servedFromMirror.map(s => s.batch) }
+      })
+    }
   }
 
   /**

@@ -31,8 +31,8 @@ import type { RenewRequest__Output } from './generated/redirfs/v1/RenewRequest'
 import type { RenewReply__Output } from './generated/redirfs/v1/RenewReply'
 import type { GenerationId } from './generations'
 
-/** Bumped whenever a message or its meaning changes; checked at handshake. 2: ReadReply lost `unreadable`. 3: Read and Reclaim left gRPC for the data channel. 4: generations and incarnations. 5: leases, suspicions and deaths (Renew). 6: read answers acknowledged by batch number, reclaims name the file given back before. 7: handshake replies and renewals name the peers known alive. 8: takeover reports name the batch each held file came in. */
-export const PROTOCOL_VERSION = 8
+/** Bumped whenever a message or its meaning changes; checked at handshake. 2: ReadReply lost `unreadable`. 3: Read and Reclaim left gRPC for the data channel. 4: generations and incarnations. 5: leases, suspicions and deaths (Renew). 6: read answers acknowledged by batch number, reclaims name the file given back before. 7: handshake replies and renewals name the peers known alive. 8: takeover reports name the batch each held file came in. 9: takeover reports name the files served from mirrors, and standby copies the batch each file went into a mirror in. */
+export const PROTOCOL_VERSION = 9
 
 export const PROTO_FILE = path.resolve(__dirname, '../../proto/redirfs.proto')
 

@@ -25,7 +25,7 @@ import type { ServedNotice } from './mirror'
 import type { Asking, GivenBack, MirrorReport, OpenDecision, ReclaimPlan, ReclaimReport, StandbyUpdate } from './protocol'
 import type { SeededRandom } from './random'
 import type { SlotTable } from './slots'
-import type { Adoption } from './takeover'
+import type { Adoption, StandbyEntry } from './takeover'
 
 /** What the home side shares with the protocol core that owns it. */
 export interface HomeParts {
@@ -60,6 +60,13 @@ export class HomeSide {
    * this node). For the standby copy.
    */
   private readonly servedTo: Uint16Array
+  /**
+   * Per file sent to a mirror in a batch, that batch's number (0: an
+   * answer to an open, or none). A file carried into a new epoch while a
+   * mirror held it keeps its holder and batch here: only the holder can
+   * say whether its trainer got it, and it names it by that batch.
+   */
+  private readonly shippedIn: Float64Array
   /** Owned VCs whose standby copy (epoch, `servedTo`) changed since the last update. */
   private readonly standbyDirty = new Set<VcId>()
   /**
@@ -76,6 +83,7 @@ export class HomeSide {
     this.owned = new Uint8Array(layout.vcs.length)
     this.vcEpochs = new Uint32Array(layout.vcs.length)
     this.servedTo = new Uint16Array(layout.files.length)
+    this.shippedIn = new Float64Array(layout.files.length)
     layout.vcs.forEach((vc, v) => { if (vc.home === parts.node) this.owned[v] = 1 })
   }
 
@@ -87,10 +95,15 @@ export class HomeSide {
 
   // ---------------------------------------------------------------- the core's calls
 
-  /** The VC's epoch ended: the next one starts with nothing served. */
+  /**
+   * The VC's epoch ended: the next one starts with nothing served but the
+   * files mirrors still hold (they stay consumed, and are the new epoch's
+   * to serve there).
+   */
   endEpoch (vc: VcId): void {
     this.vcEpochs[vc]++
     this.forgetServed(vc)
+    for (const [file, { node, batch }] of this.ledger.entries(vc)) this.noteServed(file, node, batch)
     // An answer of an ended epoch was served in it, as far as anyone can tell: that epoch is gone.
     this.sentAnswers.delete(vc)
   }
@@ -114,9 +127,11 @@ export class HomeSide {
   /** A file served went back unserved (its opener went away). */
   unserve (file: FileId): void { this.servedTo[file] = 0 }
 
-  noteServed (file: FileId, node: NodeId | undefined): void {
+  /** `file` went to `node`'s trainer (undefined: this node's), or into its mirror in batch `batch`. */
+  noteServed (file: FileId, node: NodeId | undefined, batch = 0): void {
     if (this.parts.layout.nodes === 1) return // no standby copy without a cluster: keep the single-node open path as it was
     this.servedTo[file] = (node ?? this.parts.node) + 1
+    this.shippedIn[file] = batch
     this.standbyDirty.add(vcOfFile(this.parts.layout, file))
   }
 
@@ -282,7 +297,7 @@ export class HomeSide {
       bytes += size
       const file = slots.take(vc, offset)
       this.ledger.add(vc, file, { node: requester.node, batch })
-      this.noteServed(file, requester.node)
+      this.noteServed(file, requester.node, batch)
       files.push(file)
     }
     counters.prefetchShipped += files.length
@@ -334,6 +349,7 @@ export class HomeSide {
     for (const { file, node, batch } of adoption.heldElsewhere) {
       slots.consume(file)
       this.ledger.add(vc, file, { node, batch })
+      this.noteServed(file, node, batch)
     }
     // Our own batches must number after every batch the survivors received of the VC, whether or not they still hold
     // one: `reconcile` takes an answer numbered at or below a requester's last batch for one that arrived.
@@ -352,7 +368,8 @@ export class HomeSide {
   /**
    * The standby copy a home keeps at the next node in each VC's owner order:
    * for the owned VCs that changed since the last call, the epoch and every
-   * file this node sent out in it (answers and batches), with the node.
+   * file this node sent out in it (answers and batches, and files carried
+   * into it in mirrors), with the node and the batch.
    * If this node dies, those opens' nodes that are dead too can report
    * nothing; the standby copy speaks for them (see takeover.ts).
    */
@@ -361,9 +378,9 @@ export class HomeSide {
     const changed = [...this.standbyDirty].filter(vc => this.owns(vc))
     this.standbyDirty.clear()
     return changed.map(vc => {
-      const served: { file: FileId, node: NodeId }[] = []
+      const served: StandbyEntry[] = []
       for (const pc of layout.vcs[vc].pcs) {
-        for (const file of layout.pcs[pc].files) if (this.servedTo[file] !== 0) served.push({ file, node: (this.servedTo[file] - 1) as NodeId })
+        for (const file of layout.pcs[pc].files) if (this.servedTo[file] !== 0) served.push({ file, node: (this.servedTo[file] - 1) as NodeId, batch: this.shippedIn[file] })
       }
       return { vc, epoch: this.vcEpochs[vc], served }
     })

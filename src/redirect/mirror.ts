@@ -21,6 +21,7 @@
 import { vcOfFile, type FileId, type Layout, type VcId } from './layout'
 import type { GivenBack, RedirectMode } from './protocol'
 import { SeededRandom } from './random'
+import type { Shipment } from './takeover'
 
 export interface RemoteRequest {
   readonly vc: VcId
@@ -82,6 +83,13 @@ interface VcMirror {
    * until a request's answer shows the owner has heard of them.
    */
   readonly givenBack: Map<FileId, number>
+  /**
+   * Files served from this mirror, each with the batch it came in, across
+   * the VC's epochs: a file carried into the owner's next epoch while held
+   * here may be served before this mirror hears of that epoch, and a
+   * takeover knows it by its batch (takeover.ts).
+   */
+  readonly servedFrom: Map<FileId, number>
 }
 
 const EMPTY = -1
@@ -115,7 +123,7 @@ export class MirrorTable {
 
   private mirror (vc: VcId): VcMirror {
     let mirror = this.mirrors.get(vc)
-    if (mirror === undefined) this.mirrors.set(vc, mirror = { slots: new Int32Array(this.capacity[vc]).fill(EMPTY), batchOf: new Map(), valid: 0, epoch: 0, received: new Set(), lastBatch: 0, givenBack: new Map() })
+    if (mirror === undefined) this.mirrors.set(vc, mirror = { slots: new Int32Array(this.capacity[vc]).fill(EMPTY), batchOf: new Map(), valid: 0, epoch: 0, received: new Set(), lastBatch: 0, givenBack: new Map(), servedFrom: new Map() })
     return mirror
   }
 
@@ -126,7 +134,9 @@ export class MirrorTable {
     const batchOf = this.mirrors.get(vc)?.batchOf
     const taken = this.takeFor(vc, this.offsetOf(file))
     if (taken !== undefined) {
-      this.servedLog.push({ vc, file: taken, batch: batchOf!.get(taken) ?? 0 })
+      const batch = batchOf!.get(taken) ?? 0
+      this.servedLog.push({ vc, file: taken, batch })
+      this.mirrors.get(vc)!.servedFrom.set(taken, batch)
       batchOf!.delete(taken)
       this.counters.prefetchUsed++
       return { kind: 'serve', file: taken }
@@ -250,10 +260,11 @@ export class MirrorTable {
   get servedNoticesPending (): number { return this.servedLog.length }
 
   /** What this node knows of `vc` for a takeover of it (see takeover.ts). */
-  takeoverReport (vc: VcId): { epoch: number, received: FileId[], held: FileId[], heldBatches: number[], lastBatch: number } {
+  takeoverReport (vc: VcId): { epoch: number, received: FileId[], held: FileId[], heldBatches: number[], lastBatch: number, servedFromMirror: Shipment[] } {
     const mirror = this.mirrors.get(vc)
     const held = this.held(vc)
-    return { epoch: mirror?.epoch ?? 0, received: [...(mirror?.received ?? [])], held, heldBatches: held.map(file => mirror!.batchOf.get(file) ?? 0), lastBatch: mirror?.lastBatch ?? 0 }
+    const servedFromMirror = [...(mirror?.servedFrom ?? [])].map(([file, batch]) => ({ file, batch }))
+    return { epoch: mirror?.epoch ?? 0, received: [...(mirror?.received ?? [])], held, heldBatches: held.map(file => mirror!.batchOf.get(file) ?? 0), lastBatch: mirror?.lastBatch ?? 0, servedFromMirror }
   }
 
   /** This node now owns `vc`: its mirror of it goes away; returns the files it held (they move into the VC's slots). */

@@ -26,6 +26,7 @@ import { policyFor, type ModePolicy, type ProtocolCore } from './modes'
 import type { LoadPiece } from './pieces'
 import { SeededRandom } from './random'
 import { SlotTable } from './slots'
+import type { StandbyEntry } from './takeover'
 
 export type RedirectMode = 'strict' | 'pool' | 'mix' | 'off'
 export const REDIRECT_MODES: readonly RedirectMode[] = ['strict', 'pool', 'mix', 'off']
@@ -66,14 +67,14 @@ export interface ReclaimPlan {
   readonly forNode?: NodeId
 }
 
+/** A file a holder gave back to a reclaim, and the batch it had come in. */
+export interface GivenBack { readonly file: FileId, readonly batch: number }
+
 /**
  * What one holder answered to a reclaim: the files it holds now, the last
  * batch of the VC it received, and the file it gave back; `dead` when it
  * did not answer.
  */
-/** A file a holder gave back to a reclaim, and the batch it had come in. */
-export interface GivenBack { readonly file: FileId, readonly batch: number }
-
 export type ReclaimReport =
   | { readonly node: NodeId, readonly dead: true }
   | { readonly node: NodeId, readonly dead?: false, readonly held: readonly FileId[], readonly lastBatch: number, readonly returned?: FileId, readonly givenBackBefore?: readonly GivenBack[] }
@@ -109,8 +110,8 @@ export interface LoadOutcome {
 export interface StandbyUpdate {
   readonly vc: VcId
   readonly epoch: number
-  /** Files this home sent out in that epoch (answers and batches), and to which node. */
-  readonly served: readonly { readonly file: FileId, readonly node: NodeId }[]
+  /** Files this home sent out in that epoch (answers and batches, and files carried into it in mirrors). */
+  readonly served: readonly StandbyEntry[]
 }
 
 export interface OpenOptions {

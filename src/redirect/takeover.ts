@@ -16,8 +16,13 @@
  * received in it, what survivors hold (those go on its ledger), and the
  * standby copy's files whose opens came from nodes now dead. A file sent to
  * a live node is counted only on that node's word: an answer lost on the
- * way must stay loadable for the open that will ask again. Everything else
- * may be served again: it died in the dead node's memory, or went out after
+ * way must stay loadable for the open that will ask again. A file that
+ * went into a mirror in a batch (shipped in the epoch, or carried into it
+ * while held there: the holder's trainer gets it in this epoch) counts
+ * when its holder says it served it from that batch: a holder that hears
+ * of the new epoch only later, or not at all, still says so, and a batch
+ * lost on its way, or a file given back in a lost answer, was never served
+ * from it. Everything else may be served again: it died in the dead node's memory, or went out after
  * the last refresh to a node that is dead now; no one alive got it. A
  * survivor that dies after it reported (or is fenced and comes back as a
  * new incarnation, its mirrors dropped) holds nothing any more: its held
@@ -51,10 +56,15 @@ export interface SurvivorReport {
    * lost, names the file's own batch, and an entry under another number
    * would match neither (a file given back and lost then stays "held" for
    * good, and its slot's opens find nothing to load: the VC ends its epoch
-   * early and serves the next one's files in this one). Missing (a peer
-   * that does not send it): the last batch.
+   * early and serves the next one's files in this one).
    */
-  readonly heldBatches?: readonly number[]
+  readonly heldBatches: readonly number[]
+  /**
+   * Every file its trainer got from its mirror of the VC, with the batch
+   * it had come in, whatever the epoch then: the standby copy names the
+   * files carried into an epoch by their batch.
+   */
+  readonly servedFromMirror: readonly Shipment[]
   /**
    * It died, or came back as another incarnation, after it reported: what
    * it held died in its memory (its trainer never got it), what else it
@@ -63,10 +73,16 @@ export interface SurvivorReport {
   readonly gone?: boolean
 }
 
+/** A file that went into a mirror, and the batch it went in. */
+export interface Shipment { readonly file: FileId, readonly batch: number }
+
+/** A file a home sent out: to which node, and in which batch when into its mirror (0: an answer to an open). */
+export interface StandbyEntry { readonly file: FileId, readonly node: NodeId, readonly batch: number }
+
 export interface StandbyCopy {
   readonly epoch: number
-  /** Files the home sent out in that epoch (answers and batches), and to which node. */
-  readonly served: readonly { readonly file: FileId, readonly node: NodeId }[]
+  /** Files the home sent out in that epoch (answers and batches, and files carried into it in mirrors). */
+  readonly served: readonly StandbyEntry[]
 }
 
 export interface Adoption {
@@ -88,14 +104,19 @@ export interface Adoption {
 /** Merges the standby copy and the survivors' reports; `self` is the new owner. */
 export function planAdoption (reports: readonly SurvivorReport[], standby: StandbyCopy | undefined, self: NodeId, isDead: (node: NodeId) => boolean): Adoption {
   const epoch = Math.max(standby?.epoch ?? 0, ...reports.map(r => r.epoch))
-  const consumed = new Set<FileId>(standby?.epoch === epoch ? standby.served.filter(s => isDead(s.node)).map(s => s.file) : [])
+  const shipmentKey = (node: NodeId, { file, batch }: Shipment): string => `${node}:${file}:${batch}`
+  const servedFromMirrors = new Set(reports.flatMap(r => r.servedFromMirror.map(shipment => shipmentKey(r.node, shipment))))
+  const servedFromMirror = (entry: StandbyEntry): boolean => entry.batch > 0 && servedFromMirrors.has(shipmentKey(entry.node, entry))
+  const fromStandby = standby?.epoch === epoch ? standby.served.filter(entry => isDead(entry.node) || servedFromMirror(entry)) : []
+  const consumed = new Set<FileId>(fromStandby.map(entry => entry.file))
   for (const report of reports) {
     if (report.epoch !== epoch) continue
     for (const file of report.received) if (report.gone !== true || !report.held.includes(file)) consumed.add(file)
   }
-  const heldElsewhere = reports.filter(r => r.node !== self && r.gone !== true).flatMap(r => r.held.map((file, i) => ({ file, node: r.node, batch: r.heldBatches?.[i] ?? r.lastBatch })))
+  const heldElsewhere = reports.filter(r => r.node !== self && r.gone !== true).flatMap(r => r.held.map((file, i) => ({ file, node: r.node, batch: r.heldBatches[i] })))
   const own = reports.find(r => r.node === self)
   const servedHere = own === undefined || own.epoch !== epoch ? [] : own.received.filter(file => !own.held.includes(file))
+  for (const entry of fromStandby) if (entry.node === self && servedFromMirror(entry) && !servedHere.includes(entry.file)) servedHere.push(entry.file)
   const lastBatch = Math.max(0, ...reports.map(r => r.lastBatch))
   return { epoch, consumed: [...consumed], heldElsewhere, servedHere, lastBatch }
 }

@@ -97,7 +97,7 @@ t.test('the largest sync a node sends fits what its peers take: a standby copy o
     const files = Array.from({ length: samples }, () => 2 ** 32 - 1)
     const perVc = Math.ceil(samples / vcs)
     const standby = Array.from({ length: vcs }, (_, vc) => files.slice(vc * perVc, (vc + 1) * perVc))
-      .map(served => ({ vc: 2 ** 32 - 1, epoch: 2 ** 32 - 1, servedFiles: served, servedNodes: served }))
+      .map(served => ({ vc: 2 ** 32 - 1, epoch: 2 ** 32 - 1, servedFiles: served, servedNodes: served, servedBatches: served.map(() => Number.MAX_SAFE_INTEGER) }))
     const sync = {
       generation: { number: 2 ** 32 - 1, key: 'k'.repeat(64) },
       node: 2 ** 32 - 1,

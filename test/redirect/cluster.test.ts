@@ -4,8 +4,10 @@
 import t from 'tap'
 import { planMemory } from '../../src/redirect/budget'
 import { simulateCluster, type ClusterOpen } from '../../src/redirect/cluster-simulator'
-import { buildLayout, type Layout } from '../../src/redirect/layout'
-import type { RedirectMode } from '../../src/redirect/protocol'
+import { buildLayout, type FileId, type Layout } from '../../src/redirect/layout'
+import { MirrorTable } from '../../src/redirect/mirror'
+import { Protocol, type OpenDecision, type OpenOptions, type RedirectMode } from '../../src/redirect/protocol'
+import { planAdoption } from '../../src/redirect/takeover'
 import { nodeId, vcId } from '../helpers/ids'
 import { makeSamples, UNEVEN_CLASSES } from '../helpers/samples'
 
@@ -185,4 +187,60 @@ t.test('two nodes die in one epoch, the second holding VCs it took over from the
     opens += served.length
   }
   t.ok(duplicates < opens / 100, `survivors' samples served twice after two deaths: ${duplicates} of ${opens}`)
+})
+
+t.test('a file carried into the next epoch in a mirror and served there counts at a takeover, whether its holder heard of that epoch first or not', async t => {
+  // Strict: an offset with more opens than files (padding, a stray reader) ends the VC's epoch while another node's
+  // mirror still holds files at other offsets. They stay consumed, the new epoch's to serve there. The holder serves
+  // one, then the owner dies: the new owner must not load it again in that epoch.
+  for (const hearsFirst of [false, true]) {
+    const files = makeSamples(5, [32])
+    const layout = buildLayout(files, { chunkSize: 8, seed: 1, vcCount: 1, nodes: 2 })
+    const v = vcId(layout.vcs.findIndex(vc => vc.home === 0 && vc.pcs.length >= 2))
+    const [owner, holder] = [0, 1].map(node => new Protocol(layout, { mode: 'strict', memoryBytes: 1e9, seed: 1, node: nodeId(node) }))
+    const mirror = new MirrorTable(layout, 1e9, 'strict', 2)
+    const filesOf = (pc: number): readonly FileId[] => layout.pcs[layout.vcs[v].pcs[pc]].files
+    /** The owner answers an open, loading if it must; a reclaim or a wait is returned as is. */
+    const answer = (file: FileId, options: OpenOptions = {}): OpenDecision | FileId | undefined => {
+      const decision = owner.open(file, options)
+      if (decision.kind === 'serve') return decision.file
+      if (decision.kind !== 'load') return decision
+      return owner.finishLoad(decision.plan, new Set(decision.plan.files)).served
+    }
+    /** The holder's open of a file it does not hold: one request to the owner, answered with a batch. */
+    const request = (file: FileId): FileId => {
+      const decision = mirror.open(file)
+      if (decision.kind !== 'request') throw new Error(`the holder asks the owner for ${file}`)
+      const { request } = decision
+      const report = { node: nodeId(1), emptyOffsets: request.emptyOffsets, freeBytes: request.freeBytes, lastBatch: request.lastBatch, givenBackBefore: request.givenBackBefore }
+      const served = answer(file, { requester: report }) as FileId
+      const { files: batch, batch: batchNumber } = owner.home.shipBatch(v, report)
+      owner.home.noteAnswerSent(v, nodeId(1), served, batchNumber)
+      mirror.finishRequest(request, { served, batch, batchNumber, vcEpoch: owner.epochOf(v) })
+      return served
+    }
+    const first = request(filesOf(0)[0])
+    const offset = layout.fileOffset[first]
+    t.ok(mirror.held(v).length > 0, 'the holder got a batch of the rest of the chunk')
+    // The owner's trainer opens offset `offset` twice more: its second file, then one too many.
+    const atOffset = filesOf(1).find(file => layout.fileOffset[file] === offset)!
+    t.type(answer(atOffset), 'number', 'the second file at that offset is loaded and served')
+    const reclaim = answer(atOffset) as OpenDecision
+    if (typeof reclaim !== 'object' || reclaim.kind !== 'reclaim') throw new Error('nothing is left at that offset: the holder is asked what it holds')
+    t.equal(owner.home.finishReclaim(reclaim.plan, [{ node: nodeId(1), ...mirror.answerReclaim(v, false, []) }]), undefined)
+    answer(atOffset, { retry: true, holdersConfirmed: true })
+    t.equal(owner.epochOf(v), 1, 'the VC\'s epoch ended with files still in the mirror')
+    const carried = mirror.held(v)[0]
+    t.ok(owner.slots.isConsumed(carried), 'a carried file stays consumed at the owner')
+    const standby = owner.home.takeStandbyUpdates().find(update => update.vc === v)!
+    if (hearsFirst) request(filesOf(0).find(file => layout.fileOffset[file] === offset && file !== first) ?? atOffset)
+    const served = mirror.open(carried)
+    t.same(served, { kind: 'serve', file: carried }, 'the holder\'s trainer gets the carried file from its mirror')
+    owner.home.noteServedElsewhere(nodeId(1), mirror.takeServedNotices())
+    // The owner dies; the holder is next in the VC's owner order.
+    const adoption = planAdoption([{ node: nodeId(1), ...mirror.takeoverReport(v) }], standby, nodeId(1), node => node === 0)
+    holder.home.adopt(v, adoption, mirror.surrender(v))
+    t.equal(holder.epochOf(v), 1, `${hearsFirst ? 'heard of the new epoch first' : 'served before it heard of the new epoch'}: the new owner is in that epoch`)
+    t.ok(holder.slots.isConsumed(carried), 'and the carried file its trainer got is consumed there: no second serve in this epoch')
+  }
 })

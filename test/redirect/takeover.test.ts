@@ -24,9 +24,10 @@ t.test('on one node the owner order is the home alone', async t => {
 })
 
 const report = (node: number, epoch: number, received: number[], held: number[] = [], lastBatch = 0): SurvivorReport =>
-  ({ node: nodeId(node), epoch, received: received.map(fileId), held: held.map(fileId), lastBatch })
-/** A standby copy of `epoch`: each file sent, and to which node. */
-const standbyOf = (epoch: number, served: [file: number, node: number][]): StandbyCopy => ({ epoch, served: served.map(([file, node]) => ({ file: fileId(file), node: nodeId(node) })) })
+  ({ node: nodeId(node), epoch, received: received.map(fileId), held: held.map(fileId), heldBatches: held.map(() => lastBatch), lastBatch, servedFromMirror: [] })
+/** A standby copy of `epoch`: each file sent, to which node, and in which batch into its mirror (0 or none: an answer). */
+const standbyOf = (epoch: number, served: [file: number, node: number, batch?: number][]): StandbyCopy =>
+  ({ epoch, served: served.map(([file, node, batch = 0]) => ({ file: fileId(file), node: nodeId(node), batch })) })
 
 t.test('the newest epoch anyone knows wins; what survivors received in it, and what went to dead nodes, is consumed', async t => {
   const dead = new Set([0, 3])
@@ -47,9 +48,16 @@ t.test('files other survivors still hold go on the new owner\'s ledger with the 
   t.same([...adoption.consumed].sort((a, b) => a - b), [5, 6, 7, 8])
 })
 
-t.test('a survivor that does not say which batch a held file came in: the last batch it received stands for it', async t => {
-  const adoption = planAdoption([report(1, 2, [5]), report(2, 2, [6, 7], [7], 9)], undefined, nodeId(1), () => false)
-  t.same(adoption.heldElsewhere, [{ file: 7, node: 2, batch: 9 }])
+t.test('a file that went into a live node\'s mirror counts when that node says it served it from that batch, whatever epoch it heard of', async t => {
+  const served = (node: number, epoch: number, shipments: [file: number, batch: number][]): SurvivorReport =>
+    ({ ...report(node, epoch, []), servedFromMirror: shipments.map(([file, batch]) => ({ file: fileId(file), batch })) })
+  // Files 40, 41 and 42 were carried into epoch 3 in node 2's mirror (batches 7, 7, 8); node 2 still thinks epoch 2.
+  const standby = standbyOf(3, [[40, 2, 7], [41, 2, 7], [42, 2, 8], [43, 2]])
+  const adoption = planAdoption([report(1, 3, [5]), served(2, 2, [[40, 7], [42, 6], [43, 0]])], standby, nodeId(1), () => false)
+  t.equal(adoption.epoch, 3)
+  t.same([...adoption.consumed].sort((a, b) => a - b), [5, 40], '41 never served there, 42 served from another batch (an earlier shipment), 43 an answer: only on the node\'s word')
+  const own = planAdoption([served(2, 2, [[40, 7]])], standby, nodeId(2), () => false)
+  t.same(own.servedHere, [40], 'served from the new owner\'s own mirror: its own standby copy says so')
 })
 
 t.test('the new owner learns the last batch any survivor received, holding something or not: its own batches number after it', async t => {

@@ -1,5 +1,6 @@
 // Original file: proto/redirfs.proto
 
+import type { Long } from '@grpc/proto-loader';
 
 export interface StandbyVc {
   'vc'?: (number);
@@ -9,6 +10,11 @@ export interface StandbyVc {
    */
   'servedFiles'?: (number)[];
   'servedNodes'?: (number)[];
+  /**
+   * The batch served_files[i] went in, into served_nodes[i]'s mirror (0:
+   * an answer to an open).
+   */
+  'servedBatches'?: (number | string | Long)[];
 }
 
 export interface StandbyVc__Output {
@@ -19,4 +25,9 @@ export interface StandbyVc__Output {
    */
   'servedFiles': (number)[];
   'servedNodes': (number)[];
+  /**
+   * The batch served_files[i] went in, into served_nodes[i]'s mirror (0:
+   * an answer to an open).
+   */
+  'servedBatches': (number)[];
 }

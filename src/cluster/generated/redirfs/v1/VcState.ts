@@ -14,6 +14,13 @@ export interface VcState {
    * the files it gives back.
    */
   'heldBatches'?: (number | string | Long)[];
+  /**
+   * Every file its trainer got from its mirror of the VC, whatever the
+   * epoch then, with the batch each came in (in the same order): the new
+   * owner matches them with the standby copy's files carried into an epoch.
+   */
+  'servedFromMirror'?: (number)[];
+  'servedFromMirrorBatches'?: (number | string | Long)[];
 }
 
 export interface VcState__Output {
@@ -28,4 +35,11 @@ export interface VcState__Output {
    * the files it gives back.
    */
   'heldBatches': (number)[];
+  /**
+   * Every file its trainer got from its mirror of the VC, whatever the
+   * epoch then, with the batch each came in (in the same order): the new
+   * owner matches them with the standby copy's files carried into an epoch.
+   */
+  'servedFromMirror': (number)[];
+  'servedFromMirrorBatches': (number)[];
 }

@@ -128,7 +128,7 @@ export const CHANNEL_OPTIONS: grpc.ChannelOptions = {
  * a node hold per call: as small as the largest honest request allows. Those are a sync's lists (each file
  * in at most one standby copy, with the node it served, and in at most one
  * served notice: sync.ts sends as many as there are files at most; with
- * one VC per file, every id at its widest, about 53 bytes a file) and a
+ * one VC per file, every id and batch at its widest, about 61 bytes a file) and a
  * takeover's, smaller; so 64 bytes a sample, above a floor for the rest.
  */
 export function requestLimit (samples: number): number {

@@ -344,6 +344,7 @@ export class HomeSide {
     this.owned[vc] = 1
     this.vcEpochs[vc] = adoption.epoch
     for (const file of adoption.consumed) slots.consume(file)
+    for (const { file, node, batch } of adoption.standbyKept) this.noteServed(file, node, batch)
     // What this node's trainer got from the VC before it owned it: its standby copy must say so.
     for (const file of adoption.servedHere) this.noteServed(file, undefined)
     for (const { file, node, batch } of adoption.heldElsewhere) {

@@ -385,8 +385,9 @@ export class Protocol {
 
   /**
    * A VC's epoch ends when an open needs a load and no file of PCS(v) is
-   * left to load. Files that mirrors still hold (just confirmed by a
-   * reclaim) stay consumed: they will be served in the epoch that starts.
+   * left to load. Files that mirrors still hold (confirmed by a reclaim,
+   * unless exact opens end the epoch) stay consumed: they will be served
+   * in the epoch that starts, from those mirrors.
    */
   private rollOver (vc: VcId): void {
     this.unmatchedRepeats[vc] = 0

@@ -93,6 +93,12 @@ export interface Adoption {
   /** Files the new owner's own trainer got in that epoch (they go into its own standby copy). */
   readonly servedHere: FileId[]
   /**
+   * The standby copy's entries counted as consumed: the new owner's own
+   * standby copy names them again, so that a second takeover in the epoch
+   * counts them too.
+   */
+  readonly standbyKept: readonly StandbyEntry[]
+  /**
    * The last batch of the VC any survivor received, numbered by the dead
    * owner. The new owner's batches must number after it: a requester whose
    * answer from the new owner is lost on its way asks again with this
@@ -107,7 +113,10 @@ export function planAdoption (reports: readonly SurvivorReport[], standby: Stand
   const shipmentKey = (node: NodeId, { file, batch }: Shipment): string => `${node}:${file}:${batch}`
   const servedFromMirrors = new Set(reports.flatMap(r => r.servedFromMirror.map(shipment => shipmentKey(r.node, shipment))))
   const servedFromMirror = (entry: StandbyEntry): boolean => entry.batch > 0 && servedFromMirrors.has(shipmentKey(entry.node, entry))
-  const fromStandby = standby?.epoch === epoch ? standby.served.filter(entry => isDead(entry.node) || servedFromMirror(entry)) : []
+  // A survivor gone since it reported held these when it went: they died in its memory, unserved.
+  const diedHeld = new Set(reports.filter(r => r.gone === true).flatMap(r => r.held.map((file, i) => shipmentKey(r.node, { file, batch: r.heldBatches[i] }))))
+  const counts = (entry: StandbyEntry): boolean => servedFromMirror(entry) || (isDead(entry.node) && !(entry.batch > 0 && diedHeld.has(shipmentKey(entry.node, entry))))
+  const fromStandby = standby?.epoch === epoch ? standby.served.filter(counts) : []
   const consumed = new Set<FileId>(fromStandby.map(entry => entry.file))
   for (const report of reports) {
     if (report.epoch !== epoch) continue
@@ -116,7 +125,6 @@ export function planAdoption (reports: readonly SurvivorReport[], standby: Stand
   const heldElsewhere = reports.filter(r => r.node !== self && r.gone !== true).flatMap(r => r.held.map((file, i) => ({ file, node: r.node, batch: r.heldBatches[i] })))
   const own = reports.find(r => r.node === self)
   const servedHere = own === undefined || own.epoch !== epoch ? [] : own.received.filter(file => !own.held.includes(file))
-  for (const entry of fromStandby) if (entry.node === self && servedFromMirror(entry) && !servedHere.includes(entry.file)) servedHere.push(entry.file)
   const lastBatch = Math.max(0, ...reports.map(r => r.lastBatch))
-  return { epoch, consumed: [...consumed], heldElsewhere, servedHere, lastBatch }
+  return { epoch, consumed: [...consumed], heldElsewhere, servedHere, standbyKept: fromStandby, lastBatch }
 }

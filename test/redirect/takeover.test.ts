@@ -56,8 +56,16 @@ t.test('a file that went into a live node\'s mirror counts when that node says i
   const adoption = planAdoption([report(1, 3, [5]), served(2, 2, [[40, 7], [42, 6], [43, 0]])], standby, nodeId(1), () => false)
   t.equal(adoption.epoch, 3)
   t.same([...adoption.consumed].sort((a, b) => a - b), [5, 40], '41 never served there, 42 served from another batch (an earlier shipment), 43 an answer: only on the node\'s word')
+  t.same(adoption.standbyKept, [{ file: 40, node: 2, batch: 7 }], 'the new owner\'s standby copy names it again, for a second takeover')
   const own = planAdoption([served(2, 2, [[40, 7]])], standby, nodeId(2), () => false)
-  t.same(own.servedHere, [40], 'served from the new owner\'s own mirror: its own standby copy says so')
+  t.same(own.consumed, [40], 'served from the new owner\'s own mirror: the same')
+})
+
+t.test('a file a dead node\'s mirror held when it went is not counted: it died unserved; what that node\'s trainer got stays counted', async t => {
+  const gone: SurvivorReport = { ...report(2, 3, [60], [61], 7), servedFromMirror: [{ file: fileId(62), batch: 7 }], gone: true }
+  const standby = standbyOf(3, [[60, 2], [61, 2, 7], [62, 2, 7], [63, 2, 5]])
+  const adoption = planAdoption([report(1, 3, []), gone], standby, nodeId(1), node => node === 2)
+  t.same([...adoption.consumed].sort((a, b) => a - b), [60, 62, 63], '61 died in its mirror; 63 the dead node cannot say of, counted as before')
 })
 
 t.test('the new owner learns the last batch any survivor received, holding something or not: its own batches number after it', async t => {

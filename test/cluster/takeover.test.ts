@@ -43,7 +43,7 @@ function successor (peer: object, more: object = {}): { takeover: Takeover, memb
     ...more
   }
   const engine = { owns: () => false, forgetNode: () => [], adopt: (vc: number) => { adopted.push(vc) } }
-  const remote = { takeoverReport: () => ({ epoch: 0, received: [], held: [], lastBatch: 0 }), surrender: () => [], wakeAll: () => {} }
+  const remote = { takeoverReport: () => ({ epoch: 0, received: [], held: [], heldBatches: [], lastBatch: 0, servedFromMirror: [] }), surrender: () => [], wakeAll: () => {} }
   const layout = { vcs: [{ home: 2 }] } as unknown as Layout
   const takeover = new Takeover(layout, membership as unknown as Membership, engine as unknown as Engine, remote as unknown as RemoteReader, pino({ level: 'silent' }))
   return { takeover, membership, adopted }
@@ -58,7 +58,7 @@ t.test('a peer\'s read of a VC whose takeover failed here (this node refused as 
 })
 
 t.test('a node going away adopts nothing: not when a takeover starts, nor when its survivors answer after the close began', async t => {
-  const state = { vcs: [{ vc: 0, epoch: 0, received: [], held: [], lastBatch: 0 }] }
+  const state = { vcs: [{ vc: 0, epoch: 0, received: [], held: [], heldBatches: [], lastBatch: 0, servedFromMirror: [], servedFromMirrorBatches: [] }] }
   const open = successor({ takeoverState: async () => state })
   await open.takeover.adoptOrphans()
   t.same(open.adopted, [0], 'open: the successor adopts the dead node\'s VC')

@@ -89,7 +89,12 @@ DATASETS = {
 }
 
 
-def train(train_root, test_root, seed, epochs, hidden=64, anneal=False):
+# The control's shuffle seed: far from every seed a run uses, so its orders are none of raw's.
+ORDER_SEED_OFFSET = 100_000
+
+
+def train(train_root, test_root, seed, epochs, hidden=64, anneal=False, order_seed=None):
+    """Trains from the seed's initial weights; the loader's shuffle follows order_seed (the seed itself if None)."""
     import torch
     from torch import nn
     from torchvision import datasets, transforms
@@ -101,7 +106,7 @@ def train(train_root, test_root, seed, epochs, hidden=64, anneal=False):
     train_set = datasets.ImageFolder(train_root, transform=to_tensor)
     test_set = datasets.ImageFolder(test_root, transform=to_tensor)
     assert train_set.classes == test_set.classes
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed if order_seed is None else order_seed)
     loader = torch.utils.data.DataLoader(train_set, batch_size=32, shuffle=True, num_workers=2, generator=generator)
     model = nn.Sequential(
         nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
@@ -141,7 +146,9 @@ def main():
     parser.add_argument("--seeds", default="digits=8,digits-x8=5", help="seeds per dataset, name=count,...")
     parser.add_argument("--memory-fractions", default="0.1,0.25")
     parser.add_argument("--chunk-sizes", default="16,64")
-    parser.add_argument("--modes", default="strict,pool,mix", help="redirect modes over the directory; pack-<mode> mounts a pack of it written with that K")
+    parser.add_argument("--modes", default="strict,pool,mix", help="redirect modes over the directory; pack-<mode> mounts a pack of it written with that K; "
+                        "raw-order, a control, trains on the raw directory from the same initial weights in another shuffle order, "
+                        "which is all a mount changes: its difference to raw is what order alone moves the accuracy")
     parser.add_argument("--pack-layout", default="class", choices=("class", "shared"), help="the layout the pack-<mode> cells' packs are written in")
     parser.add_argument("--tolerance", type=float, default=0.5, help="points a mode may lose to raw (mean over seeds)")
     parser.add_argument("--out", default=os.path.join(HERE, "results"))
@@ -154,7 +161,8 @@ def main():
     commit = code_version()  # the code that runs, before the hours of training it takes
     results = []
     failed = []
-    lines = ["| dataset | configuration | test accuracy per seed (%) | mean ± sd | vs raw |", "|---|---|---|---|---|"]
+    # "seed by seed": each seed's accuracy less raw's for that seed, whose spread is the noise a mean difference is read against.
+    lines = ["| dataset | configuration | test accuracy per seed (%) | mean ± sd | vs raw | seed by seed vs raw (mean ± sd) |", "|---|---|---|---|---|---|"]
     for name in args.datasets.split(","):
         export, epochs, hidden, anneal = DATASETS[name]
         work = tempfile.mkdtemp(prefix=f"redirfs-convergence-{name}-")
@@ -162,7 +170,8 @@ def main():
             train_root, test_root = export(work)
             mountpoint = os.path.join(work, "mnt")
             os.makedirs(mountpoint)
-            configs = [("raw", None, None)] + [(mode, f, k) for f in fractions for k in chunk_sizes for mode in modes]
+            controls = [("raw-order", None, None)] if "raw-order" in modes else []
+            configs = [("raw", None, None)] + controls + [(mode, f, k) for f in fractions for k in chunk_sizes for mode in modes if mode != "raw-order"]
             accuracy = {c: [] for c in configs}
             skipped = {}  # configurations the mount refuses, with its reason
             for seed in range(seeds.get(name, 3)):
@@ -171,8 +180,9 @@ def main():
                     if config in skipped:
                         continue
                     mode, fraction, k = config
-                    if mode == "raw":
-                        accuracy[config].append(train(train_root, test_root, seed, epochs, hidden, anneal))
+                    if mode.startswith("raw"):
+                        order_seed = seed + ORDER_SEED_OFFSET if mode == "raw-order" else None
+                        accuracy[config].append(train(train_root, test_root, seed, epochs, hidden, anneal, order_seed))
                         continue
                     memory = int(dir_bytes(train_root) * fraction)
                     source, chunking = train_root, ["--chunk-size", str(k)]
@@ -197,22 +207,24 @@ def main():
                       f" ({time.time() - started:.0f}s)", flush=True)
         finally:
             subprocess.run(["rm", "-rf", work], check=False)
-        raw_mean, _ = summarize(accuracy[configs[0]])
+        raw_values = accuracy[configs[0]]
+        raw_mean, _ = summarize(raw_values)
         for config in configs:
             if config in skipped:
-                lines.append(f"| {name} | {label(config, args.pack_layout)} | refused: {skipped[config]} | | |")
+                lines.append(f"| {name} | {label(config, args.pack_layout)} | refused: {skipped[config]} | | | |")
                 continue
             values = accuracy[config]
             mean, sd = summarize(values)
             delta = mean - raw_mean
-            ok = config[0] == "raw" or delta >= -args.tolerance
+            paired_mean, paired_sd = summarize([a - r for a, r in zip(values, raw_values)])
+            ok = config[0].startswith("raw") or delta >= -args.tolerance
             if not ok:
                 failed.append(f"{name} {label(config, args.pack_layout)}")
             results.append({"dataset": name, "mode": config[0], "packLayout": args.pack_layout if config[0].startswith("pack-") else None,
                             "memoryFraction": config[1], "chunkSize": config[2], "epochs": epochs,
-                            "accuracies": values, "mean": mean, "sd": sd, "deltaToRaw": delta, "pass": ok})
+                            "accuracies": values, "mean": mean, "sd": sd, "deltaToRaw": delta, "pairedSdToRaw": paired_sd, "pass": ok})
             lines.append(f"| {name} | {label(config, args.pack_layout)} | {', '.join(f'{a:.2f}' for a in values)} | {mean:.2f} ± {sd:.2f} | "
-                         f"{delta:+.2f}{'' if ok else ' (FAIL)'} |")
+                         f"{delta:+.2f}{'' if ok else ' (FAIL)'} | {'' if config[0] == 'raw' else f'{paired_mean:+.2f} ± {paired_sd:.2f}'} |")
     result = {
         "commit": commit, "command": "python3 bench/convergence.py " + " ".join(sys.argv[1:]),
         "datasets": {"digits": "sklearn digits, 32x32 PNG, 75/25 stratified split (random_state=0)",
@@ -234,6 +246,8 @@ def main():
 def label(config, pack_layout="class"):
     mode, fraction, k = config
     layout = " (shared layout)" if mode.startswith("pack-") and pack_layout == "shared" else ""
+    if mode == "raw-order":
+        return "raw, another shuffle order (control)"
     return "raw" if mode == "raw" else f"{mode}{layout}, {round(fraction * 100)}% memory, K={k}"
 
 

@@ -128,25 +128,31 @@ export class Takeover {
     const states = new Map<VcId, SurvivorReport[]>(vcs.map(vc => [vc, []]))
     // Each survivor's incarnation when it was asked: one that is not the same at adoption reported from a memory now gone.
     const askedIncarnation = new Map<NodeId, number | undefined>()
-    // Ids from a survivor's message: the layout all nodes share numbers them.
+    // Ids from a survivor's report (checked by reportProblem): the layout all nodes share numbers them.
     const collect = (node: NodeId, reply: TakeoverStateReply): void => {
-      for (const state of reply.vcs) states.get(state.vc as VcId)?.push({ node, epoch: state.epoch, received: state.received as FileId[], held: state.held as FileId[], heldBatches: state.heldBatches, lastBatch: state.lastBatch, servedFromMirror: state.servedFromMirror.map((file, i) => ({ file: file as FileId, batch: state.servedFromMirrorBatches[i] ?? 0 })) })
+      for (const state of reply.vcs) states.get(state.vc as VcId)?.push({ node, epoch: state.epoch, received: state.received as FileId[], held: state.held as FileId[], heldBatches: state.heldBatches, lastBatch: state.lastBatch, servedFromMirror: state.servedFromMirror.map((file, i) => ({ file: file as FileId, batch: state.servedFromMirrorBatches[i] })) })
     }
     collect(this.node, this.reportFor(vcs))
     const generation = this.membership.generation
     pausePoint('takeover-asks')
     await Promise.all(this.membership.livePeers().filter(node => node !== home).map(async node => {
       for (let tries = 0; !this.membership.isDead(node) && !this.membership.closed; tries++) {
+        let reply: TakeoverStateReply
         try {
           askedIncarnation.set(node, this.membership.incarnationOf(node))
-          collect(node, await this.membership.client(node).takeoverState({ generation, node: this.node, dead: home, vcs, deaths: this.membership.deaths() }))
-          return
+          reply = await this.membership.client(node).takeoverState({ generation, node: this.node, dead: home, vcs, deaths: this.membership.deaths() })
         } catch (err) {
           if (err instanceof PeerCallError && err.takenForDead !== undefined) { this.membership.refusedAsDead(node, err); throw err }
           if (err instanceof PeerCallError && err.unreachable) this.membership.checkGone(node)
           if (tries === 0) this.log.warn({ peer: node, err: (err as Error).message }, 'a survivor did not report its state for a takeover yet; asking again until it does or is dead')
           await new Promise(resolve => setTimeout(resolve, 200))
+          continue
         }
+        // A report that does not say what the survivor's trainers got cannot be counted: nothing is adopted on it.
+        const problem = reportProblem(reply, vcs, this.layout)
+        if (problem !== undefined) throw new Error(`node ${node}'s report for taking over node ${home}'s virtual chunks is malformed (${problem}); nothing taken over`)
+        collect(node, reply)
+        return
       }
     }))
     // A new generation (or this node's fencing) overtook the takeover: its state is gone. Or the mount is going away.
@@ -190,4 +196,21 @@ export class Takeover {
     if (!this.engine.owns(vc)) throw askAgain(`node ${this.node} has not taken virtual chunk ${vc} over yet`)
     return undefined
   }
+}
+
+/**
+ * Why a survivor's takeover report cannot be read, or undefined: every VC
+ * asked for is reported once, every file is the layout's, and each list
+ * has its batches one for one.
+ */
+export function reportProblem (reply: TakeoverStateReply, asked: readonly VcId[], layout: Layout): string | undefined {
+  const reported = reply.vcs.map(state => state.vc)
+  if (reported.length !== asked.length || !asked.every(vc => reported.includes(vc))) return `it reports virtual chunks [${reported.join(', ')}], not the ones asked for, [${asked.join(', ')}]`
+  const inLayout = (files: readonly number[]): boolean => files.every(file => Number.isInteger(file) && file >= 0 && file < layout.files.length)
+  for (const state of reply.vcs) {
+    if (!inLayout(state.received) || !inLayout(state.held) || !inLayout(state.servedFromMirror)) return `virtual chunk ${state.vc} names a file not in the layout`
+    if (state.held.length !== state.heldBatches.length) return `virtual chunk ${state.vc} holds ${state.held.length} files with ${state.heldBatches.length} batches`
+    if (state.servedFromMirror.length !== state.servedFromMirrorBatches.length) return `virtual chunk ${state.vc} served ${state.servedFromMirror.length} files from its mirror with ${state.servedFromMirrorBatches.length} batches`
+  }
+  return undefined
 }

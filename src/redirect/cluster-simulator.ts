@@ -6,7 +6,8 @@
  * coming back, a load finishing, each holder answering a reclaim), and the
  * next task is picked at random, so requests, batches and reclaims race as
  * they do over gRPC. Epochs do not overlap (DDP keeps ranks in step).
- * Answers may be lost on their way (`loseOneAnswerIn`).
+ * Answers may be lost on their way (`loseOneAnswerIn`), and an epoch's
+ * order may be padded as DistributedSampler pads it (`padding`).
  */
 import { allVcs, vcOfFile, type FileId, type Layout, type NodeId, type VcId } from './layout'
 import { MirrorTable, type RemoteRequest } from './mirror'
@@ -43,11 +44,25 @@ export interface ClusterSimulationOptions {
    * reclaimFromHolders does). 0 or undefined: none.
    */
   loseOneAnswerIn?: number
+  /**
+   * Files opened a second time at the end of every epoch's order, as
+   * DistributedSampler repeats the first ones to give every rank as many:
+   * some offsets get more opens than they have files, so a VC's epoch ends
+   * while mirrors still hold files, which are carried into the next
+   * (docs/design.md, "Files carried into an epoch across a takeover").
+   */
+  padding?: number
 }
 
 export interface Kill { node: NodeId, epoch: number, afterOpens: number }
 
-export interface ClusterOpen { readonly node: NodeId, readonly opened: FileId, readonly served: FileId | undefined }
+export interface ClusterOpen {
+  readonly node: NodeId
+  readonly opened: FileId
+  readonly served: FileId | undefined
+  /** The epoch of the served file's VC it was served in: the one its owner counted it in. */
+  readonly vcEpoch: number | undefined
+}
 
 export interface ClusterSimulationResult {
   /** Per epoch, every answered open of every node. */
@@ -63,14 +78,18 @@ export interface ClusterSimulationResult {
   readonly unsyncedClusterWide: Map<NodeId, number>
   /** Answers lost on their way (`loseOneAnswerIn`). */
   readonly answersLost: number
+  /** Files still in mirrors when their VC's epoch ended, carried into the next. */
+  readonly carried: number
 }
 
 type Task = () => void
-type Answer = (served: FileId | undefined) => void
+/** An open's answer, with the epoch of the served file's VC that its owner counted it in. */
+type Answer = (served: FileId | undefined, vcEpoch?: number) => void
 
 export function simulateCluster (layout: Layout, options: ClusterSimulationOptions): ClusterSimulationResult {
   const nodes = layout.nodes
   let answersLost = 0
+  let carried = 0
   /** Whether the answer now on its way is lost (`loseOneAnswerIn`). */
   const lose = (): boolean => {
     const lost = (options.loseOneAnswerIn ?? 0) > 0 && random.below(options.loseOneAnswerIn!) === 0
@@ -95,12 +114,15 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
     // A dead node decides nothing more: its opens are lost, and a remote one fails over (see `request`).
     if (dead.has(owner)) return answer(undefined)
     const protocol = protocols[owner]
+    const vc = vcOf(file)
+    const epoch = protocol.epochOf(vc)
     const decision = protocol.open(file, { retry, requester: report, holdersConfirmed })
     protocol.takeDropped() // files let go: the simulator holds no bytes to free
-    const vc = vcOf(file)
+    // An epoch ends only in an open: what the ledger then holds stays in mirrors as the next one's.
+    if (protocol.epochOf(vc) !== epoch) carried += protocol.home.filesHeld(vc).length
     const again = (confirmed = false): void => serveAtHome(owner, file, true, report, answer, confirmed)
     if (decision.kind === 'serve') {
-      answer(decision.file)
+      answer(decision.file, protocol.epochOf(vc))
       readahead(owner, vc)
     } else if (decision.kind === 'wait') {
       park(homeWaiters, `${owner}:${vc}`, again)
@@ -113,7 +135,7 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
 
   const finishLoad = (owner: NodeId, plan: LoadPlan, answer?: Answer): void => {
     const outcome = protocols[owner].finishLoad(plan, new Set(plan.files))
-    if (answer !== undefined) answer(outcome.served)
+    if (answer !== undefined) answer(outcome.served, protocols[owner].epochOf(plan.vc))
     wake(homeWaiters, `${owner}:${plan.vc}`)
     readahead(owner, plan.vc)
   }
@@ -130,7 +152,7 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
       const returned = protocols[owner].home.finishReclaim(plan, reports)
       protocols[owner].takeDropped()
       wake(homeWaiters, `${owner}:${plan.vc}`)
-      if (returned !== undefined) answer(returned)
+      if (returned !== undefined) answer(returned, protocols[owner].epochOf(plan.vc))
       else again(true) // in the same step: the holders' answers are fresh for this decision only
     }
     const ask = (holder: NodeId): void => {
@@ -157,7 +179,8 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
     const vc = vcOf(file)
     if (protocols[node].owns(vc)) return serveAtHome(node, file, retry, undefined, answer)
     const decision = mirrors[node].open(file, retry)
-    if (decision.kind === 'serve') return answer(decision.file)
+    // A mirror's file is its owner's to count: of the epoch it went out in, or, carried, of the one after.
+    if (decision.kind === 'serve') return answer(decision.file, protocols[ownerOf(vc)]?.epochOf(vc))
     if (decision.kind === 'wait') return park(mirrorWaiters, `${node}:${vc}`, () => open(node, file, true, answer))
     tasks.push(() => request(node, decision.request, answer))
   }
@@ -173,7 +196,7 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
     // As ClusterNode.askOwner sends each try: the mirror's last batch and files given back as they are now.
     const now = mirrors[node].current(req)
     const report: MirrorReport = { node, emptyOffsets: req.emptyOffsets, freeBytes: req.freeBytes, lastBatch: now.lastBatch, givenBackBefore: now.givenBackBefore }
-    serveAtHome(owner, req.file, false, report, served => {
+    serveAtHome(owner, req.file, false, report, (served, servedIn) => {
       const { files: batch, batch: batchNumber } = served === undefined ? { files: [], batch: 0 } : protocols[owner].home.shipBatch(req.vc, report)
       const vcEpoch = protocols[owner].epochOf(req.vc)
       if (served !== undefined) protocols[owner].home.noteAnswerSent(req.vc, node, served, batchNumber)
@@ -182,7 +205,7 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
         if (dead.has(node)) return
         if (dead.has(owner) || lost) return request(node, req, answer) // the answer died with its sender, or on its way
         mirrors[node].finishRequest(req, { served, batch, batchNumber, vcEpoch })
-        answer(served)
+        answer(served, servedIn)
         wake(mirrorWaiters, `${node}:${req.vc}`)
       })
     })
@@ -240,16 +263,17 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
 
   const epochs: ClusterOpen[][] = []
   for (let epoch = 0; epoch < options.epochs; epoch++) {
-    const permutation = random.shuffle(layout.files.map((_, id) => id as FileId))
+    const shuffled = random.shuffle(layout.files.map((_, id) => id as FileId))
+    const permutation = [...shuffled, ...shuffled.slice(0, options.padding ?? 0)]
     const answered: ClusterOpen[] = []
     const queues = Array.from({ length: nodes }, (_, node) => permutation.filter((_, i) => i % nodes === node))
     const outstanding = new Array<number>(nodes).fill(0)
     const startOpen = (node: NodeId): void => {
       const file = queues[node].shift()!
       outstanding[node]++
-      open(node, file, false, served => {
+      open(node, file, false, (served, vcEpoch) => {
         outstanding[node]--
-        if (!dead.has(node)) { answered.push({ node, opened: file, served }); answeredSinceSync[node]++ }
+        if (!dead.has(node)) { answered.push({ node, opened: file, served, vcEpoch: served === undefined ? undefined : vcEpoch }); answeredSinceSync[node]++ }
         for (const kill of [options.kill ?? []].flat()) {
           if (kill.epoch !== epoch || answered.length !== kill.afterOpens || dead.has(kill.node)) continue
           dead.add(kill.node)
@@ -276,5 +300,5 @@ export function simulateCluster (layout: Layout, options: ClusterSimulationOptio
     if (stuck > 0) throw new Error(`cluster simulation stalled in epoch ${epoch}: ${stuck} opens never answered`)
     epochs.push(answered)
   }
-  return { epochs, protocols, mirrors, unsyncedAtDeath, unsyncedClusterWide, answersLost }
+  return { epochs, protocols, mirrors, unsyncedAtDeath, unsyncedClusterWide, answersLost, carried }
 }

@@ -124,13 +124,13 @@ function percent (share: number): string {
 }
 
 export function formatSimulationTable (rows: SimulationRow[]): string {
-  const header = '| layout | mode | K | block | memory | opens that waited | chunk loads / PC / epoch | read amplification | wasted / epoch | same-chunk pairs per batch (vs uniform) | pairs repeated from the epoch before, per batch (vs uniform) |'
+  const header = '| layout | mode | K | block | memory | opens that waited | chunk loads / PC / epoch | read amplification | wasted / epoch | same-chunk pairs per batch (vs uniform) | pairs repeated from the epoch before, per batch (vs uniform) | order kept from the epoch before (uniform 0) |'
   const lines = rows.map(r => {
     const key = `| ${r.layout} | ${r.mode} | ${r.chunkSize} | ${r.blockSize} | ${percent(r.memoryFraction)} |`
-    if ('refused' in r) return `${key} refused: ${r.refused} | | | | | |`
-    return `${key} ${percent(r.waitedShare)} | ${r.chunkLoadsPerPcPerEpoch.toFixed(2)} | ${r.readAmplification.toFixed(2)} | ${(r.wastedBytesPerEpoch / 2 ** 20).toFixed(1)} MiB | ${r.sameChunkPairsPerBatch.toFixed(2)} (${r.sameChunkRatio.toFixed(1)}x) | ${r.repeatedPairsPerBatch.toFixed(3)} (${r.repeatedPairsRatio.toFixed(2)}x) |`
+    if ('refused' in r) return `${key} refused: ${r.refused} | | | | | | |`
+    return `${key} ${percent(r.waitedShare)} | ${r.chunkLoadsPerPcPerEpoch.toFixed(2)} | ${r.readAmplification.toFixed(2)} | ${(r.wastedBytesPerEpoch / 2 ** 20).toFixed(1)} MiB | ${r.sameChunkPairsPerBatch.toFixed(2)} (${r.sameChunkRatio.toFixed(1)}x) | ${r.repeatedPairsPerBatch.toFixed(3)} (${r.repeatedPairsRatio.toFixed(2)}x) | ${r.orderKept.toFixed(2)} |`
   })
-  return [header, '|---|---|---|---|---|---|---|---|---|---|---|', ...lines].join('\n')
+  return [header, '|---|---|---|---|---|---|---|---|---|---|---|---|', ...lines].join('\n')
 }
 
 export interface ClusterSimulationRow {

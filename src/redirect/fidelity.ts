@@ -16,6 +16,11 @@
  *   one batch in an epoch and again in one batch in the next, which is how
  *   much the same samples keep company epoch after epoch. A uniform shuffle
  *   repeats a pair with probability (B - 1) / (F - 1).
+ * - Order kept from the epoch before: the correlation of each file's place
+ *   in an epoch with its place in the one before (Pearson, averaged over
+ *   pairs of epochs). A uniform shuffle has 0; the same order every epoch,
+ *   1. Above 0, files early (or late) in one epoch tend to be early (or
+ *   late) in the next, where a fresh shuffle would scatter them.
  */
 import type { Layout } from './layout'
 import type { ServedOpen, SimulationResult } from './simulator'
@@ -30,6 +35,7 @@ export interface FidelityFigures {
   repeatedPairsPerBatch: number
   uniformRepeatedPairsPerBatch: number
   repeatedPairsRatio: number
+  orderKept: number
 }
 
 /** What the measures need of a layout, class or shared: its files and how they are cut into chunks. */
@@ -71,8 +77,41 @@ export function measureFidelity (layout: ChunkedFiles, result: SimulationResult,
     sameChunkRatio: uniform === 0 ? 0 : measured / uniform,
     repeatedPairsPerBatch: repeated,
     uniformRepeatedPairsPerBatch: uniformRepeated,
-    repeatedPairsRatio: uniformRepeated === 0 ? 0 : repeated / uniformRepeated
+    repeatedPairsRatio: uniformRepeated === 0 ? 0 : repeated / uniformRepeated,
+    orderKept: orderKept(result.epochs, F)
   }
+}
+
+/** The mean, over pairs of consecutive epochs, of the correlation of files' places in the two: 0 for independent shuffles. */
+export function orderKept (epochs: readonly (readonly ServedOpen[])[], fileCount: number): number {
+  const placesIn = (epoch: readonly ServedOpen[]): Float64Array => {
+    const place = new Float64Array(fileCount).fill(NaN)
+    epoch.forEach((open, i) => { if (open.served !== undefined) place[open.served] = i })
+    return place
+  }
+  let sum = 0
+  let pairs = 0
+  for (let e = 1; e < epochs.length; e++) {
+    const [before, now] = [placesIn(epochs[e - 1]), placesIn(epochs[e])]
+    // Files served in both epochs only (a partial epoch serves fewer).
+    const both = [...before.keys()].filter(file => !Number.isNaN(before[file]) && !Number.isNaN(now[file]))
+    if (both.length < 2) continue
+    const mean = (places: Float64Array): number => both.reduce((total, file) => total + places[file], 0) / both.length
+    const [meanBefore, meanNow] = [mean(before), mean(now)]
+    let cross = 0
+    let squaresBefore = 0
+    let squaresNow = 0
+    for (const file of both) {
+      const [b, n] = [before[file] - meanBefore, now[file] - meanNow]
+      cross += b * n
+      squaresBefore += b * b
+      squaresNow += n * n
+    }
+    if (squaresBefore === 0 || squaresNow === 0) continue
+    sum += cross / Math.sqrt(squaresBefore * squaresNow)
+    pairs++
+  }
+  return pairs === 0 ? 0 : sum / pairs
 }
 
 /** Pairs of served files in one batch of an epoch that shared a batch in the epoch before, per batch. */

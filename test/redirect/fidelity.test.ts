@@ -1,8 +1,10 @@
 import t from 'tap'
 import { planMemory } from '../../src/redirect/budget'
-import { measureFidelity } from '../../src/redirect/fidelity'
+import { measureFidelity, orderKept } from '../../src/redirect/fidelity'
 import { buildLayout } from '../../src/redirect/layout'
-import { simulate } from '../../src/redirect/simulator'
+import { simulate, type ServedOpen } from '../../src/redirect/simulator'
+import { SeededRandom } from '../../src/redirect/random'
+import { fileId } from '../helpers/ids'
 import { syntheticSamples } from '../../src/cli/simulate-command'
 
 const samples = syntheticSamples(20_000, 20, 1000, 1)
@@ -14,6 +16,18 @@ t.test('off serves the trainer\'s own uniform shuffle: no more same-chunk pairs 
   // Fewer than uniform: off reads a chunk several times an epoch, and files of two reads are not counted as one read's.
   t.ok(figures.sameChunkRatio < 1.15, `same-chunk ratio ${figures.sameChunkRatio}`)
   t.ok(figures.repeatedPairsRatio > 0.85 && figures.repeatedPairsRatio < 1.15, `repeated-pairs ratio ${figures.repeatedPairsRatio}`)
+  t.ok(Math.abs(figures.orderKept) < 0.05, `order kept from the epoch before: ${figures.orderKept.toFixed(3)}`)
+})
+
+t.test('order kept from the epoch before: 0 for fresh shuffles, 1 for the same order every epoch, -1 for it reversed', async t => {
+  const served = (order: readonly number[]): ServedOpen[] => order.map(file => ({ opened: fileId(file), exact: false, served: fileId(file), read: undefined }))
+  const random = new SeededRandom(3)
+  const files = [...Array(5000).keys()]
+  const shuffles = [0, 1, 2, 3].map(() => served(random.shuffle([...files])))
+  t.ok(Math.abs(orderKept(shuffles, files.length)) < 0.03, `fresh shuffles: ${orderKept(shuffles, files.length).toFixed(3)}`)
+  t.equal(orderKept([shuffles[0], shuffles[0], shuffles[0]], files.length), 1)
+  t.equal(orderKept([served(files), served([...files].reverse())], files.length), -1)
+  t.equal(orderKept([shuffles[0]], files.length), 0, 'one epoch: nothing to compare')
 })
 
 t.test('mix reads every chunk once, yet serves samples stored together together no more than a uniform shuffle does, and changes their company every epoch', async t => {

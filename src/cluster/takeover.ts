@@ -15,7 +15,7 @@
 import type { Logger } from 'pino'
 import type { Engine } from '../engine/engine'
 import type { RemoteReader } from '../engine/remote-reader'
-import { allVcs, type FileId, type Layout, type NodeId, type VcId } from '../redirect/layout'
+import { allVcs, vcOfFile, type FileId, type Layout, type NodeId, type VcId } from '../redirect/layout'
 import { planAdoption, type StandbyCopy, type SurvivorReport } from '../redirect/takeover'
 import { compareGenerations } from './generations'
 import { askAgain, PeerCallError } from './call-error'
@@ -95,22 +95,26 @@ export class Takeover {
     for (const [home, vcs] of byHome) {
       const work = this.adopt(home, vcs)
       for (const vc of vcs) this.adopting.set(vc, work)
-      // A takeover that failed (a survivor refused this node as dead, say) adopted nothing: forgotten, it starts
-      // again at the next change of owners or a second from now, else its VCs stay owned by nobody for good.
+      // A takeover that failed (a survivor refused this node as dead, or sent a report that cannot be read) adopted
+      // nothing. It starts again a second from now, else its VCs stay owned by nobody for good; until then the
+      // failure stands, so that the opens asking meanwhile do not each start a takeover that asks every peer.
       work.catch(() => {
-        for (const vc of vcs) if (this.adopting.get(vc) === work) this.adopting.delete(vc)
-        this.adoptAgainSoon()
+        this.adoptAgainSoon(() => { for (const vc of vcs) if (this.adopting.get(vc) === work) this.adopting.delete(vc) })
       })
     }
     await Promise.all(ours.map(async vc => await this.adopting.get(vc)))
   }
 
   private retry?: NodeJS.Timeout
+  /** What each failed takeover forgets of itself when the retry comes. */
+  private readonly forgetFailed: Array<() => void> = []
 
-  private adoptAgainSoon (): void {
+  private adoptAgainSoon (forget: () => void): void {
+    this.forgetFailed.push(forget)
     if (this.retry !== undefined) return
     this.retry = setTimeout(() => {
       this.retry = undefined
+      for (const forget of this.forgetFailed.splice(0)) forget()
       if (this.membership.closed || !this.membership.ready) return
       void this.adoptOrphans().catch(err => this.failed(err))
     }, 1000)
@@ -135,14 +139,17 @@ export class Takeover {
     collect(this.node, this.reportFor(vcs))
     const generation = this.membership.generation
     pausePoint('takeover-asks')
+    // Once one survivor's answer fails the takeover, the others are not asked on.
+    const round = { failed: false }
+    const failing = (err: Error): Error => { round.failed = true; return err }
     await Promise.all(this.membership.livePeers().filter(node => node !== home).map(async node => {
-      for (let tries = 0; !this.membership.isDead(node) && !this.membership.closed; tries++) {
+      for (let tries = 0; !round.failed && !this.membership.isDead(node) && !this.membership.closed; tries++) {
         let reply: TakeoverStateReply
         try {
           askedIncarnation.set(node, this.membership.incarnationOf(node))
           reply = await this.membership.client(node).takeoverState({ generation, node: this.node, dead: home, vcs, deaths: this.membership.deaths() })
         } catch (err) {
-          if (err instanceof PeerCallError && err.takenForDead !== undefined) { this.membership.refusedAsDead(node, err); throw err }
+          if (err instanceof PeerCallError && err.takenForDead !== undefined) { this.membership.refusedAsDead(node, err); throw failing(err) }
           if (err instanceof PeerCallError && err.unreachable) this.membership.checkGone(node)
           if (tries === 0) this.log.warn({ peer: node, err: (err as Error).message }, 'a survivor did not report its state for a takeover yet; asking again until it does or is dead')
           await new Promise(resolve => setTimeout(resolve, 200))
@@ -150,7 +157,7 @@ export class Takeover {
         }
         // A report that does not say what the survivor's trainers got cannot be counted: nothing is adopted on it.
         const problem = reportProblem(reply, vcs, this.layout)
-        if (problem !== undefined) throw new Error(`node ${node}'s report for taking over node ${home}'s virtual chunks is malformed (${problem}); nothing taken over`)
+        if (problem !== undefined) throw failing(new Error(`node ${node}'s report for taking over node ${home}'s virtual chunks is malformed (${problem}); nothing taken over`))
         collect(node, reply)
         return
       }
@@ -200,15 +207,15 @@ export class Takeover {
 
 /**
  * Why a survivor's takeover report cannot be read, or undefined: every VC
- * asked for is reported once, every file is the layout's, and each list
- * has its batches one for one.
+ * asked for is reported once, every file it names is one of that VC's,
+ * and each list has its batches one for one.
  */
 export function reportProblem (reply: TakeoverStateReply, asked: readonly VcId[], layout: Layout): string | undefined {
   const reported = reply.vcs.map(state => state.vc)
   if (reported.length !== asked.length || !asked.every(vc => reported.includes(vc))) return `it reports virtual chunks [${reported.join(', ')}], not the ones asked for, [${asked.join(', ')}]`
-  const inLayout = (files: readonly number[]): boolean => files.every(file => Number.isInteger(file) && file >= 0 && file < layout.files.length)
   for (const state of reply.vcs) {
-    if (!inLayout(state.received) || !inLayout(state.held) || !inLayout(state.servedFromMirror)) return `virtual chunk ${state.vc} names a file not in the layout`
+    const ofVc = (files: readonly number[]): boolean => files.every(file => Number.isInteger(file) && file >= 0 && file < layout.files.length && vcOfFile(layout, file as FileId) === state.vc)
+    if (!ofVc(state.received) || !ofVc(state.held) || !ofVc(state.servedFromMirror)) return `virtual chunk ${state.vc} names a file that is not one of its own`
     if (state.held.length !== state.heldBatches.length) return `virtual chunk ${state.vc} holds ${state.held.length} files with ${state.heldBatches.length} batches`
     if (state.servedFromMirror.length !== state.servedFromMirrorBatches.length) return `virtual chunk ${state.vc} served ${state.servedFromMirror.length} files from its mirror with ${state.servedFromMirrorBatches.length} batches`
   }

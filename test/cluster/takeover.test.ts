@@ -44,7 +44,7 @@ function successor (peer: object, more: object = {}): { takeover: Takeover, memb
   }
   const engine = { owns: () => false, forgetNode: () => [], adopt: (vc: number) => { adopted.push(vc) } }
   const remote = { takeoverReport: () => ({ epoch: 0, received: [], held: [], heldBatches: [], lastBatch: 0, servedFromMirror: [] }), surrender: () => [], wakeAll: () => {} }
-  const layout = { vcs: [{ home: 2 }], files: new Array(8) } as unknown as Layout
+  const layout = { vcs: [{ home: 2 }], files: new Array(8), filePc: new Array(8).fill(0), pcs: [{ vc: 0 }] } as unknown as Layout
   const takeover = new Takeover(layout, membership as unknown as Membership, engine as unknown as Engine, remote as unknown as RemoteReader, pino({ level: 'silent' }))
   return { takeover, membership, adopted }
 }
@@ -74,13 +74,15 @@ t.test('a node going away adopts nothing: not when a takeover starts, nor when i
   t.same([closed.adopted, asked], [[], 0], 'closed before: nobody asked, nothing adopted')
 })
 
-t.test('a survivor\'s malformed report is refused: the takeover fails with one line and adopts nothing on it', async t => {
+t.test('a survivor\'s malformed report is refused: the takeover fails, saying why, adopts nothing on it and is tried again a second later', async t => {
   const good = { vc: 0, epoch: 0, received: [1], held: [2], heldBatches: [3], lastBatch: 3, servedFromMirror: [4], servedFromMirrorBatches: [2] }
-  const layout = { vcs: [{ home: 2 }, { home: 2 }], files: new Array(8) } as unknown as Layout
+  // Files 0-5 are VC 0's, 6 and 7 VC 1's.
+  const layout = { vcs: [{ home: 2 }, { home: 2 }], files: new Array(8), filePc: [0, 0, 0, 0, 0, 0, 1, 1], pcs: [{ vc: 0 }, { vc: 1 }] } as unknown as Layout
   t.equal(reportProblem({ vcs: [good] }, [vcId(0)], layout), undefined, 'a whole report is read')
   t.match(reportProblem({ vcs: [] }, [vcId(0)], layout), /not the ones asked for/, 'a VC asked for and not reported')
   t.match(reportProblem({ vcs: [good, { ...good, vc: 1 }] }, [vcId(0)], layout), /not the ones asked for/, 'a VC not asked for')
-  t.match(reportProblem({ vcs: [{ ...good, received: [8] }] }, [vcId(0)], layout), /file not in the layout/, 'a file past the layout')
+  t.match(reportProblem({ vcs: [{ ...good, received: [8] }] }, [vcId(0)], layout), /names a file that is not one of its own/, 'a file past the layout')
+  t.match(reportProblem({ vcs: [{ ...good, held: [6] }] }, [vcId(0)], layout), /names a file that is not one of its own/, 'a file of another VC')
   t.match(reportProblem({ vcs: [{ ...good, heldBatches: [] }] }, [vcId(0)], layout), /holds 1 files with 0 batches/, 'held files without their batches')
   t.match(reportProblem({ vcs: [{ ...good, servedFromMirrorBatches: [1, 2] }] }, [vcId(0)], layout), /served 1 files from its mirror with 2 batches/, 'mirror-served files and batches that differ')
 
@@ -90,4 +92,6 @@ t.test('a survivor\'s malformed report is refused: the takeover fails with one l
   const failure = await malformed.takeover.adoptOrphans().then(() => undefined, (err: Error) => err.message)
   t.match(failure, /^node 1's report for taking over node 2's virtual chunks is malformed \(virtual chunk 0 holds 1 files with 0 batches\); nothing taken over$/, 'the takeover fails, saying which node and why')
   t.same([malformed.adopted, asked], [[], 1], 'asked once, nothing adopted on it')
+  const meanwhile = await malformed.takeover.adoptOrphans().then(() => undefined, (err: Error) => err.message)
+  t.same([meanwhile, asked], [failure, 1], 'until the retry a second later, the failure stands: an open asking meanwhile starts no takeover of its own')
 })

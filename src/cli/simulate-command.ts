@@ -128,7 +128,7 @@ export function formatSimulationTable (rows: SimulationRow[]): string {
   const lines = rows.map(r => {
     const key = `| ${r.layout} | ${r.mode} | ${r.chunkSize} | ${r.blockSize} | ${percent(r.memoryFraction)} |`
     if ('refused' in r) return `${key} refused: ${r.refused} | | | | | | |`
-    return `${key} ${percent(r.waitedShare)} | ${r.chunkLoadsPerPcPerEpoch.toFixed(2)} | ${r.readAmplification.toFixed(2)} | ${(r.wastedBytesPerEpoch / 2 ** 20).toFixed(1)} MiB | ${r.sameChunkPairsPerBatch.toFixed(2)} (${r.sameChunkRatio.toFixed(1)}x) | ${r.repeatedPairsPerBatch.toFixed(3)} (${r.repeatedPairsRatio.toFixed(2)}x) | ${r.orderKept.toFixed(2)} |`
+    return `${key} ${percent(r.waitedShare)} | ${r.chunkLoadsPerPcPerEpoch.toFixed(2)} | ${r.readAmplification.toFixed(2)} | ${(r.wastedBytesPerEpoch / 2 ** 20).toFixed(1)} MiB | ${r.sameChunkPairsPerBatch.toFixed(2)} (${r.sameChunkRatio.toFixed(1)}x) | ${r.repeatedPairsPerBatch.toFixed(3)} (${r.repeatedPairsRatio.toFixed(2)}x) | ${Number.isNaN(r.orderKept) ? '-' : r.orderKept.toFixed(2)} |`
   })
   return [header, '|---|---|---|---|---|---|---|---|---|---|---|---|', ...lines].join('\n')
 }

@@ -7,7 +7,7 @@
  * next task is picked at random, so requests, batches and reclaims race as
  * they do over gRPC. Epochs do not overlap (DDP keeps ranks in step).
  * Answers may be lost on their way (`loseOneAnswerIn`), and an epoch's
- * order may be padded as DistributedSampler pads it (`padding`).
+ * order may be padded with a second open of some files (`padding`).
  */
 import { allVcs, vcOfFile, type FileId, type Layout, type NodeId, type VcId } from './layout'
 import { MirrorTable, type RemoteRequest } from './mirror'
@@ -45,9 +45,10 @@ export interface ClusterSimulationOptions {
    */
   loseOneAnswerIn?: number
   /**
-   * Files opened a second time at the end of every epoch's order, as
-   * DistributedSampler repeats the first ones to give every rank as many:
-   * some offsets get more opens than they have files, so a VC's epoch ends
+   * Files opened a second time at the end of every epoch's order, the
+   * first ones of it, as DistributedSampler pads an epoch to give every
+   * rank as many (any number here, as a stray reader adds any): some
+   * offsets get more opens than they have files, so a VC's epoch ends
    * while mirrors still hold files, which are carried into the next
    * (docs/design.md, "Files carried into an epoch across a takeover").
    */
@@ -60,7 +61,7 @@ export interface ClusterOpen {
   readonly node: NodeId
   readonly opened: FileId
   readonly served: FileId | undefined
-  /** The epoch of the served file's VC it was served in: the one its owner counted it in. */
+  /** The epoch of the served file's VC it was served in: its owner's at the serve (for a mirror's, as the owner's ledger counts it). */
   readonly vcEpoch: number | undefined
 }
 

@@ -82,7 +82,11 @@ export function measureFidelity (layout: ChunkedFiles, result: SimulationResult,
   }
 }
 
-/** The mean, over pairs of consecutive epochs, of the correlation of files' places in the two: 0 for independent shuffles. */
+/**
+ * The mean, over pairs of consecutive epochs, of the correlation of files'
+ * places in the two (a place counts every open, answered or not): 0 for
+ * independent shuffles; NaN with no two epochs to compare.
+ */
 export function orderKept (epochs: readonly (readonly ServedOpen[])[], fileCount: number): number {
   const placesIn = (epoch: readonly ServedOpen[]): Float64Array => {
     const place = new Float64Array(fileCount).fill(NaN)
@@ -111,7 +115,7 @@ export function orderKept (epochs: readonly (readonly ServedOpen[])[], fileCount
     sum += cross / Math.sqrt(squaresBefore * squaresNow)
     pairs++
   }
-  return pairs === 0 ? 0 : sum / pairs
+  return pairs === 0 ? NaN : sum / pairs
 }
 
 /** Pairs of served files in one batch of an epoch that shared a batch in the epoch before, per batch. */

@@ -27,7 +27,7 @@ t.test('order kept from the epoch before: 0 for fresh shuffles, 1 for the same o
   t.ok(Math.abs(orderKept(shuffles, files.length)) < 0.03, `fresh shuffles: ${orderKept(shuffles, files.length).toFixed(3)}`)
   t.equal(orderKept([shuffles[0], shuffles[0], shuffles[0]], files.length), 1)
   t.equal(orderKept([served(files), served([...files].reverse())], files.length), -1)
-  t.equal(orderKept([shuffles[0]], files.length), 0, 'one epoch: nothing to compare')
+  t.ok(Number.isNaN(orderKept([shuffles[0]], files.length)), 'one epoch: nothing to compare')
 })
 
 t.test('mix reads every chunk once, yet serves samples stored together together no more than a uniform shuffle does, and changes their company every epoch', async t => {
